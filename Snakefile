@@ -1,0 +1,23 @@
+# Does in-context learning behave like gradient descent? From data to the papers' tables.
+# Stages, one file each under workflow/rules/: data -> models -> activations -> metrics -> report.
+
+from snakemake.utils import min_version
+
+min_version("9.0")
+
+
+include: "workflow/rules/common.smk"
+include: "workflow/rules/data.smk"
+include: "workflow/rules/models.smk"
+include: "workflow/rules/activations.smk"
+include: "workflow/rules/metrics.smk"
+include: "workflow/rules/report.smk"
+
+
+rule all:
+    input:
+        all_activations(),
+        "results/metrics/summary.parquet",
+        "results/metrics/summary.csv",
+        report_outputs(),
+    default_target: True

@@ -1,0 +1,80 @@
+"""The built-in tiny causal LM of the offline default: tokenizer, architecture and pretraining.
+
+A GPT-2-architecture model of a few layers with a byte-level BPE tokenizer, both trained here on
+the synthetic twins of the six tasks, laid out as ICL episodes (demonstrations in the protocol's
+own format). "Pretraining" is brief, but it gives the ``trained`` variant something a random
+model lacks, so that the trained / untrained comparison of paper 001 means something even offline.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from . import config as cfg, models, prompts
+
+log = logging.getLogger(__name__)
+
+LABEL_WORD_REPEATS = 2000
+
+
+def _corpus(frames: dict[str, pd.DataFrame]) -> list[str]:
+    """Every formatted demonstration, plus each label word often enough that even a small BPE
+    vocabulary learns it as one token (the protocol needs single-token label words)."""
+    texts = []
+    for task, frame in frames.items():
+        spec = cfg.task_spec({"tasks": {task: {}}}, task)
+        for _, row in frame.iterrows():
+            texts.append(prompts.format_prompt(spec, row) + " " + spec.label_words[int(row["label"])])
+        texts.extend(" " + word for word in spec.label_words for _ in range(LABEL_WORD_REPEATS))
+    return texts
+
+
+def _episodes(tokenizer, frames: dict[str, pd.DataFrame], n_episodes: int, max_len: int, seed: int) -> list[list[int]]:
+    """Token sequences of <s> + a few random demonstrations of one task, each ending in </s>."""
+    rng = np.random.default_rng(seed)
+    encoded = {}
+    for task, frame in frames.items():
+        spec = cfg.task_spec({"tasks": {task: {}}}, task)
+        label_ids = prompts.label_token_ids(tokenizer, spec)
+        encoded[task] = prompts.demonstration_ids(tokenizer, spec, frame, label_ids)
+    tasks = sorted(encoded)
+    episodes = []
+    for _ in range(n_episodes):
+        demos = encoded[tasks[rng.integers(len(tasks))]]
+        order = rng.permutation(len(demos))[: rng.integers(1, 17)]
+        episode = prompts.icl_context(tokenizer, [demos[i] for i in order])
+        episodes.append(episode[:max_len])
+    return episodes
+
+
+def build(train_paths: dict[str, str], out_dir: str | Path, spec: dict) -> dict:
+    """Train the tokenizer and the model on the twins' train splits; save both in ``out_dir``."""
+    out_dir = Path(out_dir)
+    frames = {task: pd.read_parquet(path) for task, path in sorted(train_paths.items())}
+    tokenizer = models.train_tokenizer(
+        _corpus(frames), spec["vocab_size"], out_dir, model_max_length=spec["n_positions"]
+    )
+    model = models.build_gpt2(
+        tokenizer,
+        n_layer=spec["n_layer"],
+        n_embd=spec["n_embd"],
+        n_head=spec["n_head"],
+        n_positions=spec["n_positions"],
+        seed=spec["seed"],
+    )
+    episodes = _episodes(tokenizer, frames, n_episodes=4000, max_len=spec["pretrain_len"], seed=spec["seed"])
+    losses = models.pretrain(
+        model, episodes, steps=spec["pretrain_steps"], batch_size=8, lr=spec["pretrain_lr"], seed=spec["seed"]
+    )
+    model.save_pretrained(out_dir)
+    summary = {"spec": spec, "n_params": sum(p.numel() for p in model.parameters()),
+               "vocab_size": len(tokenizer), "first_loss": losses[0] if losses else None,
+               "final_loss": float(np.mean(losses[-20:])) if losses else None}
+    (out_dir / "pretraining.json").write_text(json.dumps(summary, indent=2))
+    log.info("built-in model: %s", summary)
+    return summary

@@ -1,0 +1,254 @@
+"""Config access: the six reference tasks, and resolving a validated config into run specs.
+
+This module imports nothing else of the package (it sits at the bottom of the DAG of imports),
+so that the Snakefile, the rules and every other module can lean on it cheaply.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+import string
+from dataclasses import dataclass, field
+
+# The reference protocol (shared/PROTOCOL.md, "Datasets" and "Settings"). Hub ids are the current
+# canonical ones; the reference used the legacy ids of the same data.
+TASK_PRESETS: dict[str, dict] = {
+    "sst2": {
+        "hub_id": "nyu-mll/glue",
+        "hub_config": "sst2",
+        "splits": {"train": "train", "eval": "validation"},
+        "template": "Sentence: {sentence} Label:",
+        "label_words": ["Negative", "Positive"],
+        "seeds": [2, 3, 4],
+        "lr": 5e-4,
+    },
+    "sst5": {
+        "hub_id": "SetFit/sst5",
+        "hub_config": None,
+        "splits": {"train": "train", "eval": "validation"},
+        "template": "Sentence: {text} Label:",
+        "label_words": ["terrible", "bad", "neutral", "good", "great"],
+        "seeds": [5, 6, 7],
+        "lr": 1.6e-4,
+    },
+    "mr": {
+        "hub_id": "cornell-movie-review-data/rotten_tomatoes",
+        "hub_config": None,
+        "splits": {"train": "train", "eval": "validation"},
+        "template": "Review: {text} Sentiment:",
+        "label_words": ["Negative", "Positive"],
+        "seeds": [5, 6, 7],
+        "lr": 3e-3,
+    },
+    "subj": {
+        "hub_id": "SetFit/subj",
+        "hub_config": None,
+        "splits": {"train": "train", "eval": "test"},
+        "template": "Input: {text} Type:",
+        "label_words": ["objective", "subjective"],
+        "seeds": [4, 5, 6],
+        "lr": 3e-3,
+    },
+    "agnews": {
+        "hub_id": "fancyzhx/ag_news",
+        "hub_config": None,
+        "splits": {"train": "train", "eval": "test"},
+        "template": (
+            "Classify the news articles into the categories of World, Sports, Business, and "
+            "Technology. Article: {text} Answer:"
+        ),
+        "label_words": ["World", "Sports", "Business", "Technology"],
+        "seeds": [3, 4, 5],
+        "lr": 0.2,
+    },
+    "cb": {
+        "hub_id": "aps/super_glue",
+        "hub_config": "cb",
+        "splits": {"train": "train", "eval": "validation"},
+        "template": "{premise} Question: {hypothesis}. True, False, or Neither? Answer:",
+        "label_words": ["True", "False", "Neither"],
+        "seeds": [3, 4, 5],
+        "lr": 0.08,
+    },
+}
+
+# Settings that evaluate the model as it is; every other setting names a training method.
+BASE_SETTINGS = ("zsl", "icl")
+METHOD_KINDS = ("gd", "lcgd")
+MODEL_VARIANTS = ("trained", "untrained", "trained_embeddings", "layernorm_only")
+NAME_PATTERN = r"[A-Za-z0-9][A-Za-z0-9_.-]*"
+
+
+class ConfigError(ValueError):
+    """A config value that cannot work; the message names the key and the fix."""
+
+
+def template_fields(template: str) -> list[str]:
+    """The ``{field}`` names a prompt template reads, in order of first use."""
+    names = []
+    for _, name, _, _ in string.Formatter().parse(template):
+        if name is not None and name not in names:
+            if not name.isidentifier():
+                raise ConfigError(f"template {template!r} has a field {{{name}}} that is not a plain column name")
+            names.append(name)
+    return names
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    name: str
+    source: str
+    template: str
+    label_words: tuple[str, ...]
+    seeds: tuple[int, ...]
+    lr: float
+    splits: dict = field(default_factory=dict)
+    hub_id: str | None = None
+    hub_config: str | None = None
+    path: str | None = None
+
+    @property
+    def text_fields(self) -> list[str]:
+        return template_fields(self.template)
+
+    @property
+    def n_labels(self) -> int:
+        return len(self.label_words)
+
+
+def task_spec(config: dict, task: str) -> TaskSpec:
+    """The task's preset (if it is one of the six) overlaid with what the config says of it."""
+    tasks = config.get("tasks", {})
+    if task not in tasks:
+        raise ConfigError(f"task {task!r} is not under 'tasks' in the config; known: {sorted(tasks)}")
+    given = dict(tasks[task] or {})
+    spec = {**TASK_PRESETS.get(task, {}), **{k: v for k, v in given.items() if v is not None}}
+    missing = [k for k in ("template", "label_words", "seeds", "lr") if k not in spec]
+    if missing:
+        raise ConfigError(
+            f"task {task!r} is not one of the built-in tasks {sorted(TASK_PRESETS)}, so the config must "
+            f"give tasks.{task}.{missing[0]} (missing: {', '.join(missing)})"
+        )
+    if len(spec["label_words"]) < 2:
+        raise ConfigError(f"tasks.{task}.label_words needs at least two words, got {spec['label_words']}")
+    template_fields(spec["template"])
+    return TaskSpec(
+        name=task,
+        source=spec.get("source", "synthetic"),
+        template=spec["template"],
+        label_words=tuple(spec["label_words"]),
+        seeds=tuple(int(s) for s in spec["seeds"]),
+        lr=float(spec["lr"]),
+        splits=dict(spec.get("splits", {"train": "train", "eval": "validation"})),
+        hub_id=spec.get("hub_id"),
+        hub_config=spec.get("hub_config"),
+        path=spec.get("path"),
+    )
+
+
+def task_seeds(config: dict, task: str) -> list[int]:
+    """The seeds a task runs with: its protocol seeds, the first ``n_seeds`` of them."""
+    seeds = list(task_spec(config, task).seeds)
+    n = config.get("n_seeds")
+    return seeds if n is None else seeds[:n]
+
+
+def permutation_index(config: dict, task: str, seed: int) -> int:
+    """The i-th seed of a task is paired with demonstration permutation i-1 (PROTOCOL.md)."""
+    seeds = list(task_spec(config, task).seeds)
+    if seed not in seeds:
+        raise ConfigError(f"seed {seed} is not among tasks.{task}.seeds {seeds}")
+    return seeds.index(seed)
+
+
+def method_spec(config: dict, method: str) -> dict:
+    methods = config.get("methods", {})
+    if method not in methods:
+        raise ConfigError(f"method {method!r} is not under 'methods' in the config; known: {sorted(methods)}")
+    spec = dict(methods[method])
+    if spec.get("kind") not in METHOD_KINDS:
+        raise ConfigError(f"methods.{method}.kind must be one of {METHOD_KINDS}, got {spec.get('kind')!r}")
+    return spec
+
+
+def learning_rate(config: dict, task: str, method: str) -> float:
+    """A method's own ``lr`` wins; otherwise the task's learning rate (PROTOCOL.md)."""
+    lr = method_spec(config, method).get("lr")
+    return float(lr) if lr is not None else task_spec(config, task).lr
+
+
+def check_names(config: dict) -> None:
+    """Names become path wildcards: keep them plain and keep settings apart from method names."""
+    for section in ("models", "tasks", "methods"):
+        for name in config.get(section, {}):
+            if not re.fullmatch(NAME_PATTERN, name):
+                raise ConfigError(
+                    f"{section}.{name!r}: names become folder names; use letters, digits, '_', '.' or '-'"
+                )
+    for method in config.get("methods", {}):
+        if method in BASE_SETTINGS:
+            raise ConfigError(f"methods.{method}: {BASE_SETTINGS} are reserved setting names; rename the method")
+        method_spec(config, method)
+    for variant, methods in config.get("variants", {}).items():
+        if variant not in MODEL_VARIANTS:
+            raise ConfigError(f"variants.{variant}: unknown model variant; choose from {MODEL_VARIANTS}")
+        for method in methods or []:
+            if method not in config.get("methods", {}):
+                raise ConfigError(
+                    f"variants.{variant} lists method {method!r}, which is not defined under 'methods'"
+                )
+    for task in config.get("tasks", {}):
+        task_spec(config, task)
+
+
+def _resolve(schema: dict, root: dict) -> dict:
+    ref = schema.get("$ref")
+    if ref is None:
+        return schema
+    node = root
+    for part in ref.lstrip("#/").split("/"):
+        node = node[part]
+    return node
+
+
+def _fill_defaults(value, schema: dict, root: dict):
+    """Fill ``default``s into ``value`` in place, also inside maps (``additionalProperties``)."""
+    schema = _resolve(schema, root)
+    if not isinstance(value, dict):
+        return
+    for key, sub in schema.get("properties", {}).items():
+        sub = _resolve(sub, root)
+        if key not in value and "default" in sub:
+            value[key] = copy.deepcopy(sub["default"])
+        if key in value:
+            _fill_defaults(value[key], sub, root)
+    extra = schema.get("additionalProperties")
+    if isinstance(extra, dict):
+        for key in set(value) - set(schema.get("properties", {})):
+            _fill_defaults(value[key], extra, root)
+
+
+def validate(config: dict, schema: dict) -> dict:
+    """Check ``config`` against the JSON schema and return a copy with every default filled in.
+
+    The error names the offending key as a dotted path, e.g. ``tasks.sst2.lr``.
+    """
+    import jsonschema
+
+    config = copy.deepcopy(config)
+    errors = sorted(jsonschema.Draft7Validator(schema).iter_errors(config), key=lambda e: list(e.path))
+    if errors:
+        err = min(errors, key=lambda e: len(e.path))
+        best = jsonschema.exceptions.best_match([err])
+        where = ".".join(str(p) for p in best.absolute_path) or "(top level)"
+        hint = ""
+        if best.validator == "additionalProperties":
+            node = _resolve(best.schema, schema)
+            allowed = sorted(node.get("properties", {}))
+            if allowed:
+                hint = f"; allowed keys here: {', '.join(allowed)}"
+        raise ConfigError(f"config key {where}: {best.message}{hint}")
+    _fill_defaults(config, schema, schema)
+    check_names(config)
+    return config

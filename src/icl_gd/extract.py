@@ -1,0 +1,149 @@
+"""One extraction job: a (model, variant, task, seed, setting) run, from data files to a cache.
+
+Settings ``zsl`` and ``icl`` evaluate the model as it is; any other setting names a training
+method from the config: a copy of the model is finetuned on the demonstrations, then evaluated
+zero-shot. Everything else of the run (k, true k, learning rate, ...) is recorded in the cache.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import time
+
+import numpy as np
+import pandas as pd
+import torch
+from tqdm import tqdm
+
+from . import cache, capture, config as cfg, data, models, prompts, training
+from .prompts import Query
+
+log = logging.getLogger(__name__)
+
+
+def _prefix_cache(model, context: list[int]):
+    """Keys and values of the shared context, computed once (batch of one)."""
+    with torch.no_grad():
+        ids = torch.tensor([context], device=model.device)
+        return model.base_model(input_ids=ids, use_cache=True).past_key_values
+
+
+def _expanded(prefix, batch: int):
+    """A per-batch cache that starts as the shared prefix, broadcast (not copied) over the batch."""
+    cache = copy.copy(prefix)
+    cache.layers = [copy.copy(layer) for layer in prefix.layers]
+    for layer in cache.layers:
+        layer.keys = layer.keys.expand(batch, -1, -1, -1)
+        layer.values = layer.values.expand(batch, -1, -1, -1)
+    return cache
+
+
+def evaluate(model, rec: capture.Recorder, context: list[int], queries: list[Query], label_ids: list[int], *, batch_size: int, reuse_prefix: bool = True, progress=None) -> dict:
+    """Run context + each query, batched; record at each query's recorded position.
+
+    With ``reuse_prefix`` the context's keys and values are computed once and every batch runs
+    only its query tokens on top of them; otherwise each sequence runs in full (the reference).
+    Sequences are right-padded: causal attention never lets a real token see the padding, so no
+    attention mask is needed and SDPA keeps its fast causal path.
+    """
+    n, n_ctx = len(queries), len(context)
+    n_layers, n_heads = model.config.num_hidden_layers, model.config.num_attention_heads
+    max_query_len = max(q.record_offset + 1 for q in queries)
+    pad = model.config.pad_token_id if model.config.pad_token_id is not None else model.config.eos_token_id
+    out = {
+        "example_id": np.array([q.example_id for q in queries]),
+        "gold": np.array([q.gold for q in queries]),
+        "query_len": np.array([q.record_offset + 1 for q in queries]),
+        "label_logprobs": np.zeros((n, len(label_ids)), np.float32),
+        "attn_out": np.zeros((n, n_layers, model.config.hidden_size), np.float32),
+        "attn_scores": np.full((n, n_layers, n_heads, max_query_len), np.nan, np.float32),
+        "context_scores": np.zeros((n, n_layers, n_ctx), np.float32),
+    }
+    prefix = _prefix_cache(model, context) if reuse_prefix else None
+    shift = n_ctx if reuse_prefix else 0  # where the query starts in the tokens that are run
+    order = sorted(range(n), key=lambda i: len(queries[i].ids))  # similar lengths share a batch
+    unembed = model.get_output_embeddings()
+    label_index = torch.tensor(label_ids, device=model.device)
+    for start in range(0, n, batch_size):
+        idx = order[start : start + batch_size]
+        run_ctx = [] if reuse_prefix else context
+        width = len(run_ctx) + max(len(queries[i].ids) for i in idx)
+        ids = torch.full((len(idx), width), pad, dtype=torch.long)
+        for row, i in enumerate(idx):
+            ids[row, : len(run_ctx) + len(queries[i].ids)] = torch.tensor(run_ctx + queries[i].ids)
+        record = torch.tensor([n_ctx - shift + queries[i].record_offset for i in idx], device=model.device)
+        answer = torch.tensor([n_ctx - shift + queries[i].answer_offset for i in idx], device=model.device)
+        kwargs = {"past_key_values": _expanded(prefix, len(idx)), "use_cache": True} if reuse_prefix else {}
+        with torch.no_grad(), rec.record(record):
+            hidden = model.base_model(input_ids=ids.to(model.device), **kwargs).last_hidden_state
+            rows = torch.arange(len(idx), device=model.device)
+            logprobs = torch.log_softmax(unembed(hidden[rows, answer]).float(), dim=-1)[:, label_index]
+            attn_out, scores = rec.stacked()
+        scores = scores.cpu().numpy()  # keys are absolute positions: context first, then the query
+        for row, i in enumerate(idx):
+            q_len = queries[i].record_offset + 1
+            out["attn_scores"][i, :, :, :q_len] = scores[row, :, :, n_ctx : n_ctx + q_len]
+            out["context_scores"][i] = scores[row, :, :, :n_ctx].sum(axis=1)
+        out["label_logprobs"][idx] = logprobs.cpu().numpy()
+        out["attn_out"][idx] = attn_out.cpu().numpy()
+        if progress is not None:
+            progress.update(len(idx))
+    return out
+
+
+def run(config: dict, *, model_name: str, variant: str, task: str, seed: int, setting: str, model_dir: str, train_path: str, eval_path: str, out_path: str, train_log_path: str | None = None) -> dict:
+    """Extract one run's cache (and, for a training method, its training log)."""
+    started = time.time()
+    torch.manual_seed(seed)
+    spec = cfg.task_spec(config, task)
+    train = pd.read_parquet(train_path)
+    eval_rows = data.select_eval(pd.read_parquet(eval_path), config["max_eval"])
+    demos = data.select_demos(train, seed, config["k"], cfg.permutation_index(config, task, seed))
+
+    model = models.load_model(model_dir, dtype=config["dtype"], device=config["device"])
+    tokenizer = models.load_tokenizer(model_dir)
+    rec = capture.attach(model)
+    label_ids = prompts.label_token_ids(tokenizer, spec)
+    queries = prompts.build_queries(tokenizer, spec, eval_rows, label_ids, config["record_position"])
+    demo_ids = prompts.demonstration_ids(tokenizer, spec, demos, label_ids)
+    max_len = models.context_length(model)
+    longest = max(len(q.ids) for q in queries)
+    if 1 + longest > max_len:
+        raise prompts.PromptError(
+            f"task {task!r}: the longest evaluation prompt is {longest} tokens, over the model's "
+            f"context of {max_len}; shorten the template or drop long examples"
+        )
+    k_true = prompts.true_k([len(d) + 1 for d in demo_ids], longest, max_len)
+
+    identity = {
+        "model": model_name, "variant": variant, "task": task, "seed": seed, "setting": setting,
+        "k": config["k"], "true_k": k_true, "record_position": config["record_position"],
+        "label_words": list(spec.label_words), "dtype": config["dtype"],
+        "demo_ids": [int(x) for x in demos["example_id"]],
+    }
+    context = [tokenizer.bos_token_id]
+    if setting == "icl":
+        context = prompts.icl_context(tokenizer, demo_ids[:k_true])
+    elif setting not in cfg.BASE_SETTINGS:
+        method = cfg.method_spec(config, setting)
+        lr = cfg.learning_rate(config, task, setting)
+        train_demos = demo_ids if config["ft_demos"] == "all" else demo_ids[:k_true]
+        sequences = prompts.ft_sequences(tokenizer, train_demos)
+        with tqdm(total=len(sequences), desc=f"train {setting}", unit="step", mininterval=1.0) as bar:
+            train_log = training.finetune(
+                model, sequences, lr=lr, kind=method["kind"], clip_grad_norm=method.get("clip_grad_norm"), progress=bar
+            )
+        identity.update(method=method["kind"], lr=lr, clip_grad_norm=method.get("clip_grad_norm"),
+                        n_train_steps=len(sequences), ft_demos=config["ft_demos"])
+        log.info("trained %d steps, final loss %.4f, skipped %d", len(sequences), train_log["loss"][-1], train_log["skipped"].sum())
+        if train_log_path is not None:
+            cache.write_train_log(train_log_path, identity, **train_log)
+
+    with tqdm(total=len(queries), desc=f"evaluate {setting}", unit="ex", mininterval=1.0) as bar:
+        records = evaluate(model, rec, context, queries, label_ids, batch_size=config["batch_size"], progress=bar)
+    identity["n_context"] = len(context)
+    cache.write_cache(out_path, identity, float_dtype=config["cache_dtype"], **records)
+    accuracy = float(np.mean(np.argmax(records["label_logprobs"], 1) == records["gold"]))
+    log.info("%s/%s/%s seed %d %s: accuracy %.3f, true k %d, %.1fs", model_name, variant, task, seed, setting, accuracy, k_true, time.time() - started)
+    return identity

@@ -1,0 +1,234 @@
+"""Models: the built-in tiny GPT-2, loading any Hugging Face causal LM, and the model variants.
+
+Variants (PROTOCOL.md, "Model variants"):
+- ``trained``: the model as given;
+- ``untrained``: every weight freshly initialised (seeded);
+- ``trained_embeddings``: token and position embeddings, every norm and the unembedding kept from
+  the trained model; attention and MLP weights fresh;
+- ``layernorm_only``: only the norms kept (what the reference logs behind paper 001 Table 1 name).
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+from pathlib import Path
+
+import torch
+from torch import nn
+
+log = logging.getLogger(__name__)
+
+SPECIAL_TOKENS = {"bos_token": "<s>", "eos_token": "</s>", "pad_token": "<pad>", "unk_token": "<unk>"}
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+KEPT_BY_VARIANT = {"trained_embeddings": ("embeddings", "norms", "unembedding"), "layernorm_only": ("norms",)}
+
+
+class UnsupportedModelError(RuntimeError):
+    """The architecture lacks a piece the workflow needs; the message says which."""
+
+
+def pick_device(device: str = "auto") -> torch.device:
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(device)
+
+
+def train_tokenizer(texts, vocab_size: int, out_dir: str | Path, model_max_length: int):
+    """A GPT-2-style byte-level BPE tokenizer with fairseq's special tokens, trained offline."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=list(SPECIAL_TOKENS.values()),
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    tok.train_from_iterator(texts, trainer=trainer)
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, model_max_length=model_max_length, **SPECIAL_TOKENS)
+    fast.save_pretrained(out_dir)
+    return fast
+
+
+def build_gpt2(tokenizer, *, n_layer: int, n_embd: int, n_head: int, n_positions: int, seed: int):
+    """A randomly initialised GPT-2 whose special-token ids are the tokenizer's own."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    config = GPT2Config(
+        vocab_size=len(tokenizer),
+        n_positions=n_positions,
+        n_embd=n_embd,
+        n_layer=n_layer,
+        n_head=n_head,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+        resid_pdrop=0.0,
+        embd_pdrop=0.0,
+        attn_pdrop=0.0,
+    )
+    torch.manual_seed(seed)
+    return GPT2LMHeadModel(config)
+
+
+def pretrain(model: nn.Module, sequences: list[list[int]], *, steps: int, batch_size: int, lr: float, seed: int):
+    """Plain AdamW language-model training on token sequences (the built-in model's 'pretraining').
+
+    Sequences longer than the model's context are an error of the caller."""
+    gen = torch.Generator().manual_seed(seed)
+    pad = model.config.pad_token_id
+    model.train()
+    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / 20) * (1 - s / steps))
+    losses = []
+    for step in range(steps):
+        idx = torch.randint(len(sequences), (batch_size,), generator=gen).tolist()
+        width = max(len(sequences[i]) for i in idx)
+        batch = torch.full((batch_size, width), pad)
+        for row, i in enumerate(idx):
+            batch[row, : len(sequences[i])] = torch.tensor(sequences[i])
+        labels = batch.masked_fill(batch == pad, -100)
+        # Episodes are shorter than the context: start each batch at a random position, so that
+        # every learned position embedding is trained, not only the first few hundred.
+        offset = int(torch.randint(context_length(model) - width + 1, (1,), generator=gen))
+        positions = torch.arange(offset, offset + width).expand(batch_size, -1)
+        loss = model(input_ids=batch, labels=labels, position_ids=positions).loss
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        sched.step()
+        losses.append(loss.item())
+        if step % 50 == 0 or step == steps - 1:
+            log.info("pretrain step %d/%d loss %.3f", step + 1, steps, loss.item())
+    model.eval()
+    return losses
+
+
+def load_tokenizer(path: str | Path):
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(path)
+    if tok.bos_token_id is None:
+        raise UnsupportedModelError(
+            f"the tokenizer in {path} has no BOS token; the protocol starts every sequence with one"
+        )
+    return tok
+
+
+def load_model(path: str | Path, *, dtype: str = "float32", device: str = "auto", attn_implementation="sdpa"):
+    from transformers import AutoModelForCausalLM
+
+    try:
+        model = AutoModelForCausalLM.from_pretrained(
+            path, dtype=DTYPES[dtype], attn_implementation=attn_implementation
+        )
+    except ValueError as err:
+        if attn_implementation != "sdpa":
+            raise
+        # some architectures (XGLM, the reference model's) offer eager attention only
+        log.warning("%s; loading %s with eager attention instead", str(err).split(".")[0], path)
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=DTYPES[dtype], attn_implementation="eager")
+    return model.to(pick_device(device)).eval()
+
+
+def context_length(model) -> int:
+    config = model.config
+    for key in ("max_position_embeddings", "n_positions", "n_ctx"):
+        value = getattr(config, key, None)
+        if isinstance(value, int) and value > 0:
+            return value
+    raise UnsupportedModelError(f"{type(config).__name__} names no context length (max_position_embeddings)")
+
+
+def decoder_layers(model) -> nn.ModuleList:
+    """The list of transformer blocks, found by shape rather than by per-architecture name."""
+    n = model.config.num_hidden_layers
+    for module in model.base_model.modules():
+        if isinstance(module, nn.ModuleList) and len(module) == n:
+            return module
+    raise UnsupportedModelError(f"found no list of {n} decoder blocks in {type(model).__name__}")
+
+
+def final_norm(model) -> nn.Module:
+    """The norm between the last block and the unembedding (needed by layer-causal GD)."""
+    base = model.base_model
+    for holder in (base, getattr(base, "decoder", None)):
+        for name in ("ln_f", "norm", "final_layer_norm", "layer_norm", "final_layernorm"):
+            module = getattr(holder, name, None) if holder is not None else None
+            if isinstance(module, nn.Module):
+                return module
+    raise UnsupportedModelError(
+        f"found no final norm (ln_f, norm, final_layer_norm, ...) in {type(model).__name__}; "
+        "layer-causal GD projects every block through it"
+    )
+
+
+def _is_norm(module: nn.Module) -> bool:
+    return isinstance(module, nn.LayerNorm) or "norm" in type(module).__name__.lower()
+
+
+def _kept_parameter_names(model, keep: tuple[str, ...]) -> set[str]:
+    names = set()
+    by_module = {id(m): n for n, m in model.named_modules()}
+    if "norms" in keep:
+        for name, module in model.named_modules():
+            if _is_norm(module):
+                names.update(f"{name}.{p}" if name else p for p, _ in module.named_parameters(recurse=False))
+    if "embeddings" in keep:
+        for name, module in model.named_modules():
+            if isinstance(module, nn.Embedding):  # token and learned position embeddings
+                names.update(f"{name}.{p}" for p, _ in module.named_parameters(recurse=False))
+    if "unembedding" in keep:
+        out = model.get_output_embeddings()
+        names.update(f"{by_module[id(out)]}.{p}" for p, _ in out.named_parameters(recurse=False))
+    return names
+
+
+def make_variant(trained_dir: str | Path, variant: str, seed: int, out_dir: str | Path) -> dict:
+    """Materialise a variant of the trained model in ``out_dir`` (weights, config and tokenizer).
+
+    Fresh weights come from the architecture's own initialiser under ``torch.manual_seed(seed)``,
+    so a variant is identical for every setting that uses it.
+    """
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    trained_dir, out_dir = Path(trained_dir), Path(out_dir)
+    if variant == "trained":
+        shutil.copytree(trained_dir, out_dir, dirs_exist_ok=True)
+        return {"variant": variant, "kept": "all"}
+    if variant not in ("untrained", *KEPT_BY_VARIANT):
+        raise ValueError(f"unknown model variant {variant!r}")
+    config = AutoConfig.from_pretrained(trained_dir)
+    torch.manual_seed(seed)
+    fresh = AutoModelForCausalLM.from_config(config)
+    kept = []
+    if variant in KEPT_BY_VARIANT:
+        trained = AutoModelForCausalLM.from_pretrained(trained_dir, dtype=torch.float32)
+        kept = sorted(_kept_parameter_names(trained, KEPT_BY_VARIANT[variant]))
+        source = dict(trained.named_parameters(remove_duplicate=False))
+        target = dict(fresh.named_parameters(remove_duplicate=False))
+        with torch.no_grad():
+            for name in kept:
+                target[name].copy_(source[name])
+    fresh.save_pretrained(out_dir)
+    for path in trained_dir.iterdir():  # tokenizer files
+        if "token" in path.name or path.name in ("vocab.json", "merges.txt", "special_tokens_map.json"):
+            shutil.copy2(path, out_dir / path.name)
+    return {"variant": variant, "kept": kept}
+
+
+def download(spec: dict, out_dir: str | Path) -> None:
+    """Fetch a hub model and its tokenizer once, and save them where offline jobs read them."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    if not spec.get("id"):
+        raise ValueError("a model with source 'hub' needs models.<name>.id, e.g. KoboldAI/fairseq-dense-1.3B")
+    tokenizer = AutoTokenizer.from_pretrained(spec["id"], revision=spec.get("revision"))
+    model = AutoModelForCausalLM.from_pretrained(spec["id"], revision=spec.get("revision"), dtype="auto")
+    model.save_pretrained(out_dir)
+    tokenizer.save_pretrained(out_dir)

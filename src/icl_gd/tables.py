@@ -1,0 +1,571 @@
+"""Paper-style result tables from the aggregated summary table.
+
+Input: ``results/metrics/summary.parquet`` (one row per model, variant, task, method, metric and
+layer, aggregated over seeds: columns ``mean``, ``std`` (sample std, NaN when n = 1) and ``n``).
+Only run-level rows (``layer`` is NA: the mean over layers, or a scalar metric) enter the tables.
+
+Three layouts:
+
+* :func:`variants_table` -- paper 001 Table 1: rows (metric, model variant), columns tasks.
+* :func:`methods_table` -- paper 001 Table 2: rows "metric (method)", columns tasks + Average.
+* :func:`accuracy_table` -- paper 003 Table 1: rows accuracies / Jaccard indexes (%), columns tasks.
+
+Each builder returns a DataFrame of display strings ("0.12 ± 0.01"; "—" where there is no data,
+never 0). What the string cells cannot carry travels in ``DataFrame.attrs``:
+
+* ``attrs["best"]``: list of ``(row_key, column)`` cells holding the best (highest) value among
+  the rows of the same metric in that column (ties at display precision are all marked, unless
+  every row ties; a metric with one valued row in the column marks nothing);
+* ``attrs["footnotes"]``: lines printed under the table (fewer seeds than expected, averages
+  over incomplete rows).
+
+:func:`to_markdown` / :func:`to_latex` render a table (best values in bold), and
+:func:`write_table` writes ``stem.md``, ``stem.tex`` and ``stem.csv`` atomically.
+
+This module imports nothing of the package: functions take DataFrames and return DataFrames or
+strings; nothing reads the config.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import tempfile
+from collections.abc import Hashable, Iterable, Sequence
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+__all__ = [
+    "TASK_ORDER",
+    "PAPER_VARIANTS",
+    "ACCURACY_METRICS",
+    "MISSING",
+    "task_label",
+    "metric_label",
+    "variant_label",
+    "method_label",
+    "order_tasks",
+    "format_cell",
+    "latex_escape",
+    "variants_table",
+    "methods_table",
+    "accuracy_table",
+    "to_markdown",
+    "to_latex",
+    "write_table",
+]
+
+# The reference tasks in the order the papers list them; any other task follows alphabetically.
+TASK_ORDER: tuple[str, ...] = ("sst2", "sst5", "mr", "subj", "agnews", "cb")
+
+MISSING = "—"  # a cell without data (never shown as 0)
+SEEDS_MARK = "†"  # the cell was computed from fewer seeds than expected
+PARTIAL_MARK = "‡"  # an Average over the tasks that have data only
+
+_TASK_LABELS = {
+    "sst2": "SST2",
+    "sst5": "SST5",
+    "mr": "MR",
+    "subj": "Subj",
+    "agnews": "AGNews",
+    "cb": "CB",
+}
+_METRIC_LABELS = {
+    "simaou": "SimAOU",
+    "simaou_norm": "SimAOU_norm",
+    "simaou_random": "Random SimAOU",
+    "simam_before": "SimAM_before",
+    "simam_after": "SimAM_after",
+    "simam_delta": "SimAM_delta",
+    "alpha": "alpha",
+    "rec2ftp": "Rec2FTP (%)",
+    "acc_zsl": "ZSL Accuracy (%)",
+    "acc_ft": "FT Accuracy (%)",
+    "acc_icl": "ICL Accuracy (%)",
+    "jaccard_all": "Jaccard Index (%)",
+    "jaccard_correct": "Jaccard - Correct (%)",
+    "jaccard_incorrect": "Jaccard - Incorrect (%)",
+}
+_VARIANT_LABELS = {
+    "trained": "Trained",
+    "trained_embeddings": "Trained Embeddings",
+    "untrained": "No Training",
+    "layernorm_only": "LayerNorm Only",
+}
+_METHOD_LABELS = {"gd": "GD", "lcgd": "LCGD"}
+
+# The paper 001 Table 1 rows, in order; other variants found in the data are appended.
+PAPER_VARIANTS: tuple[str, ...] = ("trained", "trained_embeddings", "untrained")
+
+# Paper 003 Table 1 rows, in order.
+ACCURACY_METRICS: tuple[str, ...] = (
+    "acc_zsl", "acc_ft", "acc_icl", "jaccard_all", "jaccard_correct", "jaccard_incorrect",
+)
+# Accuracy-table metrics that are fractions in the summary (shown in percent); rec2ftp is
+# already a percentage.
+_FRACTION_METRICS = frozenset(
+    {"acc_zsl", "acc_ft", "acc_icl", "jaccard_all", "jaccard_correct", "jaccard_incorrect"}
+)
+# Rows of the accuracy table that are compared with each other when marking the best value.
+_ACCURACY_GROUP = frozenset({"acc_zsl", "acc_ft", "acc_icl"})
+
+_REQUIRED = ("model", "variant", "task", "method", "metric", "mean")
+
+
+# ----------------------------------------------------------------------------------- labels
+
+
+def task_label(task: str) -> str:
+    """Display name of a task ("sst2" -> "SST2"); user tasks are shown as named."""
+    return _TASK_LABELS.get(task, task)
+
+
+def metric_label(metric: str) -> str:
+    """Display name of a metric ("simaou_norm" -> "SimAOU_norm")."""
+    return _METRIC_LABELS.get(metric, metric)
+
+
+def variant_label(variant: str) -> str:
+    """Display name of a model variant ("untrained" -> "No Training")."""
+    return _VARIANT_LABELS.get(variant, variant.replace("_", " ").title())
+
+
+def method_label(method: str) -> str:
+    """Display name of a training method ("lcgd" -> "LCGD")."""
+    return _METHOD_LABELS.get(method, method.upper())
+
+
+def order_tasks(tasks: Iterable[str]) -> list[str]:
+    """Unique tasks, the reference six first in paper order, then the others alphabetically."""
+    tasks = set(tasks)
+    known = [t for t in TASK_ORDER if t in tasks]
+    return known + sorted(tasks - set(TASK_ORDER))
+
+
+# ------------------------------------------------------------------------------- formatting
+
+
+def _round(x: float, decimals: int) -> float:
+    r = round(float(x), decimals)
+    return 0.0 if r == 0 else r  # no "-0.00"
+
+
+def format_cell(mean: float, std: float = math.nan, decimals: int = 2) -> str:
+    """ "0.12 ± 0.01"; only the mean when std is NaN (one seed); "—" when mean is NaN."""
+    if mean is None or pd.isna(mean):
+        return MISSING
+    text = f"{_round(mean, decimals):.{decimals}f}"
+    if std is not None and not pd.isna(std):
+        text += f" ± {_round(std, decimals):.{decimals}f}"
+    return text
+
+
+# --------------------------------------------------------------------------------- building
+
+
+def _run_level(summary: pd.DataFrame, model: str) -> pd.DataFrame:
+    missing = [c for c in _REQUIRED if c not in summary.columns]
+    if missing:
+        raise ValueError(f"summary table lacks columns {missing}")
+    df = summary[summary["model"] == model]
+    if df.empty:
+        models = sorted(map(str, summary["model"].dropna().unique()))
+        raise ValueError(f"no rows for model {model!r} in the summary (models: {models})")
+    if "layer" in df.columns:
+        df = df[df["layer"].isna()]
+    return df
+
+
+def _lookup(df: pd.DataFrame) -> dict[tuple, tuple[float, float, float]]:
+    """(variant, method, metric, task) -> (mean, std, n)."""
+    keys = ["variant", "method", "metric", "task"]
+    dup = df.duplicated(keys, keep=False)
+    if dup.any():
+        example = df.loc[dup, keys].iloc[0].tolist()
+        raise ValueError(f"summary has duplicate run-level rows, e.g. {example}")
+    std = df["std"] if "std" in df.columns else pd.Series(np.nan, index=df.index)
+    n = df["n"] if "n" in df.columns else pd.Series(np.nan, index=df.index)
+    out = {}
+    for key, m, s, k in zip(
+        df[keys].itertuples(index=False, name=None), df["mean"], std, n, strict=True
+    ):
+        out[key] = (
+            float(m) if not pd.isna(m) else math.nan,
+            float(s) if not pd.isna(s) else math.nan,
+            float(k) if not pd.isna(k) else math.nan,
+        )
+    return out
+
+
+def _best_rows(values: dict[Hashable, float], decimals: int) -> list[Hashable]:
+    """Rows holding the highest value, compared at display precision (ties all marked); none
+    when fewer than two rows have a value or when all of them tie (nothing stands out)."""
+    present = {k: _round(v, decimals) for k, v in values.items() if not pd.isna(v)}
+    if len(present) < 2:
+        return []
+    top = max(present.values())
+    best = [k for k, v in present.items() if v == top]
+    return [] if len(best) == len(present) else best
+
+
+def _build(
+    lookup: dict,
+    rows: Sequence[dict],
+    tasks: Sequence[str],
+    *,
+    decimals: int,
+    n_seeds_expected: int | None,
+    average_decimals: int | None = None,
+    index_names: Sequence[str],
+    caption_hint: str,
+) -> pd.DataFrame:
+    """Assemble the display table.
+
+    Each row spec: ``key`` (row label, str or tuple), ``group`` (rows compared for the best
+    value), ``lookup`` ((variant, method, metric) of the summary rows) and ``scale``.
+    """
+    columns = [task_label(t) for t in tasks]
+    if len(set(columns)) != len(columns):  # a user task named like a display label
+        columns = list(tasks)
+    if average_decimals is not None:
+        columns.append("Average")
+
+    cells: dict[Hashable, list[str]] = {}
+    means: dict[Hashable, list[float]] = {}
+    short_ns: set[int] = set()
+    partial_average = False
+    for spec in rows:
+        row_cells, row_means = [], []
+        for task in tasks:
+            mean, std, n = lookup.get((*spec["lookup"], task), (math.nan, math.nan, math.nan))
+            mean, std = mean * spec["scale"], std * spec["scale"]
+            text = format_cell(mean, std, decimals)
+            if (
+                n_seeds_expected is not None
+                and text != MISSING
+                and not pd.isna(n)
+                and n < n_seeds_expected
+            ):
+                text += SEEDS_MARK
+                short_ns.add(int(n))
+            row_cells.append(text)
+            row_means.append(mean)
+        if average_decimals is not None:
+            have = [m for m in row_means if not pd.isna(m)]
+            avg = float(np.mean(have)) if have else math.nan
+            text = format_cell(avg, math.nan, average_decimals)
+            if have and len(have) < len(tasks):
+                text += PARTIAL_MARK
+                partial_average = True
+            row_cells.append(text)
+            row_means.append(avg)
+        cells[spec["key"]] = row_cells
+        means[spec["key"]] = row_means
+
+    # Best value per column among the rows of the same metric.
+    best: list[tuple[Hashable, str]] = []
+    groups: dict[Hashable, list[Hashable]] = {}
+    for spec in rows:
+        groups.setdefault(spec["group"], []).append(spec["key"])
+    for j, col in enumerate(columns):
+        dec = average_decimals if col == "Average" and average_decimals is not None else decimals
+        for keys in groups.values():
+            for key in _best_rows({k: means[k][j] for k in keys}, dec):
+                best.append((key, col))
+
+    keys = [spec["key"] for spec in rows]
+    if keys and isinstance(keys[0], tuple):
+        index = pd.MultiIndex.from_tuples(keys, names=list(index_names))
+    else:
+        index = pd.Index(keys, name=index_names[0] if index_names else None)
+    table = pd.DataFrame([cells[k] for k in keys], index=index, columns=columns, dtype=object)
+
+    footnotes = []
+    if short_ns:
+        ns = " or ".join(str(n) for n in sorted(short_ns))
+        footnotes.append(f"{SEEDS_MARK} computed from {ns} of {n_seeds_expected} seeds")
+    if partial_average:
+        footnotes.append(f"{PARTIAL_MARK} average over the tasks with data only")
+    table.attrs["best"] = best
+    table.attrs["footnotes"] = footnotes
+    table.attrs["table"] = caption_hint
+    return table
+
+
+def _tasks_for(df: pd.DataFrame, tasks: Sequence[str] | None) -> list[str]:
+    return list(tasks) if tasks is not None else order_tasks(df["task"].dropna().unique())
+
+
+# ----------------------------------------------------------------------------------- tables
+
+
+def variants_table(
+    summary: pd.DataFrame,
+    model: str,
+    method: str = "gd",
+    metrics: Sequence[str] = ("simaou", "simam_delta"),
+    *,
+    variants: Sequence[str] | None = None,
+    tasks: Sequence[str] | None = None,
+    n_seeds_expected: int | None = None,
+    decimals: int = 2,
+) -> pd.DataFrame:
+    """Paper 001 Table 1: rows (metric, variant), columns tasks, cells "mean ± std".
+
+    ``variants=None``: Trained, Trained Embeddings, No Training (rows kept, as "—", when absent)
+    followed by any other variant of ``model`` found in the summary (e.g. layernorm_only).
+    ``tasks=None``: every task of ``model`` in the summary, in paper order.
+    """
+    df = _run_level(summary, model)
+    if variants is None:
+        extra = sorted(set(df["variant"].dropna().unique()) - set(PAPER_VARIANTS))
+        variants = [*PAPER_VARIANTS, *extra]
+    rows = [
+        {
+            "key": (metric_label(metric), variant_label(variant)),
+            "group": metric,
+            "lookup": (variant, method, metric),
+            "scale": 1.0,
+        }
+        for metric in metrics
+        for variant in variants
+    ]
+    return _build(
+        _lookup(df),
+        rows,
+        _tasks_for(df, tasks),
+        decimals=decimals,
+        n_seeds_expected=n_seeds_expected,
+        index_names=("Metric", "Setting"),
+        caption_hint="variants",
+    )
+
+
+def methods_table(
+    summary: pd.DataFrame,
+    model: str,
+    variant: str = "trained",
+    methods: Sequence[str] = ("gd", "lcgd"),
+    metrics: Sequence[str] = ("simaou_norm", "simaou", "simam_after", "simam_delta"),
+    *,
+    tasks: Sequence[str] | None = None,
+    n_seeds_expected: int | None = None,
+    decimals: int = 2,
+    average_decimals: int = 3,
+) -> pd.DataFrame:
+    """Paper 001 Table 2: rows "metric (method)", columns tasks + "Average".
+
+    "Average" is the mean of the task means (``average_decimals`` places, 3 as in the paper);
+    a row with some tasks missing averages the others and is marked ‡. The paper's "SimAM" is
+    cos(m_ICL, m_FT), i.e. ``simam_after``.
+    """
+    df = _run_level(summary, model)
+    rows = [
+        {
+            "key": f"{metric_label(metric)} ({method_label(method)})",
+            "group": metric,
+            "lookup": (variant, method, metric),
+            "scale": 1.0,
+        }
+        for metric in metrics
+        for method in methods
+    ]
+    return _build(
+        _lookup(df),
+        rows,
+        _tasks_for(df, tasks),
+        decimals=decimals,
+        n_seeds_expected=n_seeds_expected,
+        average_decimals=average_decimals,
+        index_names=("Metric",),
+        caption_hint="methods",
+    )
+
+
+def accuracy_table(
+    summary: pd.DataFrame,
+    model: str,
+    variant: str = "trained",
+    method: str = "gd",
+    metrics: Sequence[str] = ACCURACY_METRICS,
+    *,
+    tasks: Sequence[str] | None = None,
+    n_seeds_expected: int | None = None,
+    decimals: int = 1,
+) -> pd.DataFrame:
+    """Paper 003 Table 1: rows ZSL / FT / ICL accuracy and Jaccard all / correct / incorrect,
+    all in percent, columns tasks. Add ``"rec2ftp"`` to ``metrics`` for a Rec2FTP row.
+
+    The best value is marked among the three accuracies; each other row is its own metric.
+    """
+    df = _run_level(summary, model)
+    rows = [
+        {
+            "key": metric_label(metric),
+            "group": "accuracy" if metric in _ACCURACY_GROUP else metric,
+            "lookup": (variant, method, metric),
+            "scale": 100.0 if metric in _FRACTION_METRICS else 1.0,
+        }
+        for metric in metrics
+    ]
+    return _build(
+        _lookup(df),
+        rows,
+        _tasks_for(df, tasks),
+        decimals=decimals,
+        n_seeds_expected=n_seeds_expected,
+        index_names=("Metric",),
+        caption_hint="accuracy",
+    )
+
+
+# -------------------------------------------------------------------------------- rendering
+
+
+def _rows_for_render(table: pd.DataFrame, bold_fn) -> tuple[list[str], list[list[str]], list[int]]:
+    """Header, body rows (index levels first; a repeated first level is blanked) and the body
+    positions where a new first-level group starts."""
+    best = {(k, c) for k, c in table.attrs.get("best", [])}
+    nlev = table.index.nlevels
+    names = [n if n is not None else "" for n in table.index.names]
+    header = [*names, *map(str, table.columns)]
+    body, group_starts = [], []
+    prev = None
+    for i, (key, row) in enumerate(table.iterrows()):
+        labels = list(key) if nlev > 1 else [key]
+        labels = [str(x) for x in labels]
+        if nlev > 1:
+            if prev is not None and labels[0] == prev:
+                labels[0] = ""
+            elif prev is not None:
+                group_starts.append(i)
+            prev = str(key[0])
+        cells = [bold_fn(str(v)) if (key, col) in best else str(v) for col, v in row.items()]
+        body.append([*labels, *cells])
+    return header, body, group_starts
+
+
+def to_markdown(table_df: pd.DataFrame, caption: str | None = None) -> str:
+    """A pipe table; best values in **bold**, caption above, footnotes below."""
+
+    def esc(s: str) -> str:
+        return s.replace("|", "\\|")
+
+    header, body, _ = _rows_for_render(table_df, lambda s: f"**{s}**")
+    header = [esc(h) for h in header]
+    body = [[esc(c) for c in row] for row in body]
+    nlev = table_df.index.nlevels
+    widths = [max([len(header[j]), 3, *(len(r[j]) for r in body)]) for j in range(len(header))]
+    lines = []
+    if caption:
+        lines += [f"**{caption}**", ""]
+    lines.append("| " + " | ".join(h.ljust(w) for h, w in zip(header, widths)) + " |")
+    rule = [
+        "-" * w if j < nlev else "-" * (w - 1) + ":" for j, w in enumerate(widths)
+    ]
+    lines.append("| " + " | ".join(rule) + " |")
+    for row in body:
+        cells = [c.ljust(w) if j < nlev else c.rjust(w) for j, (c, w) in enumerate(zip(row, widths))]
+        lines.append("| " + " | ".join(cells) + " |")
+    notes = table_df.attrs.get("footnotes", [])
+    if notes:
+        lines.append("")
+        lines += [f"{n}  " for n in notes[:-1]] + [notes[-1]]
+    return "\n".join(lines) + "\n"
+
+
+_LATEX_SPECIAL = {
+    "\\": r"\textbackslash{}",
+    "&": r"\&",
+    "%": r"\%",
+    "$": r"\$",
+    "#": r"\#",
+    "_": r"\_",
+    "{": r"\{",
+    "}": r"\}",
+    "~": r"\textasciitilde{}",
+    "^": r"\textasciicircum{}",
+}
+_LATEX_UNICODE = {
+    "±": r"$\pm$",
+    "—": "---",
+    "–": "--",
+    SEEDS_MARK: r"\textsuperscript{\dag}",
+    PARTIAL_MARK: r"\textsuperscript{\ddag}",
+    "Δ": r"$\Delta$",
+    "α": r"$\alpha$",
+}
+
+
+def latex_escape(text: str) -> str:
+    """Escape LaTeX specials (``_ % & $ # { } ~ ^ \\``) and map ± — † ‡ to LaTeX."""
+    out = "".join(_LATEX_SPECIAL.get(ch, ch) for ch in str(text))
+    for uni, tex in _LATEX_UNICODE.items():
+        out = out.replace(uni, tex)
+    return out
+
+
+def to_latex(table_df: pd.DataFrame, caption: str | None = None, label: str | None = None) -> str:
+    """A booktabs ``table`` environment; best values in ``\\textbf{}``, footnotes under the
+    tabular. Needs ``\\usepackage{booktabs}``."""
+    header, body, group_starts = _rows_for_render(table_df, lambda s: f"\x00{s}\x01")
+
+    def tex(s: str) -> str:
+        return latex_escape(s).replace("\x00", r"\textbf{").replace("\x01", "}")
+
+    nlev = table_df.index.nlevels
+    spec = "l" * nlev + "c" * (len(header) - nlev)
+    lines = [
+        r"\begin{table}[htbp]",
+        r"\centering",
+        r"\small",
+        rf"\begin{{tabular}}{{{spec}}}",
+        r"\toprule",
+        " & ".join(tex(h) for h in header) + r" \\",
+        r"\midrule",
+    ]
+    for i, row in enumerate(body):
+        if i in group_starts:
+            lines.append(r"\midrule")
+        lines.append(" & ".join(tex(c) for c in row) + r" \\")
+    lines += [r"\bottomrule", r"\end{tabular}"]
+    for note in table_df.attrs.get("footnotes", []):
+        lines.append(rf"\par\smallskip{{\footnotesize {tex(note)}}}")
+    if caption:
+        lines.append(rf"\caption{{{tex(caption)}}}")
+    if label:
+        lines.append(rf"\label{{{label}}}")
+    lines.append(r"\end{table}")
+    return "\n".join(lines) + "\n"
+
+
+# ---------------------------------------------------------------------------------- writing
+
+
+def _atomic_write_text(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def write_table(
+    table_df: pd.DataFrame, stem: str | os.PathLike, caption: str | None = None
+) -> list[Path]:
+    """Write ``stem.md``, ``stem.tex`` and ``stem.csv`` (plain cell strings, no markup),
+    each atomically; returns the three paths."""
+    stem = Path(stem)
+    paths = [stem.with_name(stem.name + ext) for ext in (".md", ".tex", ".csv")]
+    label = "tab:" + stem.name.replace("_", "-")
+    _atomic_write_text(paths[0], to_markdown(table_df, caption))
+    _atomic_write_text(paths[1], to_latex(table_df, caption, label=label))
+    _atomic_write_text(paths[2], table_df.reset_index().to_csv(index=False, lineterminator="\n"))
+    return paths

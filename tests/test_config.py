@@ -1,0 +1,223 @@
+"""Tests of icl_gd.config: schema validation with the real schema, task presets, run specs."""
+
+from __future__ import annotations
+
+import os
+
+os.environ["HF_HUB_OFFLINE"] = "1"
+
+import copy  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import pytest  # noqa: E402
+import yaml  # noqa: E402
+
+from icl_gd import config as cfg  # noqa: E402
+from icl_gd.config import ConfigError  # noqa: E402
+
+SCHEMA_PATH = Path(__file__).resolve().parents[1] / "workflow" / "schemas" / "config.schema.yaml"
+MINIMAL = {"tasks": {"sst2": None}}
+
+# PROTOCOL.md, "Datasets" and "Settings", written out again by hand.
+PROTOCOL = {
+    "sst2": ("Sentence: {sentence} Label:", ("Negative", "Positive"), (2, 3, 4), 5e-4),
+    "sst5": ("Sentence: {text} Label:", ("terrible", "bad", "neutral", "good", "great"), (5, 6, 7), 1.6e-4),
+    "mr": ("Review: {text} Sentiment:", ("Negative", "Positive"), (5, 6, 7), 3e-3),
+    "subj": ("Input: {text} Type:", ("objective", "subjective"), (4, 5, 6), 3e-3),
+    "agnews": (
+        "Classify the news articles into the categories of World, Sports, Business, and Technology. "
+        "Article: {text} Answer:",
+        ("World", "Sports", "Business", "Technology"), (3, 4, 5), 0.2,
+    ),
+    "cb": ("{premise} Question: {hypothesis}. True, False, or Neither? Answer:", ("True", "False", "Neither"), (3, 4, 5), 0.08),
+}
+
+
+@pytest.fixture(scope="module")
+def schema():
+    return yaml.safe_load(SCHEMA_PATH.read_text())
+
+
+def model_defaults(schema) -> dict:
+    props = schema["definitions"]["model"]["properties"]
+    defaults = {key: sub["default"] for key, sub in props.items() if "default" in sub}
+    assert len(defaults) == len(props) >= 13  # every model key has a default
+    return defaults
+
+
+def validate(schema, **extra):
+    return cfg.validate({**copy.deepcopy(MINIMAL), **extra}, schema)
+
+
+# --------------------------------------------------------------------------------------------
+# defaults
+
+
+def test_validate_fills_top_level_and_nested_defaults(schema):
+    given = copy.deepcopy(MINIMAL)
+    out = cfg.validate(given, schema)
+    assert given == MINIMAL  # the input is not modified
+    assert out["k"] == 32 and out["max_eval"] == 2000 and out["n_seeds"] is None
+    assert out["record_position"] == "label_word" and out["ft_demos"] == "all"
+    assert out["dtype"] == "float32" and out["cache_dtype"] == "float16" and out["batch_size"] == 16
+    assert out["variants"] == {"trained": ["gd", "lcgd"]}
+    assert out["synthetic"] == {"n_train": 300, "n_eval": 200, "seed": 0}
+    assert out["report"] == {"model": None}
+    # defaults inside a default map: the default model gets every model default
+    assert out["models"] == {"tiny": model_defaults(schema)}
+    assert out["models"]["tiny"]["source"] == "builtin" and out["models"]["tiny"]["id"] is None
+    assert out["methods"] == {
+        "gd": {"kind": "gd", "lr": None, "clip_grad_norm": None},
+        "lcgd": {"kind": "lcgd", "lr": None, "clip_grad_norm": None},
+    }
+
+
+def test_validate_fills_defaults_inside_named_entries(schema):
+    out = validate(
+        schema,
+        models={"mine": {"source": "local", "path": "/m"}, "big": {"n_layer": 8}},
+        methods={"gd": {"kind": "gd"}, "lcgd_clip": {"kind": "lcgd", "clip_grad_norm": 12.0}},
+        variants={"trained": ["gd", "lcgd_clip"]},
+    )
+    defaults = model_defaults(schema)
+    assert out["models"]["mine"] == {**defaults, "source": "local", "path": "/m"}
+    assert out["models"]["big"] == {**defaults, "n_layer": 8}
+    assert defaults["n_layer"] != 8 and defaults["source"] == "builtin"
+    assert out["methods"]["lcgd_clip"] == {"kind": "lcgd", "clip_grad_norm": 12.0, "lr": None}
+    assert out["methods"]["gd"] == {"kind": "gd", "lr": None, "clip_grad_norm": None}
+
+
+def test_validate_keeps_given_values(schema):
+    out = validate(schema, k=4, synthetic={"n_train": 50}, record_position="answer")
+    assert out["k"] == 4 and out["record_position"] == "answer"
+    assert out["synthetic"] == {"n_train": 50, "n_eval": 200, "seed": 0}
+
+
+# --------------------------------------------------------------------------------------------
+# errors name the key
+
+
+@pytest.mark.parametrize(
+    "extra, names",
+    [
+        ({"n_seed": 1}, ["(top level)", "'n_seed'"]),  # a typo'd key
+        ({"models": {"tiny": {"n_layers": 2}}}, ["models.tiny", "'n_layers'", "n_layer"]),
+        ({"tasks": {"sst2": {"lrr": 0.1}}}, ["tasks.sst2", "'lrr'"]),
+        ({"k": "32"}, ["config key k:", "integer"]),  # a wrong type
+        ({"tasks": {"sst2": {"lr": "fast"}}}, ["tasks.sst2.lr", "number"]),
+        ({"methods": {"gd": {"kind": "gd", "lr": "x"}, "lcgd": {"kind": "lcgd"}}}, ["methods.gd.lr"]),
+        ({"methods": {"g": {"kind": "adam"}}}, ["methods.g.kind", "'adam'"]),
+        ({"n_seeds": 0}, ["n_seeds"]),
+        ({"record_position": "query"}, ["record_position", "'query'"]),
+        ({"variants": {"pretrained": ["gd"]}}, ["variants", "'pretrained'"]),  # an unknown variant
+    ],
+)
+def test_schema_errors_name_the_key(schema, extra, names):
+    with pytest.raises(ConfigError) as err:
+        validate(schema, **extra)
+    for name in names:
+        assert name in str(err.value)
+
+
+def test_variant_listing_an_undefined_method(schema):
+    with pytest.raises(ConfigError, match=r"variants\.trained lists method 'sgd'"):
+        validate(schema, variants={"trained": ["gd", "sgd"]})
+
+
+def test_method_named_like_a_setting(schema):
+    with pytest.raises(ConfigError, match=r"methods\.zsl: .*reserved"):
+        validate(schema, methods={"zsl": {"kind": "gd"}}, variants={"trained": ["zsl"]})
+
+
+def test_unknown_task_without_template(schema):
+    with pytest.raises(ConfigError, match=r"tasks\.mytask\.template"):
+        validate(schema, tasks={"mytask": {"source": "local", "path": "data/mytask"}})
+
+
+def test_unknown_task_with_everything_is_accepted(schema):
+    task = {"source": "local", "path": "d", "template": "Q: {question} A:", "label_words": ["no", "yes"], "seeds": [1], "lr": 0.01}
+    out = validate(schema, tasks={"mytask": task})
+    spec = cfg.task_spec(out, "mytask")
+    assert spec.text_fields == ["question"] and spec.n_labels == 2 and spec.path == "d"
+
+
+def test_check_names_without_schema():
+    # check_names alone also catches an unknown variant and a method without a valid kind
+    with pytest.raises(ConfigError, match=r"variants\.pretrained"):
+        cfg.check_names({"variants": {"pretrained": []}})
+    with pytest.raises(ConfigError, match=r"methods\.m\.kind"):
+        cfg.check_names({"methods": {"m": {"kind": "sgd"}}})
+    with pytest.raises(ConfigError, match="folder names"):
+        cfg.check_names({"models": {"my model": {}}})
+
+
+# --------------------------------------------------------------------------------------------
+# task presets and run specs
+
+
+@pytest.mark.parametrize("task", sorted(PROTOCOL))
+def test_task_presets_follow_the_protocol(schema, task):
+    out = validate(schema, tasks={task: None})
+    spec = cfg.task_spec(out, task)
+    template, words, seeds, lr = PROTOCOL[task]
+    assert spec.template == template
+    assert spec.label_words == words
+    assert spec.seeds == seeds
+    assert spec.lr == lr
+    assert spec.source == "synthetic"
+
+
+def test_task_preset_hub_ids():
+    spec = cfg.task_spec({"tasks": {"sst2": {"source": "hub"}}}, "sst2")
+    assert (spec.hub_id, spec.hub_config, spec.splits) == ("nyu-mll/glue", "sst2", {"train": "train", "eval": "validation"})
+    assert cfg.task_spec({"tasks": {"subj": None}}, "subj").splits["eval"] == "test"
+
+
+def test_config_overrides_a_preset(schema):
+    out = validate(schema, tasks={"sst2": {"lr": 0.01, "seeds": [9, 8]}})
+    spec = cfg.task_spec(out, "sst2")
+    assert spec.lr == 0.01 and spec.seeds == (9, 8)
+    assert spec.template == "Sentence: {sentence} Label:"  # the rest still from the preset
+
+
+def test_task_spec_of_an_absent_task():
+    with pytest.raises(ConfigError, match="'mr' is not under 'tasks'"):
+        cfg.task_spec({"tasks": {"sst2": None}}, "mr")
+
+
+def test_task_seeds_with_n_seeds():
+    config = {"tasks": {"sst2": None, "cb": None}}
+    assert cfg.task_seeds(config, "sst2") == [2, 3, 4]
+    assert cfg.task_seeds({**config, "n_seeds": None}, "cb") == [3, 4, 5]
+    assert cfg.task_seeds({**config, "n_seeds": 2}, "sst2") == [2, 3]
+    assert cfg.task_seeds({**config, "n_seeds": 1}, "cb") == [3]
+    assert cfg.task_seeds({**config, "n_seeds": 5}, "cb") == [3, 4, 5]
+
+
+def test_permutation_index():
+    config = {"tasks": {"sst2": None, "subj": None}}
+    assert [cfg.permutation_index(config, "sst2", s) for s in (2, 3, 4)] == [0, 1, 2]
+    assert [cfg.permutation_index(config, "subj", s) for s in (4, 5, 6)] == [0, 1, 2]
+    with pytest.raises(ConfigError, match="seed 7"):
+        cfg.permutation_index(config, "sst2", 7)
+
+
+def test_learning_rate_method_overrides_task(schema):
+    out = validate(
+        schema,
+        tasks={"sst2": None, "agnews": {"lr": 0.5}},
+        methods={"gd": {"kind": "gd"}, "fast": {"kind": "gd", "lr": 0.1}},
+        variants={"trained": ["gd", "fast"]},
+    )
+    assert cfg.learning_rate(out, "sst2", "gd") == 5e-4
+    assert cfg.learning_rate(out, "agnews", "gd") == 0.5
+    assert cfg.learning_rate(out, "sst2", "fast") == 0.1
+    assert cfg.learning_rate(out, "agnews", "fast") == 0.1
+    with pytest.raises(ConfigError, match="method 'lcgd'"):
+        cfg.learning_rate(out, "sst2", "lcgd")
+
+
+def test_template_fields():
+    assert cfg.template_fields("{premise} Question: {hypothesis}. {premise}") == ["premise", "hypothesis"]
+    with pytest.raises(ConfigError, match="plain column name"):
+        cfg.template_fields("Input: {} Type:")

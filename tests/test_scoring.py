@@ -1,0 +1,188 @@
+"""Tests of icl_gd.scoring: one run's metrics from hand-made caches, and the aggregate over seeds."""
+
+from __future__ import annotations
+
+import os
+
+os.environ["HF_HUB_OFFLINE"] = "1"
+
+import math  # noqa: E402
+
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+import pytest  # noqa: E402
+
+from icl_gd import metrics, scoring  # noqa: E402
+from icl_gd.cache import RunCache  # noqa: E402
+
+COLUMNS = ["model", "variant", "task", "seed", "method", "metric", "layer", "value"]
+GOLD = np.array([0, 1, 1, 0])
+PRED = {"zsl": [1, 0, 1, 0], "icl": [0, 0, 1, 0], "gd": [0, 1, 1, 1]}
+R2 = 1 / math.sqrt(2)
+
+
+def attn_out(setting: str) -> np.ndarray:
+    """(4 examples, 2 layers, 2 dims). ZSL at e1; ICL at e1+e2; FT at e1+e2 in layer 0 (update
+    cosine 1) and, in layer 1, at e1-e2 for examples 0-1 (cosine -1), 2e1+e2 for 2-3 (cosine 1/sqrt2)."""
+    h = np.zeros((4, 2, 2))
+    if setting == "zsl":
+        h[:] = [1, 0]
+    elif setting == "icl":
+        h[:] = [1, 1]
+    else:
+        h[:, 0] = [1, 1]
+        h[:2, 1] = [1, -1]
+        h[2:, 1] = [2, 1]
+    return h
+
+
+def attn_scores(setting: str) -> np.ndarray:
+    """(4, 2 layers, 1 head, 3 keys); example 3's query has 2 keys (NaN past them)."""
+    base = {"zsl": [1.0, 0.0, 0.0], "icl": [1.0, 1.0, 0.0], "gd": [1.0, 1.0, 1.0]}[setting]
+    m = np.tile(np.array(base), (4, 2, 1, 1))
+    m[:, 1] *= 2.0  # layer 1: same directions, other scale
+    m[3, :, :, 2] = np.nan
+    return m
+
+
+def run_cache(setting: str, *, example_id=(5, 6, 7, 8), seed: int = 2) -> RunCache:
+    n = len(example_id)
+    logprobs = np.full((n, 2), -2.0, dtype=np.float32)
+    logprobs[np.arange(n), PRED[setting]] = -0.1
+    return RunCache(
+        meta={"model": "tiny", "variant": "trained", "task": "sst2", "seed": seed, "setting": setting},
+        example_id=np.array(example_id),
+        gold=GOLD.astype(np.int16),
+        pred=np.array(PRED[setting], dtype=np.int16),
+        label_logprobs=logprobs,
+        query_len=np.array([3, 3, 3, 2], dtype=np.int32),
+        attn_out=attn_out(setting),
+        attn_scores=attn_scores(setting),
+        context_scores=np.zeros((n, 2, 1)),
+    )
+
+
+@pytest.fixture(scope="module")
+def table():
+    return scoring.score_run(run_cache("zsl"), run_cache("icl"), run_cache("gd"), random_seed=0)
+
+
+def value(table, metric, layer=None):
+    rows = table[(table.metric == metric) & (table.layer.isna() if layer is None else table.layer == layer)]
+    assert len(rows) == 1, (metric, layer)
+    return float(rows.value.iloc[0])
+
+
+def test_tidy_columns_and_types(table):
+    assert list(table.columns) == COLUMNS
+    assert str(table.layer.dtype) == "Int64" and table.seed.dtype == np.int64 and table.value.dtype == np.float64
+    assert set(table.model) == {"tiny"} and set(table.variant) == {"trained"} and set(table.task) == {"sst2"}
+    assert set(table.seed) == {2} and set(table.method) == {"gd"}  # the FT cache's setting names the method
+    per_layer = ["simaou", "simaou_norm", "simaou_random", "simam_before", "simam_after", "simam_delta"]
+    scalars = ["acc_zsl", "acc_icl", "acc_ft", "rec2ftp", "jaccard_all", "jaccard_correct", "jaccard_incorrect"]
+    assert len(table) == len(scalars) + 3 * len(per_layer)  # layers 0, 1 and the mean
+    for metric in per_layer:
+        layers = table[table.metric == metric].layer
+        assert sorted(layers.dropna().tolist()) == [0, 1] and layers.isna().sum() == 1
+    for metric in scalars:
+        assert table[table.metric == metric].layer.isna().all()
+
+
+def test_prediction_metrics(table):
+    assert value(table, "acc_zsl") == 0.5
+    assert value(table, "acc_icl") == 0.75
+    assert value(table, "acc_ft") == 0.75
+    # FT fixed examples 0 and 1; ICL fixed example 0 of them
+    assert value(table, "rec2ftp") == pytest.approx(50.0)
+    # D_ICL = {0}, D_FT = {0, 1, 3}, both changed 0 to the same label: 1 / (1 + 3 - 1)
+    assert value(table, "jaccard_all") == pytest.approx(1 / 3)
+    # correct changes: ICL {0}, FT {0, 1}; incorrect: ICL {}, FT {3}
+    assert value(table, "jaccard_correct") == pytest.approx(1 / 2)
+    assert value(table, "jaccard_incorrect") == pytest.approx(0.0)
+
+
+def test_simaou(table):
+    assert value(table, "simaou", 0) == pytest.approx(1.0)
+    layer1 = (-1 - 1 + R2 + R2) / 4
+    assert value(table, "simaou", 1) == pytest.approx(layer1)
+    assert value(table, "simaou") == pytest.approx((1.0 + layer1) / 2)  # the run value: mean over layers
+
+
+def test_simaou_norm(table):
+    # normalised: z = e1, icl = (1,1)/sqrt2; layer 0 ft = icl: cosine 1
+    assert value(table, "simaou_norm", 0) == pytest.approx(1.0)
+    d_icl = np.array([R2 - 1, R2])
+    ft_a = np.array([R2 - 1, -R2])  # (1,-1)/sqrt2 - e1
+    ft_b = np.array([2, 1]) / math.sqrt(5) - np.array([1, 0])
+    cos = lambda a, b: float(a @ b / np.linalg.norm(a) / np.linalg.norm(b))  # noqa: E731
+    expected = (2 * cos(d_icl, ft_a) + 2 * cos(d_icl, ft_b)) / 4
+    assert value(table, "simaou_norm", 1) == pytest.approx(expected)
+    assert value(table, "simaou_norm") == pytest.approx((1 + expected) / 2)
+
+
+def test_simam(table):
+    # before = cos(icl, zsl) = cos((1,1,0),(1,0,0)) = 1/sqrt2 for every example (example 3 over 2 keys:
+    # cos((1,1),(1,0)), the same); after = cos(icl, ft): 2/sqrt6 over 3 keys, 1 over 2 keys
+    for layer in (0, 1):
+        assert value(table, "simam_before", layer) == pytest.approx(R2)
+        assert value(table, "simam_after", layer) == pytest.approx((3 * 2 / math.sqrt(6) + 1.0) / 4)
+    # delta: icl - zsl = (0,1,0), ft - zsl = (0,1,1): 1/sqrt2 over 3 keys, 1 over 2 keys
+    assert value(table, "simam_delta", 0) == pytest.approx((3 * R2 + 1) / 4)
+    assert value(table, "simam_delta") == pytest.approx((3 * R2 + 1) / 4)
+
+
+def test_random_baseline_is_seeded(table):
+    again = scoring.score_run(run_cache("zsl"), run_cache("icl"), run_cache("gd"), random_seed=0)
+    other = scoring.score_run(run_cache("zsl"), run_cache("icl"), run_cache("gd"), random_seed=1)
+    assert value(again, "simaou_random", 1) == value(table, "simaou_random", 1)
+    assert value(other, "simaou_random", 1) != value(table, "simaou_random", 1)
+    expected = metrics.simaou_random(attn_out("zsl"), attn_out("icl"), np.random.default_rng(0))
+    assert value(table, "simaou_random", 0) == pytest.approx(expected[0])
+
+
+def test_misaligned_examples_are_refused():
+    with pytest.raises(ValueError, match="different evaluation examples"):
+        scoring.score_run(run_cache("zsl"), run_cache("icl", example_id=(5, 6, 8, 7)), run_cache("gd"))
+    with pytest.raises(ValueError, match="'zsl' and 'gd'"):
+        scoring.score_run(run_cache("zsl"), run_cache("icl"), run_cache("gd", example_id=(1, 2, 3, 4)))
+
+
+def test_aggregate_mean_sample_std_and_n():
+    rows = []
+    for seed, v in zip((2, 3, 4), (1.0, 2.0, 4.0)):
+        for layer, offset in ((0, 0.0), (pd.NA, 10.0)):
+            rows.append(dict(model="tiny", variant="trained", task="sst2", seed=seed, method="gd",
+                             metric="simaou", layer=layer, value=v + offset))
+    rows.append(dict(model="tiny", variant="trained", task="cb", seed=3, method="gd", metric="simaou", layer=pd.NA, value=0.25))
+    summary = scoring.aggregate(scoring.tidy(pd.DataFrame(rows)))
+    assert list(summary.columns) == ["model", "variant", "task", "method", "metric", "layer", "mean", "std", "n"]
+    assert str(summary.layer.dtype) == "Int64" and summary.n.dtype == np.int64
+    sst2 = summary[summary.task == "sst2"]
+    layer0 = sst2[sst2.layer == 0].iloc[0]
+    assert layer0["mean"] == pytest.approx(7 / 3)
+    assert layer0["std"] == pytest.approx(math.sqrt(7 / 3))  # ddof=1: ((4/3)^2 + (1/3)^2 + (5/3)^2) / 2
+    assert layer0["n"] == 3
+    mean_row = sst2[sst2.layer.isna()].iloc[0]  # the layer-mean rows form their own group
+    assert mean_row["mean"] == pytest.approx(7 / 3 + 10) and mean_row["n"] == 3
+    cb = summary[summary.task == "cb"].iloc[0]
+    assert cb["mean"] == 0.25 and np.isnan(cb["std"]) and cb["n"] == 1
+    assert len(summary) == 3
+
+
+def test_aggregate_of_scored_runs(tmp_path):
+    """Two seeds through score_run, write_aggregates and back."""
+    paths = []
+    for seed in (2, 3):
+        run = scoring.score_run(run_cache("zsl", seed=seed), run_cache("icl", seed=seed), run_cache("gd", seed=seed))
+        path = tmp_path / f"seed{seed}.parquet"
+        run.to_parquet(path)
+        paths.append(str(path))
+    summary = scoring.write_aggregates(paths, tmp_path / "runs.parquet", tmp_path / "summary.parquet", tmp_path / "summary.csv")
+    acc = summary[summary.metric == "acc_icl"].iloc[0]
+    assert acc["mean"] == 0.75 and acc["std"] == 0.0 and acc["n"] == 2
+    assert len(summary) == 7 + 3 * 6
+    runs = pd.read_parquet(tmp_path / "runs.parquet")
+    assert len(runs) == 2 * len(summary) and str(runs.layer.dtype) == "Int64"
+    csv = pd.read_csv(tmp_path / "summary.csv")
+    assert len(csv) == len(summary) and csv["n"].tolist() == summary["n"].tolist()
+    assert not list(tmp_path.glob("*.tmp"))

@@ -1,0 +1,341 @@
+"""Tests of icl_gd.training: which parameters are K/V, what GD and LCGD update, and by how much."""
+
+from __future__ import annotations
+
+import os
+
+os.environ["HF_HUB_OFFLINE"] = "1"
+
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+from transformers import AttentionInterface  # noqa: E402
+from transformers.integrations.sdpa_attention import sdpa_attention_forward  # noqa: E402
+from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, AttentionMaskInterface  # noqa: E402
+
+from icl_gd import training  # noqa: E402
+from icl_gd.models import UnsupportedModelError  # noqa: E402
+
+from conftest import ARCHS, TINY_HEADS, TINY_HIDDEN  # noqa: E402
+
+D = TINY_HIDDEN
+HEAD_DIM = TINY_HIDDEN // TINY_HEADS
+LR = 0.05
+
+# The K/V parameters of each architecture, spelled out by hand ({l} = layer).
+KV_NAMES = {
+    "gpt2": ["transformer.h.{l}.attn.c_attn.weight", "transformer.h.{l}.attn.c_attn.bias"],
+    "opt": [f"model.decoder.layers.{{l}}.self_attn.{p}_proj.{w}" for p in "kv" for w in ("weight", "bias")],
+    "xglm": [f"model.layers.{{l}}.self_attn.{p}_proj.{w}" for p in "kv" for w in ("weight", "bias")],
+    "llama": ["model.layers.{l}.self_attn.k_proj.weight", "model.layers.{l}.self_attn.v_proj.weight"],
+    "neox": ["gpt_neox.layers.{l}.attention.query_key_value.weight", "gpt_neox.layers.{l}.attention.query_key_value.bias"],
+}
+
+
+def snapshot(model) -> dict[str, torch.Tensor]:
+    return {name: p.detach().clone() for name, p in model.named_parameters()}
+
+
+def ids_of(seq) -> torch.Tensor:
+    return torch.tensor([seq])
+
+
+def next_token_ce(logits, ids):
+    return F.cross_entropy(logits[0, :-1], ids[0, 1:])
+
+
+# --------------------------------------------------------------------------------------------
+# kv_parameters
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_kv_parameters_are_exactly_the_key_value_projections(load_tiny, arch):
+    model = load_tiny(arch, "eager")
+    kv = training.kv_parameters(model)
+    expected = [model.get_parameter(n.format(l=layer)) for layer in range(2) for n in KV_NAMES[arch]]
+    assert sorted(id(item.param) for item in kv) == sorted(id(p) for p in expected)
+    assert [item.layer for item in kv] == [0] * len(KV_NAMES[arch]) + [1] * len(KV_NAMES[arch])
+    for item in kv:
+        assert item.name.startswith(f"layer{item.layer}.")
+        fused = arch in ("gpt2", "neox")
+        assert (item.mask is not None) == fused
+        if fused:
+            assert item.mask.shape == item.param.shape and item.mask.dtype == torch.bool
+
+
+def test_gpt2_c_attn_mask_covers_k_and_v_columns(load_tiny):
+    kv = training.kv_parameters(load_tiny("gpt2"))
+    weight, bias = kv[0], kv[1]
+    assert weight.param.shape == (D, 3 * D)  # Conv1D: d_model -> [Q | K | V]
+    assert not weight.mask[:, :D].any() and weight.mask[:, D:].all()
+    assert not bias.mask[:D].any() and bias.mask[D:].all()
+
+
+def test_neox_query_key_value_mask_is_per_head(load_tiny):
+    kv = training.kv_parameters(load_tiny("neox"))
+    weight, bias = kv[0], kv[1]
+    rows = torch.arange(3 * D)
+    part = (rows % (3 * HEAD_DIM)) // HEAD_DIM  # 0 = q, 1 = k, 2 = v within each head's block
+    expected = part > 0
+    assert torch.equal(bias.mask, expected)
+    assert torch.equal(weight.mask, expected[:, None].expand(3 * D, D))
+    assert int(expected.sum()) == 2 * D
+
+
+_PROBED: list = []
+
+
+def _probe_attention(module, query, key, value, attention_mask, **kwargs):
+    _PROBED.append((query.detach().clone(), key.detach().clone(), value.detach().clone()))
+    return sdpa_attention_forward(module, query, key, value, attention_mask, **kwargs)
+
+
+AttentionInterface.register("icl_gd_test_probe", _probe_attention)
+AttentionMaskInterface.register("icl_gd_test_probe", ALL_MASK_ATTENTION_FUNCTIONS["sdpa"])
+
+
+def _layer0_qkv(model, ids):
+    _PROBED.clear()
+    with torch.no_grad():
+        model.base_model(ids)
+    return _PROBED[0]
+
+
+@pytest.mark.parametrize("arch", ["gpt2", "neox"])
+def test_fused_mask_separates_queries_from_keys_and_values(load_tiny, sentences, arch):
+    """Moving the masked entries changes only the keys and values the model computes; moving the
+    others changes only the queries (read at the attention interface, i.e. after the split)."""
+    model = load_tiny(arch)
+    model.set_attn_implementation("icl_gd_test_probe")
+    ids = ids_of(sentences[0])
+    q0, k0, v0 = _layer0_qkv(model, ids)
+    item_w, item_b = training.kv_parameters(model)[:2]
+    for inside in (True, False):
+        saved = [item_w.param.detach().clone(), item_b.param.detach().clone()]
+        with torch.no_grad():
+            for item in (item_w, item_b):
+                where = item.mask if inside else ~item.mask
+                item.param.add_(torch.randn_like(item.param) * where)
+        q, k, v = _layer0_qkv(model, ids)
+        if inside:
+            assert torch.equal(q, q0) and not torch.allclose(k, k0) and not torch.allclose(v, v0)
+        else:
+            assert not torch.allclose(q, q0) and torch.equal(k, k0) and torch.equal(v, v0)
+        with torch.no_grad():
+            item_w.param.copy_(saved[0])
+            item_b.param.copy_(saved[1])
+
+
+def test_model_without_kv_projection_is_unsupported(load_tiny):
+    model = load_tiny("gpt2")
+    model.transformer.h[1].attn.c_attn = torch.nn.Identity()
+    with pytest.raises(UnsupportedModelError, match="block 1"):
+        training.kv_parameters(model)
+
+
+# --------------------------------------------------------------------------------------------
+# finetune with GD
+
+
+@pytest.mark.parametrize("kind", ["gd", "lcgd"])
+@pytest.mark.parametrize("arch", ARCHS)
+def test_training_updates_only_keys_and_values(load_tiny, sentences, arch, kind):
+    model = load_tiny(arch)
+    before = snapshot(model)
+    kv = training.kv_parameters(model)
+    masks = {id(item.param): item.mask for item in kv}
+    log = training.finetune(model, sentences, lr=LR, kind=kind)
+
+    kv_names = {n.format(l=layer) for layer in range(2) for n in KV_NAMES[arch]}
+    for name, param in model.named_parameters():
+        new = param.detach()
+        if name not in kv_names:
+            assert torch.equal(new, before[name]), f"{name} must not change"
+            continue
+        mask = masks[id(param)]
+        if mask is None:
+            mask = torch.ones_like(param, dtype=torch.bool)
+        else:
+            assert torch.equal(new[~mask], before[name][~mask]), f"query part of {name} must not change"
+        changed = (new[mask] != before[name][mask]).float().mean()
+        if name.endswith("weight"):
+            assert changed > 0.9, f"{name}: the key/value weights must change"
+        elif "k_proj" not in name:
+            # a key bias shifts every score of a query row alike, so softmax gives it no gradient;
+            # value biases (and the fused K|V bias through its V part) do move
+            assert changed > 0.4, f"{name}: the value bias must change"
+        assert not param.requires_grad  # the model comes back frozen
+
+    assert log["loss"].shape == (3,) and log["loss"].dtype == np.float64
+    assert np.isfinite(log["loss"]).all() and (log["loss"] > 0).all()
+    assert log["grad_norm"].shape == (3, 2) and (log["grad_norm"] > 0).all()
+    assert log["skipped"].shape == (3,) and not log["skipped"].any()
+
+
+def test_gpt2_gd_keeps_query_part_bit_identical(load_tiny, sentences):
+    model = load_tiny("gpt2")
+    before = snapshot(model)
+    training.finetune(model, sentences, lr=LR, kind="gd")
+    for layer in range(2):
+        w = model.get_parameter(f"transformer.h.{layer}.attn.c_attn.weight").detach()
+        b = model.get_parameter(f"transformer.h.{layer}.attn.c_attn.bias").detach()
+        w0 = before[f"transformer.h.{layer}.attn.c_attn.weight"]
+        b0 = before[f"transformer.h.{layer}.attn.c_attn.bias"]
+        assert torch.equal(w[:, :D], w0[:, :D]) and torch.equal(b[:D], b0[:D])
+        for part in (slice(D, 2 * D), slice(2 * D, 3 * D)):  # K, then V
+            assert not torch.equal(w[:, part], w0[:, part])
+        assert not torch.equal(b[2 * D:], b0[2 * D:])  # V bias (a K bias gets no gradient through softmax)
+
+
+def test_opt_gd_leaves_q_proj_unchanged(load_tiny, sentences):
+    model = load_tiny("opt")
+    before = snapshot(model)
+    training.finetune(model, sentences, lr=LR, kind="gd")
+    for layer in range(2):
+        prefix = f"model.decoder.layers.{layer}.self_attn"
+        for w in ("weight", "bias"):
+            assert torch.equal(model.get_parameter(f"{prefix}.q_proj.{w}"), before[f"{prefix}.q_proj.{w}"])
+            assert not torch.equal(model.get_parameter(f"{prefix}.v_proj.{w}"), before[f"{prefix}.v_proj.{w}"])
+        assert not torch.equal(model.get_parameter(f"{prefix}.k_proj.weight"), before[f"{prefix}.k_proj.weight"])
+
+
+def test_gd_step_is_plain_sgd_on_the_mean_next_token_loss(load_tiny, sentences):
+    """One step: loss = mean CE over the predicted tokens, update = -lr * gradient, norms per layer."""
+    ref = load_tiny("gpt2")
+    ids = ids_of(sentences[0])
+    loss = next_token_ce(ref(ids).logits, ids)
+    params = [ref.get_parameter(n.format(l=layer)) for layer in range(2) for n in KV_NAMES["gpt2"]]
+    grads = torch.autograd.grad(loss, params)
+
+    model = load_tiny("gpt2")
+    log = training.finetune(model, [sentences[0]], lr=LR, kind="gd")
+    assert log["loss"][0] == pytest.approx(float(loss), rel=1e-6)
+    for layer in range(2):
+        gw, gb = grads[2 * layer], grads[2 * layer + 1]
+        norm = torch.sqrt(gw[:, D:].double().pow(2).sum() + gb[D:].double().pow(2).sum())
+        assert log["grad_norm"][0, layer] == pytest.approx(float(norm), rel=1e-5)
+        for j, name in enumerate(KV_NAMES["gpt2"]):
+            p0 = ref.get_parameter(name.format(l=layer)).detach()
+            g = grads[2 * layer + j]
+            expected = p0.clone()
+            expected[..., D:] -= LR * g[..., D:]
+            torch.testing.assert_close(model.get_parameter(name.format(l=layer)).detach(), expected, atol=1e-7, rtol=0)
+
+
+def test_sequence_loss_gd_matches_transformers_loss(load_tiny, sentences):
+    model = load_tiny("llama")
+    ids = ids_of(sentences[1])
+    with torch.no_grad():
+        assert float(training.sequence_loss(model, ids, "gd")) == pytest.approx(float(model(ids, labels=ids).loss), rel=1e-6)
+    with pytest.raises(ValueError, match="unknown training kind"):
+        training.sequence_loss(model, ids, "adam")
+
+
+def test_clip_grad_norm_bounds_the_global_update(load_tiny, sentences):
+    model = load_tiny("gpt2")
+    before = snapshot(model)
+    raw = training.finetune(load_tiny("gpt2"), [sentences[0]], lr=LR, kind="gd")["grad_norm"][0]
+    raw_total = float(np.sqrt((raw.astype(np.float64) ** 2).sum()))
+    threshold = raw_total / 10
+    log = training.finetune(model, [sentences[0]], lr=LR, kind="gd", clip_grad_norm=threshold)
+    np.testing.assert_allclose(log["grad_norm"][0], raw, rtol=1e-6)  # logged before clipping
+    update_sq = sum(float((p.detach() - before[n]).double().pow(2).sum()) for n, p in model.named_parameters())
+    assert np.sqrt(update_sq) == pytest.approx(LR * threshold, rel=1e-4)
+
+    unclipped = load_tiny("gpt2")
+    training.finetune(unclipped, [sentences[0]], lr=LR, kind="gd", clip_grad_norm=raw_total * 10)
+    update_sq = sum(float((p.detach() - before[n]).double().pow(2).sum()) for n, p in unclipped.named_parameters())
+    assert np.sqrt(update_sq) == pytest.approx(LR * raw_total, rel=1e-4)  # below the threshold: untouched
+
+
+def test_non_finite_gradient_skips_the_step(load_tiny, sentences):
+    model = load_tiny("gpt2")
+    with torch.no_grad():
+        model.transformer.ln_f.weight[0] = float("nan")
+    before = snapshot(model)
+    log = training.finetune(model, sentences[:2], lr=LR, kind="gd")
+    assert log["skipped"].tolist() == [True, True]
+    for layer in range(2):
+        name = f"transformer.h.{layer}.attn.c_attn.weight"
+        assert torch.equal(model.get_parameter(name), before[name])
+
+
+# --------------------------------------------------------------------------------------------
+# layer-causal GD
+
+
+def block_inputs(model, ids) -> list[torch.Tensor]:
+    with torch.no_grad():
+        hidden = model(ids, output_hidden_states=True).hidden_states
+    return [h.detach() for h in hidden[:2]]  # inputs of block 0 and block 1
+
+
+def run_block(model, arch, layer, x):
+    if arch == "gpt2":
+        out = model.transformer.h[layer](x)
+    else:  # llama
+        positions = torch.arange(x.shape[1])[None]
+        out = model.model.layers[layer](x, position_embeddings=model.model.rotary_emb(x, positions))
+    return out[0] if isinstance(out, tuple) else out
+
+
+def final_norm_of(model, arch):
+    return model.transformer.ln_f if arch == "gpt2" else model.model.norm
+
+
+@pytest.mark.parametrize("arch", ["gpt2", "llama"])
+def test_lcgd_gradient_of_each_block_comes_from_its_own_layer_loss(load_tiny, sentences, arch):
+    model = load_tiny(arch)
+    ids = ids_of(sentences[2])
+    x = block_inputs(model, ids)
+    kv = {layer: [model.get_parameter(n.format(l=layer)) for n in KV_NAMES[arch]] for layer in range(2)}
+
+    expected, layer_losses = {}, []
+    for layer in range(2):
+        h = run_block(model, arch, layer, x[layer])
+        if layer == 0:  # the hand-run block reproduces the model's own block 1 input
+            torch.testing.assert_close(h.detach(), x[1], atol=1e-5, rtol=0)
+        loss_l = next_token_ce(model.lm_head(final_norm_of(model, arch)(h)), ids)
+        layer_losses.append(float(loss_l))
+        expected[layer] = torch.autograd.grad(loss_l, kv[layer])
+
+    loss = training.sequence_loss(model, ids, "lcgd")
+    assert float(loss) == pytest.approx(sum(layer_losses), rel=1e-5)
+    got = torch.autograd.grad(loss, kv[0] + kv[1])
+    for layer in range(2):
+        for g, e in zip(got[2 * layer: 2 * layer + 2], expected[layer]):
+            torch.testing.assert_close(g, e, atol=1e-6, rtol=1e-5)
+
+    # vanilla GD: the last block gets the same gradient (its loss term is the model's loss), the
+    # first block a different one (GD's gradient also flows through block 1)
+    gd = torch.autograd.grad(training.sequence_loss(model, ids, "gd"), kv[0] + kv[1])
+    for g, e in zip(gd[2:], expected[1]):
+        torch.testing.assert_close(g, e, atol=1e-6, rtol=1e-5)
+    assert not torch.allclose(gd[0], expected[0][0], atol=1e-4)
+
+
+def test_lcgd_finetune_logs_the_sum_of_layer_losses_and_differs_from_gd(load_tiny, sentences):
+    ids = ids_of(sentences[0])
+    ref = load_tiny("gpt2")
+    x = block_inputs(ref, ids)
+    with torch.no_grad():
+        hand = sum(float(next_token_ce(ref.lm_head(ref.transformer.ln_f(run_block(ref, "gpt2", l, x[l]))), ids)) for l in range(2))
+
+    gd_model, lcgd_model = load_tiny("gpt2"), load_tiny("gpt2")
+    gd_log = training.finetune(gd_model, [sentences[0]], lr=LR, kind="gd")
+    lcgd_log = training.finetune(lcgd_model, [sentences[0]], lr=LR, kind="lcgd")
+    assert lcgd_log["loss"][0] == pytest.approx(hand, rel=1e-5)
+    assert lcgd_log["loss"][0] > gd_log["loss"][0]  # two loss terms, the last of which is GD's loss
+    name0 = "transformer.h.0.attn.c_attn.weight"
+    assert not torch.allclose(gd_model.get_parameter(name0), lcgd_model.get_parameter(name0), atol=1e-6)
+    assert gd_log["grad_norm"][0, 1] == pytest.approx(lcgd_log["grad_norm"][0, 1], rel=1e-5)
+    assert gd_log["grad_norm"][0, 0] != pytest.approx(lcgd_log["grad_norm"][0, 0], rel=1e-3)
+
+
+def test_layer_causal_hooks_are_removed(load_tiny, sentences):
+    model = load_tiny("gpt2")
+    with training.layer_causal(model) as outputs:
+        model.base_model(ids_of(sentences[0]))
+    assert len(outputs) == 2 and outputs[0].shape == (1, len(sentences[0]), D)
+    assert all(not block._forward_pre_hooks and not block._forward_hooks for block in model.transformer.h)

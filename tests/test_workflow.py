@@ -1,0 +1,169 @@
+"""The whole workflow on a tiny config, in a temporary directory: outputs, values and reruns."""
+
+import os
+
+os.environ["HF_HUB_OFFLINE"] = "1"
+
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+
+from icl_gd import cache, config as cfg
+
+REPO = Path(__file__).resolve().parents[1]
+SNAKEMAKE = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile")]
+
+TINY = {
+    "models": {
+        "tiny": {"source": "builtin", "n_layer": 2, "n_embd": 32, "n_head": 2, "n_positions": 512,
+                 "vocab_size": 600, "pretrain_steps": 10, "pretrain_len": 64},
+    },
+    "variants": {"trained": ["gd", "lcgd"], "untrained": ["gd"]},
+    "methods": {"gd": {"kind": "gd"}, "lcgd": {"kind": "lcgd"}},
+    "tasks": {"sst2": {"source": "synthetic"}, "cb": {"source": "synthetic"}},
+    "n_seeds": 2,
+    "k": 4,
+    "max_eval": 12,
+    "batch_size": 5,
+    "synthetic": {"n_train": 40, "n_eval": 20},
+}
+
+
+def snakemake(workdir: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+    cmd = [*SNAKEMAKE, "--directory", str(workdir), "--configfile", str(workdir / "config.yaml"), *args]
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=workdir)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"snakemake failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}")
+    return proc
+
+
+def jobs_planned(workdir: Path) -> dict[str, int]:
+    """Rule -> job count of a dry run."""
+    out = snakemake(workdir, "-n", "--cores", "1").stdout
+    counts = {}
+    lines = out.splitlines()
+    if "job" in "".join(lines) and "total" in out:
+        start = next(i for i, line in enumerate(lines) if line.startswith("job "))
+        for line in lines[start + 2 :]:
+            parts = line.split()
+            if len(parts) != 2 or parts[0] == "total":
+                break
+            counts[parts[0]] = int(parts[1])
+    return counts
+
+
+@pytest.fixture(scope="module")
+def finished_run(tmp_path_factory):
+    workdir = tmp_path_factory.mktemp("workflow")
+    (workdir / "config.yaml").write_text(yaml.safe_dump(TINY))
+    snakemake(workdir, "--cores", "2")
+    return workdir
+
+
+@pytest.mark.slow
+def test_caches_have_the_documented_schema(finished_run):
+    seeds = {"sst2": [2, 3], "cb": [3, 4]}
+    for variant, methods in TINY["variants"].items():
+        for task, task_seeds in seeds.items():
+            for seed in task_seeds:
+                for setting in ["zsl", "icl", *methods]:
+                    path = finished_run / f"results/activations/tiny/{variant}/{task}/seed{seed}/{setting}.parquet"
+                    run = cache.read_cache(path)
+                    n_labels = len(cfg.TASK_PRESETS[task]["label_words"])
+                    assert run.meta["setting"] == setting and run.meta["seed"] == seed
+                    assert run.n_examples == TINY["max_eval"]
+                    assert run.attn_out.shape == (12, 2, 32)
+                    assert run.attn_scores.shape[:3] == (12, 2, 2)
+                    assert run.label_logprobs.shape == (12, n_labels)
+                    # log-probabilities of a distribution over the whole vocabulary
+                    assert np.all(run.label_logprobs < 0) and np.all(np.exp(run.label_logprobs).sum(1) < 1)
+                    assert np.array_equal(run.pred, run.label_logprobs.argmax(1))
+                    valid = ~np.isnan(run.attn_scores)
+                    assert np.array_equal(valid.sum(-1), np.broadcast_to(run.query_len[:, None, None], valid.shape[:3]))
+                    assert 1 <= run.meta["true_k"] <= TINY["k"]
+                    expected_context = 1 if setting != "icl" else run.meta["n_context"]
+                    assert run.context_scores.shape[2] == expected_context
+                    if setting == "icl":
+                        assert expected_context > 1 + run.meta["true_k"]
+
+
+@pytest.mark.slow
+def test_finetuning_changes_predictions_but_not_the_evaluation_set(finished_run):
+    base = finished_run / "results/activations/tiny/trained/sst2/seed2"
+    zsl, gd = cache.read_cache(base / "zsl.parquet"), cache.read_cache(base / "gd.parquet")
+    assert np.array_equal(zsl.example_id, gd.example_id) and np.array_equal(zsl.gold, gd.gold)
+    assert not np.allclose(zsl.attn_out, gd.attn_out)  # K/V moved, so the attention output did
+    meta, log = cache.read_train_log(finished_run / "results/training/tiny/trained/sst2/seed2/gd.parquet")
+    assert len(log["loss"]) == TINY["k"] and log["grad_norm"].shape == (TINY["k"], 2)
+    assert np.all(log["grad_norm"] > 0) and meta["lr"] == cfg.TASK_PRESETS["sst2"]["lr"]
+
+
+@pytest.mark.slow
+def test_metrics_agree_with_the_caches(finished_run):
+    runs = pd.read_parquet(finished_run / "results/metrics/runs.parquet")
+    summary = pd.read_parquet(finished_run / "results/metrics/summary.parquet")
+    csv = pd.read_csv(finished_run / "results/metrics/summary.csv")
+    assert list(summary.columns) == ["model", "variant", "task", "method", "metric", "layer", "mean", "std", "n"]
+    assert len(csv) == len(summary)
+    # 2 variants' methods x 2 tasks x 2 seeds
+    assert len(runs[["variant", "task", "seed", "method"]].drop_duplicates()) == (2 + 1) * 2 * 2
+    # accuracy recomputed from the caches
+    accs = []
+    for seed in (2, 3):
+        run = cache.read_cache(finished_run / f"results/activations/tiny/trained/sst2/seed{seed}/icl.parquet")
+        accs.append(np.mean(run.pred == run.gold))
+    row = summary.query("variant == 'trained' and task == 'sst2' and method == 'gd' and metric == 'acc_icl'")
+    assert row["n"].item() == 2
+    assert row["mean"].item() == pytest.approx(np.mean(accs))
+    assert row["std"].item() == pytest.approx(np.std(accs, ddof=1), nan_ok=True)
+    # the layer-mean row is the mean of the per-layer rows
+    one = runs.query("variant == 'trained' and task == 'cb' and seed == 3 and method == 'lcgd' and metric == 'simam_delta'")
+    per_layer = one[one["layer"].notna()].sort_values("layer")["value"]
+    assert list(one[one["layer"].notna()]["layer"].astype(int).sort_values()) == [0, 1]
+    assert one[one["layer"].isna()]["value"].item() == pytest.approx(np.nanmean(per_layer))
+    assert per_layer.between(-1, 1).all()
+
+
+@pytest.mark.slow
+def test_report_tables_and_figures(finished_run):
+    summary = pd.read_parquet(finished_run / "results/metrics/summary.parquet")
+    md = (finished_run / "reports/tables/methods.md").read_text()
+    assert "SST2" in md.upper() and "CB" in md.upper()
+    mean = summary.query(
+        "variant == 'trained' and task == 'sst2' and method == 'gd' and metric == 'simaou_norm' and layer.isna()"
+    )["mean"].item()
+    assert f"{mean:.2f}".replace("-0.00", "0.00") in md
+    assert "\\begin{tabular}" in (finished_run / "reports/tables/methods.tex").read_text()
+    for stem in ("accuracy", "methods", "variants"):
+        assert (finished_run / f"reports/tables/{stem}.csv").stat().st_size > 0
+    for stem in ("per_layer", "accuracy"):
+        png = (finished_run / f"reports/figures/{stem}.png").read_bytes()
+        assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10_000
+        assert (finished_run / f"reports/figures/{stem}.pdf").read_bytes()[:5] == b"%PDF-"
+
+
+@pytest.mark.slow
+def test_nothing_to_do_after_a_run_and_metric_edits_rerun_only_metrics(finished_run):
+    assert jobs_planned(finished_run) == {}
+    metrics_py = REPO / "src/icl_gd/metrics.py"
+    stat = metrics_py.stat()
+    try:
+        os.utime(metrics_py, (stat.st_atime, stat.st_mtime + 1000))
+        planned = jobs_planned(finished_run)
+    finally:
+        os.utime(metrics_py, (stat.st_atime, stat.st_mtime))
+    assert set(planned) == {"score_run", "aggregate_metrics", "tables", "figures", "all"}
+    assert planned["score_run"] == 12
+
+
+def test_a_bad_config_key_stops_the_run_with_its_name(tmp_path):
+    bad = {**TINY, "methods": {"gd": {"kind": "gd", "lerning_rate": 0.1}}}
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(bad))
+    proc = snakemake(tmp_path, "-n", check=False)
+    assert proc.returncode != 0
+    assert "methods.gd" in proc.stderr + proc.stdout and "lerning_rate" in proc.stderr + proc.stdout

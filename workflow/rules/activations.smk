@@ -1,0 +1,47 @@
+# Activations: one cache per (model, variant, task, seed, setting). zsl and icl evaluate the model
+# as it is; every other setting names a training method, which finetunes a copy first.
+
+
+rule extract_base:
+    input:
+        unpack(task_files),
+        model=model_dir,
+        code=EXTRACTION_CODE,
+    output:
+        cache="results/activations/{model}/{variant}/{task}/seed{seed}/{setting}.parquet",
+    wildcard_constraints:
+        setting="zsl|icl",
+    threads: 1
+    resources:
+        gpu=1,
+        mem_mb=8000,
+        runtime=60,
+    conda:
+        "../../envs/models.yaml"
+    log:
+        "results/logs/extract/{model}/{variant}/{task}/seed{seed}/{setting}.log",
+    script:
+        "../scripts/extract.py"
+
+
+rule finetune_and_extract:
+    input:
+        unpack(task_files),
+        model=model_dir,
+        code=EXTRACTION_CODE,
+    output:
+        cache="results/activations/{model}/{variant}/{task}/seed{seed}/{setting}.parquet",
+        train_log="results/training/{model}/{variant}/{task}/seed{seed}/{setting}.parquet",
+    wildcard_constraints:
+        setting=_names_regex(METHODS),
+    threads: 1
+    resources:
+        gpu=1,
+        mem_mb=16000,
+        runtime=120,
+    conda:
+        "../../envs/models.yaml"
+    log:
+        "results/logs/extract/{model}/{variant}/{task}/seed{seed}/{setting}.log",
+    script:
+        "../scripts/extract.py"

@@ -1,0 +1,65 @@
+# Models: the trained model (built-in tiny GPT-2, or a hub model) and its variants.
+
+
+localrules:
+    download_model,
+
+
+rule build_builtin_model:
+    input:
+        train=expand("resources/synthetic/{twin}/train.parquet", twin=BUILTIN_TASKS),
+        code=MODEL_CODE,
+    output:
+        directory("resources/models/{model}/trained"),
+    wildcard_constraints:
+        model=_names_regex(models_by_source("builtin")),
+    params:
+        spec=model_spec,
+        twins=BUILTIN_TASKS,
+    threads: 2
+    resources:
+        gpu=1,
+        mem_mb=4000,
+        runtime=30,
+    conda:
+        "../../envs/models.yaml"
+    log:
+        "results/logs/build_builtin_model/{model}.log",
+    script:
+        "../scripts/build_builtin_model.py"
+
+
+rule download_model:
+    output:
+        directory("resources/models/{model}/trained"),
+    wildcard_constraints:
+        model=_names_regex(models_by_source("hub")),
+    params:
+        spec=model_spec,
+    conda:
+        "../../envs/models.yaml"
+    log:
+        "results/logs/download_model/{model}.log",
+    script:
+        "../scripts/download_model.py"
+
+
+rule make_variant:
+    input:
+        trained=trained_model_dir,
+        code=[str(SRC / "models.py")],
+    output:
+        directory("resources/models/{model}/{variant}"),
+    wildcard_constraints:
+        variant="untrained|trained_embeddings|layernorm_only",
+    params:
+        seed=config["variant_seed"],
+    resources:
+        mem_mb=8000,
+        runtime=30,
+    conda:
+        "../../envs/models.yaml"
+    log:
+        "results/logs/make_variant/{model}_{variant}.log",
+    script:
+        "../scripts/make_variant.py"

@@ -1,0 +1,12 @@
+"""Concatenate the per-run metrics and aggregate them over seeds (parquet and CSV)."""
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(snakemake.scriptdir).parents[1] / "src"))
+from icl_gd.runtime import log_to
+
+log_to(snakemake.log[0])
+from icl_gd import scoring
+
+scoring.write_aggregates(snakemake.input.runs, snakemake.output.runs, snakemake.output.summary, snakemake.output.csv)

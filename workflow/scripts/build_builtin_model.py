@@ -1,0 +1,12 @@
+"""Train the built-in tiny GPT-2 and its tokenizer on the synthetic twins."""
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(snakemake.scriptdir).parents[1] / "src"))
+from icl_gd.runtime import log_to
+
+log_to(snakemake.log[0], threads=snakemake.threads)
+from icl_gd import builtin
+
+builtin.build(dict(zip(snakemake.params.twins, snakemake.input.train)), snakemake.output[0], snakemake.params.spec)

@@ -1,0 +1,12 @@
+"""Download a hub model (weights, config, tokenizer) into resources/ for offline use."""
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(snakemake.scriptdir).parents[1] / "src"))
+from icl_gd.runtime import log_to
+
+log_to(snakemake.log[0])
+from icl_gd import models
+
+models.download(snakemake.params.spec, snakemake.output[0])

@@ -1,0 +1,25 @@
+"""Extract one (model, variant, task, seed, setting) cache; training methods finetune first."""
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(snakemake.scriptdir).parents[1] / "src"))
+from icl_gd.runtime import log_to
+
+log_to(snakemake.log[0], threads=snakemake.threads)
+from icl_gd import extract
+
+w = snakemake.wildcards
+extract.run(
+    snakemake.config,
+    model_name=w.model,
+    variant=w.variant,
+    task=w.task,
+    seed=int(w.seed),
+    setting=w.setting,
+    model_dir=snakemake.input.model,
+    train_path=snakemake.input.train,
+    eval_path=snakemake.input.eval,
+    out_path=snakemake.output.cache,
+    train_log_path=snakemake.output.get("train_log"),
+)

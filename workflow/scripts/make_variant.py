@@ -1,0 +1,12 @@
+"""Materialise a model variant (untrained, trained embeddings, layer norms only)."""
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(snakemake.scriptdir).parents[1] / "src"))
+from icl_gd.runtime import log_to
+
+log_to(snakemake.log[0], threads=snakemake.threads)
+from icl_gd import models
+
+models.make_variant(snakemake.input.trained, snakemake.wildcards.variant, snakemake.params.seed, snakemake.output[0])

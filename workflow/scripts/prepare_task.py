@@ -1,0 +1,20 @@
+"""Normalise one task's train and eval splits (synthetic twin, hub dataset or local files)."""
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(snakemake.scriptdir).parents[1] / "src"))
+from icl_gd.runtime import log_to
+
+log_to(snakemake.log[0])
+import pandas as pd
+
+from icl_gd import cache, config, data
+
+spec = config.task_spec({"tasks": snakemake.params.tasks}, snakemake.wildcards.task)
+if spec.source == "synthetic":
+    splits = {s: data.normalise_split(pd.read_parquet(snakemake.input[f"twin_{s}"]), spec, s) for s in ("train", "eval")}
+else:
+    splits = data.load_task_splits(spec, cache_dir=str(Path("resources/hf_datasets")))
+for split, frame in splits.items():
+    cache.atomic_write_frame(frame, snakemake.output[split])

@@ -1,0 +1,12 @@
+"""Render the papers' tables from the aggregated metrics (Markdown, LaTeX, CSV)."""
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(snakemake.scriptdir).parents[1] / "src"))
+from icl_gd.runtime import log_to
+
+log_to(snakemake.log[0])
+from icl_gd import report
+
+report.write_tables(snakemake.input.summary, snakemake.output, **snakemake.params)
