@@ -210,7 +210,7 @@ def test_gd_step_is_plain_sgd_on_the_mean_next_token_loss(load_tiny, sentences):
 
     model = load_tiny("gpt2")
     log = training.finetune(model, [sentences[0]], lr=LR, kind="gd")
-    assert log["loss"][0] == pytest.approx(float(loss), rel=1e-6)
+    assert log["loss"][0] == pytest.approx(loss.item(), rel=1e-6)
     for layer in range(2):
         gw, gb = grads[2 * layer], grads[2 * layer + 1]
         norm = torch.sqrt(gw[:, D:].double().pow(2).sum() + gb[D:].double().pow(2).sum())

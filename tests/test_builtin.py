@@ -1,0 +1,42 @@
+"""The built-in tiny model: its tokenizer holds every label word as one token, and it learns."""
+
+import json
+
+import pytest
+
+from icl_gd import builtin, config as cfg, data, models, prompts
+
+SPEC = {"n_layer": 1, "n_embd": 32, "n_head": 2, "n_positions": 256, "vocab_size": 400,
+        "pretrain_steps": 30, "pretrain_lr": 3e-3, "pretrain_len": 64, "seed": 0}
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    root = tmp_path_factory.mktemp("builtin")
+    paths = {}
+    for task in cfg.TASK_PRESETS:
+        path = root / f"{task}.parquet"
+        data.make_synthetic_task(task, n_train=30, n_eval=8, seed=0)["train"].to_parquet(path)
+        paths[task] = str(path)
+    summary = builtin.build(paths, root / "model", SPEC)
+    return root / "model", summary
+
+
+def test_every_label_word_of_the_six_tasks_is_one_token(built):
+    out_dir, _ = built
+    tokenizer = models.load_tokenizer(out_dir)
+    for task in cfg.TASK_PRESETS:
+        spec = cfg.task_spec({"tasks": {task: {}}}, task)
+        ids = prompts.label_token_ids(tokenizer, spec)  # raises if a word is several tokens
+        assert len(set(ids)) == len(spec.label_words)
+    assert tokenizer.bos_token == "<s>" and tokenizer.eos_token == "</s>" and tokenizer.pad_token == "<pad>"
+
+
+def test_the_saved_model_loads_and_pretraining_lowered_the_loss(built):
+    out_dir, summary = built
+    model = models.load_model(out_dir, device="cpu")
+    tokenizer = models.load_tokenizer(out_dir)
+    assert model.config.bos_token_id == tokenizer.bos_token_id
+    assert model.config.n_layer == 1 and models.context_length(model) == 256
+    assert summary["final_loss"] < summary["first_loss"] - 0.5
+    assert json.loads((out_dir / "pretraining.json").read_text())["vocab_size"] == len(tokenizer)

@@ -1,0 +1,94 @@
+"""One extraction job end to end on tiny models: batching, the shared prefix, the cache."""
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from icl_gd import cache, capture, config as cfg, extract, prompts
+
+SPEC = cfg.task_spec({"tasks": {"sst2": {}}}, "sst2")
+WORDS = ["good", "bad", "dull", "fun", "odd", "warm", "slow", "loud"]
+
+
+def rows(n: int, seed: int) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    sentences = [" ".join(rng.choice(WORDS, size=rng.integers(1, 5))) for _ in range(n)]
+    return pd.DataFrame({"sentence": sentences, "label": rng.integers(0, 2, n), "example_id": np.arange(n)})
+
+
+@pytest.mark.parametrize("arch", ["gpt2", "llama"])
+def test_shared_prefix_gives_the_full_sequence_results(arch, load_tiny, tokenizer):
+    model = load_tiny(arch)
+    rec = capture.attach(model)
+    label_ids = prompts.label_token_ids(tokenizer, SPEC)
+    queries = prompts.build_queries(tokenizer, SPEC, rows(7, 0), label_ids, "label_word")
+    context = prompts.icl_context(tokenizer, prompts.demonstration_ids(tokenizer, SPEC, rows(2, 1), label_ids))
+    cached = extract.evaluate(model, rec, context, queries, label_ids, batch_size=3, reuse_prefix=True)
+    full = extract.evaluate(model, rec, context, queries, label_ids, batch_size=4, reuse_prefix=False)
+    for key in ("label_logprobs", "attn_out", "attn_scores", "context_scores"):
+        np.testing.assert_allclose(cached[key], full[key], rtol=1e-4, atol=1e-5, err_msg=key)
+    # queries of different lengths: NaN exactly past each one's own query length
+    lengths = cached["query_len"]
+    assert len(set(lengths)) > 1
+    valid = ~np.isnan(cached["attn_scores"][:, 0, 0])
+    assert np.array_equal(valid.sum(1), lengths)
+
+
+def test_batching_does_not_change_results(load_tiny, tokenizer):
+    model = load_tiny("gpt2")
+    rec = capture.attach(model)
+    label_ids = prompts.label_token_ids(tokenizer, SPEC)
+    queries = prompts.build_queries(tokenizer, SPEC, rows(6, 2), label_ids, "answer")
+    one = extract.evaluate(model, rec, [tokenizer.bos_token_id], queries, label_ids, batch_size=1)
+    many = extract.evaluate(model, rec, [tokenizer.bos_token_id], queries, label_ids, batch_size=6)
+    np.testing.assert_allclose(one["attn_out"], many["attn_out"], rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(one["label_logprobs"], many["label_logprobs"], rtol=1e-4, atol=1e-5)
+
+
+def _config(**overrides):
+    base = {"tasks": {"sst2": {}}, "methods": {"gd": {"kind": "gd", "lr": 0.5}}, "k": 3, "max_eval": 5,
+            "record_position": "label_word", "ft_demos": "all", "dtype": "float32", "cache_dtype": "float32",
+            "batch_size": 2, "device": "cpu"}
+    return {**base, **overrides}
+
+
+@pytest.fixture
+def task_files(tmp_path):
+    train, evaluation = tmp_path / "train.parquet", tmp_path / "eval.parquet"
+    rows(12, 3).to_parquet(train)
+    rows(9, 4).to_parquet(evaluation)
+    return str(train), str(evaluation)
+
+
+def test_run_writes_caches_that_identify_the_run(tmp_path, model_dirs, task_files):
+    torch.manual_seed(0)
+    train, evaluation = task_files
+    common = dict(model_name="tiny", variant="trained", task="sst2", seed=2, model_dir=str(model_dirs["gpt2"]),
+                  train_path=train, eval_path=evaluation)
+    extract.run(_config(), setting="zsl", out_path=str(tmp_path / "zsl.parquet"), **common)
+    extract.run(_config(), setting="icl", out_path=str(tmp_path / "icl.parquet"), **common)
+    extract.run(_config(), setting="gd", out_path=str(tmp_path / "gd.parquet"),
+                train_log_path=str(tmp_path / "gd_log.parquet"), **common)
+    zsl, icl, gd = (cache.read_cache(tmp_path / f"{s}.parquet") for s in ("zsl", "icl", "gd"))
+    assert zsl.n_examples == 5 and zsl.meta["setting"] == "zsl" and gd.meta["lr"] == 0.5
+    assert zsl.meta["demo_ids"] == icl.meta["demo_ids"] == gd.meta["demo_ids"]
+    assert 0 < icl.meta["true_k"] <= 3  # the 64-token context leaves room for few demonstrations
+    assert icl.meta["n_context"] > zsl.meta["n_context"] == 1
+    assert np.array_equal(zsl.example_id, gd.example_id)
+    # the query keys are the same in every setting, the attention outputs are not
+    np.testing.assert_array_equal(np.isnan(zsl.attn_scores), np.isnan(icl.attn_scores))
+    assert not np.allclose(zsl.attn_out, icl.attn_out) and not np.allclose(zsl.attn_out, gd.attn_out)
+    meta, log = cache.read_train_log(tmp_path / "gd_log.parquet")
+    assert meta["n_train_steps"] == 3 and log["grad_norm"].shape == (3, 2) and not log["skipped"].any()
+
+
+def test_run_rejects_a_query_longer_than_the_context(tmp_path, model_dirs):
+    long = pd.DataFrame({"sentence": [" ".join(WORDS * 20)], "label": [0], "example_id": [0]})
+    long.to_parquet(tmp_path / "eval.parquet")
+    rows(12, 3).to_parquet(tmp_path / "train.parquet")
+    with pytest.raises(prompts.PromptError, match="longest evaluation prompt"):
+        extract.run(_config(), model_name="tiny", variant="trained", task="sst2", seed=2, setting="zsl",
+                    model_dir=str(model_dirs["gpt2"]), train_path=str(tmp_path / "train.parquet"),
+                    eval_path=str(tmp_path / "eval.parquet"), out_path=str(tmp_path / "zsl.parquet"))
+    assert not (tmp_path / "zsl.parquet").exists()
