@@ -29,18 +29,11 @@ import pandas as pd  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
+from .labels import method_label, order_tasks, task_label  # noqa: E402
+
 __all__ = ["per_layer_figure", "accuracy_figure", "write_figure"]
 
-# Display names; kept in step with icl_gd.tables by hand (this module imports no sibling).
-TASK_ORDER: tuple[str, ...] = ("sst2", "sst5", "mr", "subj", "agnews", "cb")
-_TASK_LABELS = {
-    "sst2": "SST2",
-    "sst5": "SST5",
-    "mr": "MR",
-    "subj": "Subj",
-    "agnews": "AGNews",
-    "cb": "CB",
-}
+# Display names of metrics and variants: mathtext here, plain text in the tables.
 _METRIC_LABELS = {
     "simaou": "SimAOU",
     "simaou_norm": r"SimAOU$_\mathrm{norm}$",
@@ -59,14 +52,9 @@ _VARIANT_LABELS = {
     "untrained": "no training",
     "layernorm_only": "layer-norm only",
 }
-_METHOD_LABELS = {"gd": "GD", "lcgd": "LCGD"}
 # Paper 001 Fig. 3 colours: layer-causal GD blue, vanilla GD orange.
 _METHOD_COLORS = {"gd": "tab:orange", "lcgd": "tab:blue"}
 _SETTING_COLORS = {"acc_zsl": "0.65", "acc_ft": "tab:orange", "acc_icl": "tab:blue"}
-
-
-def _task_label(task: str) -> str:
-    return _TASK_LABELS.get(task, task)
 
 
 def _metric_label(metric: str) -> str:
@@ -75,15 +63,6 @@ def _metric_label(metric: str) -> str:
 
 def _variant_label(variant: str) -> str:
     return _VARIANT_LABELS.get(variant, variant.replace("_", " "))
-
-
-def _method_label(method: str) -> str:
-    return _METHOD_LABELS.get(method, method.upper())
-
-
-def _order_tasks(tasks: Iterable[str]) -> list[str]:
-    tasks = set(tasks)
-    return [t for t in TASK_ORDER if t in tasks] + sorted(tasks - set(TASK_ORDER))
 
 
 def _check(df: pd.DataFrame, required: Sequence[str], what: str, model: str) -> pd.DataFrame:
@@ -160,7 +139,7 @@ def per_layer_figure(
                 s = stats.loc[(metric, method)]
             except KeyError:
                 continue
-            label = f"{_method_label(method)} ({int(n_runs.get(method, 0))} runs)"
+            label = f"{method_label(method)} ({int(n_runs.get(method, 0))} runs)"
             cont = ax.errorbar(
                 s.index.to_numpy(dtype=float) + off,
                 s["mean"].to_numpy(),
@@ -213,7 +192,7 @@ def accuracy_figure(
     if "layer" in df.columns:
         df = df[df["layer"].isna()]
     if tasks is None:
-        tasks = _order_tasks(df["task"].dropna().unique())
+        tasks = order_tasks(df["task"].dropna().unique())
     tasks = list(tasks)
     std = df["std"] if "std" in df.columns else pd.Series(np.nan, index=df.index)
     lookup = {
@@ -245,7 +224,7 @@ def accuracy_figure(
                         color="0.35")
         if np.isfinite(vals).any():
             top = max(top, float(np.nanmax(vals + np.where(has_err, errs, 0.0))))
-    ax.set_xticks(x, [_task_label(t) for t in tasks],
+    ax.set_xticks(x, [task_label(t) for t in tasks],
                   rotation=30 if len(tasks) > 8 else 0, ha="right" if len(tasks) > 8 else "center")
     ax.set_xlim(-0.6, len(tasks) - 0.4)
     ax.set_ylim(0.0, top * 1.03)
@@ -256,7 +235,7 @@ def accuracy_figure(
     ax.spines[["top", "right"]].set_visible(False)
     ax.legend(loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=k, frameon=False)
     fig.suptitle(
-        f"{model} ({_variant_label(variant)}, {_method_label(method)}): accuracy per task\n"
+        f"{model} ({_variant_label(variant)}, {method_label(method)}): accuracy per task\n"
         "mean ± std over seeds",
         fontsize=11,
     )

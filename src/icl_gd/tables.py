@@ -37,6 +37,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from .labels import TASK_ORDER, method_label, order_tasks, task_label
+
 __all__ = [
     "TASK_ORDER",
     "PAPER_VARIANTS",
@@ -57,21 +59,10 @@ __all__ = [
     "write_table",
 ]
 
-# The reference tasks in the order the papers list them; any other task follows alphabetically.
-TASK_ORDER: tuple[str, ...] = ("sst2", "sst5", "mr", "subj", "agnews", "cb")
-
 MISSING = "—"  # a cell without data (never shown as 0)
 SEEDS_MARK = "†"  # the cell was computed from fewer seeds than expected
 PARTIAL_MARK = "‡"  # an Average over the tasks that have data only
 
-_TASK_LABELS = {
-    "sst2": "SST2",
-    "sst5": "SST5",
-    "mr": "MR",
-    "subj": "Subj",
-    "agnews": "AGNews",
-    "cb": "CB",
-}
 _METRIC_LABELS = {
     "simaou": "SimAOU",
     "simaou_norm": "SimAOU_norm",
@@ -94,7 +85,6 @@ _VARIANT_LABELS = {
     "untrained": "No Training",
     "layernorm_only": "LayerNorm Only",
 }
-_METHOD_LABELS = {"gd": "GD", "lcgd": "LCGD"}
 
 # The paper 001 Table 1 rows, in order; other variants found in the data are appended.
 PAPER_VARIANTS: tuple[str, ...] = ("trained", "trained_embeddings", "untrained")
@@ -117,11 +107,6 @@ _REQUIRED = ("model", "variant", "task", "method", "metric", "mean")
 # ----------------------------------------------------------------------------------- labels
 
 
-def task_label(task: str) -> str:
-    """Display name of a task ("sst2" -> "SST2"); user tasks are shown as named."""
-    return _TASK_LABELS.get(task, task)
-
-
 def metric_label(metric: str) -> str:
     """Display name of a metric ("simaou_norm" -> "SimAOU_norm")."""
     return _METRIC_LABELS.get(metric, metric)
@@ -130,18 +115,6 @@ def metric_label(metric: str) -> str:
 def variant_label(variant: str) -> str:
     """Display name of a model variant ("untrained" -> "No Training")."""
     return _VARIANT_LABELS.get(variant, variant.replace("_", " ").title())
-
-
-def method_label(method: str) -> str:
-    """Display name of a training method ("lcgd" -> "LCGD")."""
-    return _METHOD_LABELS.get(method, method.upper())
-
-
-def order_tasks(tasks: Iterable[str]) -> list[str]:
-    """Unique tasks, the reference six first in paper order, then the others alphabetically."""
-    tasks = set(tasks)
-    known = [t for t in TASK_ORDER if t in tasks]
-    return known + sorted(tasks - set(TASK_ORDER))
 
 
 # ------------------------------------------------------------------------------- formatting

@@ -34,7 +34,7 @@ EXTRACTION_CODE = [
 ]
 MODEL_CODE = [str(SRC / f"{m}.py") for m in ("config", "data", "models", "prompts", "builtin")]
 METRICS_CODE = [str(SRC / f"{m}.py") for m in ("cache", "metrics", "scoring")]
-REPORT_CODE = [str(SRC / f"{m}.py") for m in ("tables", "figures")]
+REPORT_CODE = [str(SRC / f"{m}.py") for m in ("labels", "tables", "figures", "report")]
 
 
 def _names_regex(names):
