@@ -74,7 +74,10 @@ TASK_PRESETS: dict[str, dict] = {
 }
 
 # Settings that evaluate the model as it is; every other setting names a training method.
-BASE_SETTINGS = ("zsl", "icl")
+# ``icl_switched`` is ICL on label-switched demonstrations (paper 002), the counterpart of a
+# method with ``demo_labels: switched``.
+BASE_SETTINGS = ("zsl", "icl", "icl_switched")
+DEMO_LABELS = ("gold", "switched")
 METHOD_KINDS = ("gd", "lcgd")
 MODEL_VARIANTS = ("trained", "untrained", "trained_embeddings", "layernorm_only")
 NAME_PATTERN = r"[A-Za-z0-9][A-Za-z0-9_.-]*"
@@ -170,6 +173,11 @@ def method_spec(config: dict, method: str) -> dict:
     if spec.get("kind") not in METHOD_KINDS:
         raise ConfigError(f"methods.{method}.kind must be one of {METHOD_KINDS}, got {spec.get('kind')!r}")
     return spec
+
+
+def icl_setting(config: dict, method: str) -> str:
+    """The ICL setting a method is compared with: ICL on the same (gold or switched) labels."""
+    return "icl_switched" if method_spec(config, method).get("demo_labels") == "switched" else "icl"
 
 
 def learning_rate(config: dict, task: str, method: str) -> float:

@@ -820,3 +820,22 @@ def select_demos(train: pd.DataFrame, seed: int, k: int, permutation: int) -> pd
     if permutation > 0:
         order = order[np.random.RandomState(permutation_seed(seed, permutation)).permutation(k)]
     return train.iloc[order].reset_index(drop=True)
+
+
+# A fixed second entropy word, so that label switching draws from its own stream of the run seed.
+_SWITCH_STREAM = 1729
+
+
+def switch_labels(demos: pd.DataFrame, n_labels: int, seed: int) -> pd.DataFrame:
+    """Label switching (paper 002): every demonstration gets a wrong label.
+
+    Each label y becomes (y + s) mod n_labels with s drawn uniformly from 1..n_labels-1 by
+    ``numpy.random.default_rng([seed, 1729])``: uniform over the wrong classes (the flip, for two
+    classes), and the same for ICL and for finetuning of one run seed.
+    """
+    if n_labels < 2:
+        raise ValueError(f"label switching needs at least two classes, got {n_labels}")
+    shift = np.random.default_rng([int(seed), _SWITCH_STREAM]).integers(1, n_labels, size=len(demos))
+    switched = demos.copy()
+    switched["label"] = (demos["label"].to_numpy() + shift) % n_labels
+    return switched

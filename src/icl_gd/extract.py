@@ -92,6 +92,13 @@ def evaluate(model, rec: capture.Recorder, context: list[int], queries: list[Que
     return out
 
 
+def demo_labels_of(config: dict, setting: str) -> str:
+    """Whether a setting's demonstrations carry their gold labels or switched ones (paper 002)."""
+    if setting in cfg.BASE_SETTINGS:
+        return "switched" if setting == "icl_switched" else "gold"
+    return cfg.method_spec(config, setting).get("demo_labels", "gold")
+
+
 def run(config: dict, *, model_name: str, variant: str, task: str, seed: int, setting: str, model_dir: str, train_path: str, eval_path: str, out_path: str, train_log_path: str | None = None) -> dict:
     """Extract one run's cache (and, for a training method, its training log)."""
     started = time.time()
@@ -100,6 +107,9 @@ def run(config: dict, *, model_name: str, variant: str, task: str, seed: int, se
     train = pd.read_parquet(train_path)
     eval_rows = data.select_eval(pd.read_parquet(eval_path), config["max_eval"])
     demos = data.select_demos(train, seed, config["k"], cfg.permutation_index(config, task, seed))
+    demo_labels = demo_labels_of(config, setting)
+    if demo_labels == "switched":
+        demos = data.switch_labels(demos, spec.n_labels, seed)
 
     model = models.load_model(model_dir, dtype=config["dtype"], device=config["device"])
     tokenizer = models.load_tokenizer(model_dir)
@@ -121,9 +131,10 @@ def run(config: dict, *, model_name: str, variant: str, task: str, seed: int, se
         "k": config["k"], "true_k": k_true, "record_position": config["record_position"],
         "label_words": list(spec.label_words), "dtype": config["dtype"],
         "demo_ids": [int(x) for x in demos["example_id"]],
+        "demo_labels": demo_labels, "demo_label_ids": [int(x) for x in demos["label"]],
     }
     context = [tokenizer.bos_token_id]
-    if setting == "icl":
+    if setting in ("icl", "icl_switched"):
         context = prompts.icl_context(tokenizer, demo_ids[:k_true])
     elif setting not in cfg.BASE_SETTINGS:
         method = cfg.method_spec(config, setting)

@@ -1,5 +1,6 @@
-# Activations: one cache per (model, variant, task, seed, setting). zsl and icl evaluate the model
-# as it is; every other setting names a training method, which finetunes a copy first.
+# Activations: one cache per (model, variant, task, seed, setting). zsl, icl and icl_switched
+# evaluate the model as it is; every other setting names a training method, which finetunes a
+# copy first.
 
 
 rule extract_base:
@@ -10,7 +11,7 @@ rule extract_base:
     output:
         cache="results/activations/{model}/{variant}/{task}/seed{seed}/{setting}.parquet",
     wildcard_constraints:
-        setting="zsl|icl",
+        setting="|".join(cfg.BASE_SETTINGS),
     threads: 1
     resources:
         gpu=1,

@@ -108,16 +108,21 @@ def synthetic_source(wildcards):
     }
 
 
+def run_settings(method):
+    """The caches a run compares: ZSL, ICL on the method's demonstrations, and the method."""
+    return ["zsl", cfg.icl_setting(config, method), method]
+
+
 def setting_caches(wildcards):
     base = "results/activations/{model}/{variant}/{task}/seed{seed}".format(**wildcards)
-    return {"zsl": f"{base}/zsl.parquet", "icl": f"{base}/icl.parquet", "ft": f"{base}/{wildcards.method}.parquet"}
+    return {role: f"{base}/{s}.parquet" for role, s in zip(("zsl", "icl", "ft"), run_settings(wildcards.method))}
 
 
 def all_activations():
     files = set()
     for run in runs():
         base = "results/activations/{model}/{variant}/{task}/seed{seed}".format(**run)
-        files.update(f"{base}/{s}.parquet" for s in ("zsl", "icl", run["method"]))
+        files.update(f"{base}/{s}.parquet" for s in run_settings(run["method"]))
     return sorted(files)
 
 
