@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 
 import torch
+import torch.autograd.forward_ad as fwAD
 from torch import nn
 from transformers import AttentionInterface
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
@@ -60,6 +61,36 @@ class Recorder:
 _ACTIVE: Recorder | None = None
 
 
+def realize(tensor: torch.Tensor) -> torch.Tensor:
+    """The value a tensor stands for: primal + tangent for a forward-mode dual (a linearized
+    model, see ``training.linearized``), the tensor itself otherwise."""
+    primal, tangent = fwAD.unpack_dual(tensor)
+    return primal if tangent is None else primal + tangent
+
+
+def _is_dual(tensor: torch.Tensor) -> bool:
+    return fwAD.unpack_dual(tensor).tangent is not None
+
+
+def _math_attention(query, key, value, attention_mask, scaling):
+    """Softmax attention in plain operations, for forward-mode AD (SDPA's CPU and flash kernels
+    have no forward derivative). Output laid out as SDPA's: (batch, queries, heads, d_head)."""
+    if key.shape[1] != query.shape[1]:
+        key = key.repeat_interleave(query.shape[1] // key.shape[1], dim=1)
+        value = value.repeat_interleave(query.shape[1] // value.shape[1], dim=1)
+    scale = query.shape[-1] ** -0.5 if scaling is None else scaling
+    scores = torch.matmul(query, key.transpose(-1, -2)) * scale
+    if attention_mask is None:  # causal, aligned to the last key (a cached prefix comes first)
+        q_len, k_len = scores.shape[-2:]
+        attention_mask = torch.ones(q_len, k_len, dtype=torch.bool, device=scores.device).tril(k_len - q_len)
+    if attention_mask.dtype == torch.bool:
+        scores = scores.masked_fill(~attention_mask, torch.finfo(scores.dtype).min)
+    else:
+        scores = scores + attention_mask
+    probs = torch.softmax(scores.float(), dim=-1).to(value.dtype)
+    return torch.matmul(probs, value).transpose(1, 2).contiguous(), None
+
+
 def _capture_attention(module, query, key, value, attention_mask, scaling=None, dropout=0.0, **kwargs):
     # each attached module knows its own recorder, so several attached models do not mix up
     rec = getattr(module, "_icl_gd_recorder", None)
@@ -73,7 +104,9 @@ def _capture_attention(module, query, key, value, attention_mask, scaling=None, 
             keys = key.repeat_interleave(heads // key.shape[1], dim=1)
         scale = query.shape[-1] ** -0.5 if scaling is None else scaling
         scores = torch.einsum("bhd,bhkd->bhk", rows.float(), keys.float()) * scale
-        rec.attn_scores[rec.layer_of[id(module)]] = scores
+        rec.attn_scores[rec.layer_of[id(module)]] = realize(scores)
+    if _is_dual(query) or _is_dual(key) or _is_dual(value):
+        return _math_attention(query, key, value, attention_mask, scaling)
     return sdpa_attention_forward(module, query, key, value, attention_mask, scaling=scaling, dropout=dropout, **kwargs)
 
 
@@ -85,7 +118,7 @@ def _attn_out_hook(rec: Recorder, layer: int):
     def hook(module, args, output):
         if rec.positions is not None:
             out = output[0] if isinstance(output, tuple) else output
-            rec.attn_out[layer] = out[torch.arange(out.shape[0], device=out.device), rec.positions].float()
+            rec.attn_out[layer] = realize(out[torch.arange(out.shape[0], device=out.device), rec.positions]).float()
 
     return hook
 
@@ -129,7 +162,7 @@ def _projection_hooks(rec: Recorder, layer: int, module: nn.Module) -> None:
                 keys = cached[index].keys  # after the update: the cached keys, then this call's
             if keys.shape[1] != rows.shape[1]:
                 keys = keys.repeat_interleave(rows.shape[1] // keys.shape[1], dim=1)
-            rec.attn_scores[layer] = torch.einsum("bhd,bhkd->bhk", rows.float(), keys.float()) * scale
+            rec.attn_scores[layer] = realize(torch.einsum("bhd,bhkd->bhk", rows.float(), keys.float()) * scale)
 
     module.q_proj.register_forward_hook(keep("q"))
     module.k_proj.register_forward_hook(keep("k"))

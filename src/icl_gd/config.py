@@ -78,7 +78,7 @@ TASK_PRESETS: dict[str, dict] = {
 # method with ``demo_labels: switched``.
 BASE_SETTINGS = ("zsl", "icl", "icl_switched")
 DEMO_LABELS = ("gold", "switched")
-METHOD_KINDS = ("gd", "lcgd")
+METHOD_KINDS = ("gd", "lcgd", "linearized")
 MODEL_VARIANTS = ("trained", "untrained", "trained_embeddings", "layernorm_only")
 NAME_PATTERN = r"[A-Za-z0-9][A-Za-z0-9_.-]*"
 

@@ -7,6 +7,7 @@ zero-shot. Everything else of the run (k, true k, learning rate, ...) is recorde
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import logging
 import time
@@ -78,7 +79,8 @@ def evaluate(model, rec: capture.Recorder, context: list[int], queries: list[Que
         with torch.no_grad(), rec.record(record):
             hidden = model.base_model(input_ids=ids.to(model.device), **kwargs).last_hidden_state
             rows = torch.arange(len(idx), device=model.device)
-            logprobs = torch.log_softmax(unembed(hidden[rows, answer]).float(), dim=-1)[:, label_index]
+            logits = capture.realize(unembed(hidden[rows, answer]))
+            logprobs = torch.log_softmax(logits.float(), dim=-1)[:, label_index]
             attn_out, scores = rec.stacked()
         scores = scores.cpu().numpy()  # keys are absolute positions: context first, then the query
         for row, i in enumerate(idx):
@@ -134,6 +136,7 @@ def run(config: dict, *, model_name: str, variant: str, task: str, seed: int, se
         "demo_labels": demo_labels, "demo_label_ids": [int(x) for x in demos["label"]],
     }
     context = [tokenizer.bos_token_id]
+    evaluation_mode = contextlib.nullcontext()
     if setting in ("icl", "icl_switched"):
         context = prompts.icl_context(tokenizer, demo_ids[:k_true])
     elif setting not in cfg.BASE_SETTINGS:
@@ -141,18 +144,23 @@ def run(config: dict, *, model_name: str, variant: str, task: str, seed: int, se
         lr = cfg.learning_rate(config, task, setting)
         train_demos = demo_ids if config["ft_demos"] == "all" else demo_ids[:k_true]
         sequences = prompts.ft_sequences(tokenizer, train_demos)
+        base = training.snapshot(model) if method["kind"] == "linearized" else None
         with tqdm(total=len(sequences), desc=f"train {setting}", unit="step", mininterval=1.0) as bar:
             train_log = training.finetune(
-                model, sequences, lr=lr, kind=method["kind"], clip_grad_norm=method.get("clip_grad_norm"), progress=bar
+                model, sequences, lr=lr, kind=method["kind"], clip_grad_norm=method.get("clip_grad_norm"),
+                base=base, progress=bar,
             )
+        if base is not None:  # a linearized model is evaluated as the linear model it was trained as
+            evaluation_mode = training.linearized(model, base)
         identity.update(method=method["kind"], lr=lr, clip_grad_norm=method.get("clip_grad_norm"),
                         n_train_steps=len(sequences), ft_demos=config["ft_demos"])
         log.info("trained %d steps, final loss %.4f, skipped %d", len(sequences), train_log["loss"][-1], train_log["skipped"].sum())
         if train_log_path is not None:
             cache.write_train_log(train_log_path, identity, **train_log)
 
-    with tqdm(total=len(queries), desc=f"evaluate {setting}", unit="ex", mininterval=1.0) as bar:
-        records = evaluate(model, rec, context, queries, label_ids, batch_size=config["batch_size"], progress=bar)
+    with tqdm(total=len(queries), desc=f"evaluate {setting}", unit="ex", mininterval=1.0) as bar, evaluation_mode:
+        records = evaluate(model, rec, context, queries, label_ids, batch_size=config["batch_size"],
+                           reuse_prefix=len(context) > 1, progress=bar)
     identity["n_context"] = len(context)
     cache.write_cache(out_path, identity, float_dtype=config["cache_dtype"], **records)
     accuracy = float(np.mean(np.argmax(records["label_logprobs"], 1) == records["gold"]))

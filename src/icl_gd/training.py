@@ -6,6 +6,10 @@ per demonstration, on the K and V projections only (weights and biases, every la
 - ``lcgd``: every block's input is detached and the loss is the sum over blocks l of the
   cross-entropy of U(h_l), U the frozen final norm + unembedding, h_l block l's output; each
   block therefore gets gradient from its own layer's loss only.
+- ``linearized`` (paper 002): the loss of the first-order Taylor expansion of the model around
+  its pretrained K/V values theta0, f_lin(theta) = f(theta0) + J(theta0)(theta - theta0). Each
+  step runs one forward-mode pass (a Jacobian-vector product, never the Jacobian) for f_lin, and
+  one backward pass at theta0 for J^T times the loss gradient. At theta = theta0 it is GD.
 Optionally the K/V gradient is clipped to a global l2 norm (paper 003, Table 3).
 """
 
@@ -17,11 +21,16 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
+import torch.autograd.forward_ad as fwAD
 import torch.nn.functional as F
 
 from .models import UnsupportedModelError, decoder_layers, final_norm
 
 log = logging.getLogger(__name__)
+
+# Attention kernels without forward-mode derivatives; a linearized model runs eager attention
+# instead (the recording attention of ``capture`` handles dual tensors itself).
+NO_FORWARD_AD = ("sdpa", "flash_attention_2", "flash_attention_3", "flex_attention")
 
 
 @dataclass
@@ -30,6 +39,8 @@ class KVParameter:
     name: str
     param: torch.nn.Parameter
     mask: torch.Tensor | None  # True where the entry belongs to K or V (fused projections)
+    module: torch.nn.Module | None = None  # the module holding ``param`` as ``attr``
+    attr: str = ""
 
 
 def _fused_gpt2_mask(param: torch.Tensor, d_model: int) -> torch.Tensor:
@@ -58,12 +69,14 @@ def kv_parameters(model) -> list[KVParameter]:
             for p_name, param in module.named_parameters(recurse=False):
                 name = f"layer{layer}.{mod_name}.{p_name}"
                 if leaf in ("k_proj", "v_proj", "key", "value"):
-                    found.append(KVParameter(layer, name, param, None))
+                    mask = None
                 elif leaf == "c_attn":
-                    found.append(KVParameter(layer, name, param, _fused_gpt2_mask(param, d_model)))
+                    mask = _fused_gpt2_mask(param, d_model)
                 elif leaf == "query_key_value":
-                    heads = model.config.num_attention_heads
-                    found.append(KVParameter(layer, name, param, _fused_neox_mask(param, heads)))
+                    mask = _fused_neox_mask(param, model.config.num_attention_heads)
+                else:
+                    continue
+                found.append(KVParameter(layer, name, param, mask, module, p_name))
         if len(found) == before:
             raise UnsupportedModelError(
                 f"{type(model).__name__}: found no key/value projection in block {layer} "
@@ -96,6 +109,57 @@ def layer_causal(model):
             handle.remove()
 
 
+def snapshot(model) -> list[torch.Tensor]:
+    """Copies of the K/V parameters: theta0 of a linearized model."""
+    return [item.param.detach().clone() for item in kv_parameters(model)]
+
+
+@contextlib.contextmanager
+def substituted(kv: list[KVParameter], tensors: list[torch.Tensor]):
+    """While inside, the K/V modules compute with ``tensors`` in place of their parameters."""
+    saved = [item.module._parameters[item.attr] for item in kv]
+    for item, tensor in zip(kv, tensors):
+        item.module._parameters[item.attr] = tensor
+    try:
+        yield
+    finally:
+        for item, param in zip(kv, saved):
+            item.module._parameters[item.attr] = param
+
+
+@contextlib.contextmanager
+def linearized(model, base: list[torch.Tensor]):
+    """While inside, the model computes its first-order expansion around the K/V values ``base``
+    in the direction of its current ones: each tensor it produces is a forward-mode dual whose
+    primal + tangent is the linearized value (``capture.realize`` reads it)."""
+    kv = kv_parameters(model)
+    implementation = model.config._attn_implementation
+    fused = implementation in NO_FORWARD_AD  # these kernels have no forward derivative
+    if fused:
+        model.set_attn_implementation("eager")
+    try:
+        with fwAD.dual_level(), torch.no_grad():
+            duals = [fwAD.make_dual(b, item.param.detach() - b) for item, b in zip(kv, base)]
+            with substituted(kv, duals):
+                yield
+    finally:
+        if fused:
+            model.set_attn_implementation(implementation)
+
+
+def _linearized_loss_and_grads(model, ids, kv, base):
+    with linearized(model, base):
+        primal, tangent = fwAD.unpack_dual(model(input_ids=ids).logits)
+        logits = primal + tangent
+    logits = logits.detach().requires_grad_()
+    loss = _next_token_loss(logits, ids)
+    (dloss,) = torch.autograd.grad(loss, logits)
+    leaves = [b.detach().requires_grad_() for b in base]
+    with substituted(kv, leaves):  # J(theta0)^T dloss: a backward pass at theta0
+        grads = torch.autograd.grad(model(input_ids=ids).logits, leaves, grad_outputs=dloss)
+    return loss.detach(), grads
+
+
 def _next_token_loss(logits: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
     return F.cross_entropy(logits[:, :-1].flatten(0, 1).float(), ids[:, 1:].flatten())
 
@@ -111,10 +175,14 @@ def sequence_loss(model, ids: torch.Tensor, kind: str) -> torch.Tensor:
     raise ValueError(f"unknown training kind {kind!r}")
 
 
-def finetune(model, sequences: list[list[int]], *, lr: float, kind: str, clip_grad_norm: float | None = None, progress=None):
+def finetune(model, sequences: list[list[int]], *, lr: float, kind: str, clip_grad_norm: float | None = None, base: list[torch.Tensor] | None = None, progress=None):
     """Train in place, one SGD step per sequence; returns per-step loss, per-layer K/V gradient
-    norms (before clipping) and whether the step was skipped for non-finite gradients."""
+    norms (before clipping) and whether the step was skipped for non-finite gradients.
+
+    ``linearized`` expands around ``base`` (default: the K/V values before training)."""
     kv = kv_parameters(model)
+    if kind == "linearized" and base is None:
+        base = snapshot(model)
     n_layers = model.config.num_hidden_layers
     for param in model.parameters():
         param.requires_grad_(False)
@@ -124,8 +192,11 @@ def finetune(model, sequences: list[list[int]], *, lr: float, kind: str, clip_gr
     losses, norms, skipped = [], [], []
     for seq in sequences:
         ids = torch.tensor([seq], device=model.device)
-        loss = sequence_loss(model, ids, kind)
-        grads = torch.autograd.grad(loss, [item.param for item in kv])
+        if kind == "linearized":
+            loss, grads = _linearized_loss_and_grads(model, ids, kv, base)
+        else:
+            loss = sequence_loss(model, ids, kind)
+            grads = torch.autograd.grad(loss, [item.param for item in kv])
         grads = [g if item.mask is None else torch.where(item.mask, g, torch.zeros_like(g)) for item, g in zip(kv, grads)]
         layer_sq = torch.zeros(n_layers, dtype=torch.float64)
         for item, g in zip(kv, grads):

@@ -1,0 +1,94 @@
+"""Linearized finetuning (paper 002): GD on f(theta0) + J(theta0)(theta - theta0)."""
+
+import numpy as np
+import pytest
+import torch
+
+from icl_gd import capture, extract, training
+
+
+@pytest.mark.parametrize("arch", ["gpt2", "llama", "xglm"])
+def test_first_step_equals_gd(arch, load_tiny, sentences):
+    gd, lin = load_tiny(arch), load_tiny(arch)
+    log_gd = training.finetune(gd, sentences[:1], lr=0.3, kind="gd")
+    log_lin = training.finetune(lin, sentences[:1], lr=0.3, kind="linearized")
+    assert log_lin["loss"][0] == pytest.approx(log_gd["loss"][0], rel=1e-5)
+    np.testing.assert_allclose(log_lin["grad_norm"], log_gd["grad_norm"], rtol=1e-4)
+    for (name, p), q in zip(gd.named_parameters(), lin.parameters()):
+        torch.testing.assert_close(p, q, rtol=1e-4, atol=1e-6, msg=name)
+
+
+def test_later_steps_differ_from_gd_and_only_kv_moves(load_tiny, sentences):
+    gd, lin, start = load_tiny("gpt2"), load_tiny("gpt2"), load_tiny("gpt2")
+    training.finetune(gd, sentences, lr=0.5, kind="gd")
+    training.finetune(lin, sentences, lr=0.5, kind="linearized")
+    d = gd.config.n_embd
+    moved = False
+    for (name, p), q, p0 in zip(lin.named_parameters(), gd.parameters(), start.parameters()):
+        if name.endswith("c_attn.weight"):
+            assert torch.equal(p[:, :d], p0[:, :d])  # the query part of the fused projection
+            moved |= not torch.allclose(p, q, atol=1e-6)
+        elif "c_attn" not in name:
+            assert torch.equal(p, p0), name
+    assert moved  # the linear model's gradients at theta != theta0 are not GD's
+
+
+def test_linearized_model_is_the_first_order_expansion(load_tiny, sentences):
+    """f_lin(theta0 + d) - f(theta0 + d) is second order in d: shrinking d tenfold shrinks the
+    gap about a hundredfold, while the change itself shrinks only tenfold."""
+    ids = torch.tensor([sentences[0]])
+    model = load_tiny("gpt2")
+    base = training.snapshot(model)
+    direction = [torch.randn_like(b) for b in base]
+    gaps, changes = [], []
+    with torch.no_grad():
+        f0 = model(input_ids=ids).logits.double()
+        for eps in (1e-2, 1e-3):
+            for item, b, v in zip(training.kv_parameters(model), base, direction):
+                item.param.copy_(b + eps * v)
+            exact = model(input_ids=ids).logits.double()
+            with training.linearized(model, base):
+                linear = capture.realize(model(input_ids=ids).logits).double()
+            gaps.append(float((linear - exact).abs().max()))
+            changes.append(float((exact - f0).abs().max()))
+    assert changes[0] / changes[1] == pytest.approx(10, rel=0.2)
+    assert gaps[0] / gaps[1] > 30
+
+
+def test_recording_a_linearized_model(load_tiny, tokenizer, sentences):
+    model = load_tiny("llama")
+    rec = capture.attach(model)
+    base = training.snapshot(model)
+    queries = [extract.Query(i, 0, seq[1:], len(seq) - 3, len(seq) - 2) for i, seq in enumerate(sentences)]
+    label_ids = [tokenizer.convert_tokens_to_ids("ĠNegative"), tokenizer.convert_tokens_to_ids("ĠPositive")]
+    context = [tokenizer.bos_token_id]
+    plain = extract.evaluate(model, rec, context, queries, label_ids, batch_size=2)
+    with training.linearized(model, base):  # theta == theta0: the linear model is the model
+        same = extract.evaluate(model, rec, context, queries, label_ids, batch_size=2, reuse_prefix=False)
+    for key in ("attn_out", "attn_scores", "label_logprobs"):
+        np.testing.assert_allclose(same[key], plain[key], rtol=1e-4, atol=1e-5, err_msg=key)
+    training.finetune(model, sentences, lr=0.5, kind="linearized", base=base)
+    with training.linearized(model, base):
+        trained = extract.evaluate(model, rec, context, queries, label_ids, batch_size=2, reuse_prefix=False)
+    assert not np.allclose(trained["attn_out"], plain["attn_out"])
+    assert np.isfinite(trained["label_logprobs"]).all() and (trained["label_logprobs"] < 0).all()
+
+
+def test_extraction_job_with_a_linearized_method(tmp_path, model_dirs):
+    from test_extract import _config, rows
+
+    from icl_gd import cache
+
+    rows(12, 3).to_parquet(tmp_path / "train.parquet")
+    rows(6, 4).to_parquet(tmp_path / "eval.parquet")
+    config = _config(methods={"lin": {"kind": "linearized", "lr": 0.5}})
+    common = dict(model_name="tiny", variant="trained", task="sst2", seed=2, model_dir=str(model_dirs["gpt2"]),
+                  train_path=str(tmp_path / "train.parquet"), eval_path=str(tmp_path / "eval.parquet"))
+    extract.run(config, setting="zsl", out_path=str(tmp_path / "zsl.parquet"), **common)
+    extract.run(config, setting="lin", out_path=str(tmp_path / "lin.parquet"),
+                train_log_path=str(tmp_path / "lin_log.parquet"), **common)
+    zsl, lin = cache.read_cache(tmp_path / "zsl.parquet"), cache.read_cache(tmp_path / "lin.parquet")
+    assert lin.meta["method"] == "linearized" and lin.meta["n_train_steps"] == 3
+    assert np.array_equal(zsl.example_id, lin.example_id)
+    assert not np.allclose(zsl.attn_out, lin.attn_out)
+    np.testing.assert_array_equal(np.isnan(zsl.attn_scores), np.isnan(lin.attn_scores))
