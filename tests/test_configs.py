@@ -1,0 +1,184 @@
+"""The shipped configs: they validate against the schema, and the paper's config plans the papers' runs.
+
+The dry run needs no network (HF_HUB_OFFLINE=1): download_model and prepare_task are only planned.
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ["HF_HUB_OFFLINE"] = "1"
+
+import re  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+from collections import Counter  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import pytest  # noqa: E402
+import yaml  # noqa: E402
+
+from icl_gd import config as cfg  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+SCHEMA = yaml.safe_load((REPO / "workflow" / "schemas" / "config.schema.yaml").read_text())
+PAPER = REPO / "configs" / "paper.yaml"
+SHIPPED = [REPO / "config.yaml", *sorted((REPO / "configs").glob("*.yaml"))]
+
+# PROTOCOL.md, "Datasets": three seeds per task, typed again by hand.
+PROTOCOL_SEEDS = {"sst2": [2, 3, 4], "sst5": [5, 6, 7], "mr": [5, 6, 7], "subj": [4, 5, 6], "agnews": [3, 4, 5], "cb": [3, 4, 5]}
+
+
+def load(path: Path) -> dict:
+    return cfg.validate(yaml.safe_load(path.read_text()), SCHEMA)
+
+
+@pytest.mark.parametrize("path", SHIPPED, ids=lambda p: str(p.relative_to(REPO)))
+def test_shipped_configs_validate(path):
+    config = load(path)
+    assert config["models"] and config["tasks"] and config["variants"]
+    for task in config["tasks"]:
+        assert cfg.task_seeds(config, task)
+
+
+def test_default_config_is_offline():
+    config = load(REPO / "config.yaml")
+    assert {spec["source"] for spec in config["models"].values()} == {"builtin"}
+    assert {cfg.task_spec(config, t).source for t in config["tasks"]} == {"synthetic"}
+
+
+def test_paper_config_is_the_protocol():
+    config = load(PAPER)
+    assert list(config["models"]) == ["fairseq-1.3b"]
+    model = config["models"]["fairseq-1.3b"]
+    assert (model["source"], model["id"]) == ("hub", "KoboldAI/fairseq-dense-1.3B")
+    assert sorted(config["tasks"]) == sorted(PROTOCOL_SEEDS)
+    for task, seeds in PROTOCOL_SEEDS.items():
+        spec = cfg.task_spec(config, task)
+        assert spec.source == "hub" and spec.hub_id == cfg.TASK_PRESETS[task]["hub_id"]
+        assert cfg.task_seeds(config, task) == seeds
+    assert (config["k"], config["max_eval"], config["n_seeds"]) == (32, 2000, None)
+    assert (config["record_position"], config["ft_demos"]) == ("label_word", "all")
+    assert config["variants"] == {"trained": ["gd", "lcgd", "lcgd_clip", "gd_switched"],
+                                  "trained_embeddings": ["gd"], "untrained": ["gd"]}
+    clip = cfg.method_spec(config, "lcgd_clip")
+    assert (clip["kind"], clip["clip_grad_norm"]) == ("lcgd", 12.0)  # paper 003 Table 3
+    assert cfg.method_spec(config, "gd_switched")["demo_labels"] == "switched"
+    assert cfg.method_spec(config, "gd")["demo_labels"] == "gold"  # the schema default
+    assert cfg.icl_setting(config, "gd_switched") == "icl_switched"
+
+
+# --------------------------------------------------------------------------------------------------
+# Dry run of configs/paper.yaml
+# --------------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def dry_run(tmp_path_factory) -> str:
+    workdir = tmp_path_factory.mktemp("paper_dry_run")
+    cmd = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "--directory", str(workdir),
+           "--configfile", str(PAPER), "-n"]
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=workdir, env=env, timeout=120)
+    assert proc.returncode == 0, f"dry run failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    assert not (workdir / "results").exists() and not (workdir / "resources").exists()  # nothing was run
+    return proc.stdout
+
+
+def job_stats(stdout: str) -> dict[str, int]:
+    """The first "Job stats" table of a dry run: rule -> count, with 'total'."""
+    lines = stdout.splitlines()
+    start = lines.index("Job stats:")
+    assert lines[start + 1].split() == ["job", "count"] and set(lines[start + 2].replace(" ", "")) == {"-"}
+    counts = {}
+    for line in lines[start + 3 :]:
+        if not line.strip():
+            break
+        name, count = line.split()
+        counts[name] = int(count)
+    return counts
+
+
+def planned_jobs(stdout: str) -> list[tuple[str, dict[str, str]]]:
+    """(rule, {field: value}) of every job block a dry run prints."""
+    jobs = []
+    for match in re.finditer(r"^rule (\w+):\n((?:    .*\n?)+)", stdout, flags=re.M):
+        fields = {}
+        for line in match.group(2).splitlines():
+            key, _, value = line.strip().partition(": ")
+            fields[key] = value
+        jobs.append((match.group(1), fields))
+    return jobs
+
+
+def expected_counts(config: dict) -> dict[str, int]:
+    """The plan, from the config: one cache per (variant, task, seed, setting), one score per run."""
+    n_runs_seeds = sum(len(cfg.task_seeds(config, t)) for t in config["tasks"])
+    n_models = len(config["models"])
+    base_settings = sum(len({"zsl", *(cfg.icl_setting(config, m) for m in methods)})
+                        for methods in config["variants"].values())
+    trained_methods = sum(len(methods) for methods in config["variants"].values())
+    return {
+        "download_model": sum(spec["source"] == "hub" for spec in config["models"].values()),
+        "prepare_task": len(config["tasks"]),
+        "make_variant": n_models * sum(v != "trained" for v in config["variants"]),
+        "extract_base": n_models * n_runs_seeds * base_settings,
+        "finetune_and_extract": n_models * n_runs_seeds * trained_methods,
+        "score_run": n_models * n_runs_seeds * trained_methods,
+        "aggregate_metrics": 1, "tables": 1, "figures": 1, "all": 1,
+    }
+
+
+def test_paper_dry_run_job_counts(dry_run):
+    counts = job_stats(dry_run)
+    expected = expected_counts(load(PAPER))
+    assert counts.pop("total") == sum(counts.values())
+    assert counts == expected
+    # the same, literally: 6 tasks x 3 seeds; trained runs zsl, icl and icl_switched, the other two
+    # variants zsl and icl; trained finetunes 4 methods, the other two variants 1 each
+    assert counts == {
+        "download_model": 1, "prepare_task": 6, "make_variant": 2,
+        "extract_base": 6 * 3 * (3 * 2 + 1),  # 126
+        "finetune_and_extract": 6 * 3 * (4 + 1 + 1),  # 108
+        "score_run": 108,
+        "aggregate_metrics": 1, "tables": 1, "figures": 1, "all": 1,
+    }
+    assert sum(counts.values()) == 355
+    # the printed job blocks agree with the table
+    assert Counter(rule for rule, _ in planned_jobs(dry_run)) == Counter(counts)
+
+
+def test_paper_dry_run_extraction_paths(dry_run):
+    config = load(PAPER)
+    pattern = re.compile(r"results/activations/fairseq-1\.3b/(\w+)/(\w+)/seed(\d+)/(\w+)\.parquet")
+    found = set()
+    for rule, fields in planned_jobs(dry_run):
+        if rule not in ("extract_base", "finetune_and_extract"):
+            continue
+        outputs = fields["output"].split(", ")
+        caches = [o for o in outputs if o.startswith("results/activations/")]
+        assert len(caches) == 1, outputs
+        match = pattern.fullmatch(caches[0])
+        assert match, caches[0]
+        variant, task, seed, setting = match.groups()
+        wildcards = dict(kv.split("=", 1) for kv in fields["wildcards"].split(", "))
+        assert wildcards == {"model": "fairseq-1.3b", "variant": variant, "task": task, "seed": seed, "setting": setting}
+        if rule == "extract_base":
+            assert setting in cfg.BASE_SETTINGS
+        else:
+            assert setting in config["methods"]
+            assert fields["output"].endswith(f"results/training/fairseq-1.3b/{variant}/{task}/seed{seed}/{setting}.parquet")
+        found.add((variant, task, int(seed), setting))
+    expected = {
+        (variant, task, seed, setting)
+        for variant, methods in config["variants"].items()
+        for task, seeds in PROTOCOL_SEEDS.items()
+        for seed in seeds
+        for setting in {"zsl", *(cfg.icl_setting(config, m) for m in methods), *methods}
+    }
+    assert found == expected
+    assert len(found) == 126 + 108
+    by_task = {task: sorted({s for _, t, s, _ in found if t == task}) for task in PROTOCOL_SEEDS}
+    assert by_task == PROTOCOL_SEEDS
+    assert {s for v, *_, s in found if v == "trained"} == {"zsl", "icl", "icl_switched", "gd", "lcgd", "lcgd_clip", "gd_switched"}
+    assert {s for v, *_, s in found if v != "trained"} == {"zsl", "icl", "gd"}
