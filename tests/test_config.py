@@ -67,8 +67,8 @@ def test_validate_fills_top_level_and_nested_defaults(schema):
     assert out["models"] == {"tiny": model_defaults(schema)}
     assert out["models"]["tiny"]["source"] == "builtin" and out["models"]["tiny"]["id"] is None
     assert out["methods"] == {
-        "gd": {"kind": "gd", "lr": None, "clip_grad_norm": None, "demo_labels": "gold"},
-        "lcgd": {"kind": "lcgd", "lr": None, "clip_grad_norm": None, "demo_labels": "gold"},
+        "gd": {"kind": "gd", "lr": None, "clip_grad_norm": None, "demo_labels": "gold", "lr_scale": 1.0},
+        "lcgd": {"kind": "lcgd", "lr": None, "clip_grad_norm": None, "demo_labels": "gold", "lr_scale": 1.0},
     }
 
 
@@ -83,8 +83,8 @@ def test_validate_fills_defaults_inside_named_entries(schema):
     assert out["models"]["mine"] == {**defaults, "source": "local", "path": "/m"}
     assert out["models"]["big"] == {**defaults, "n_layer": 8}
     assert defaults["n_layer"] != 8 and defaults["source"] == "builtin"
-    assert out["methods"]["lcgd_clip"] == {"kind": "lcgd", "clip_grad_norm": 12.0, "lr": None, "demo_labels": "gold"}
-    assert out["methods"]["gd"] == {"kind": "gd", "lr": None, "clip_grad_norm": None, "demo_labels": "gold"}
+    assert out["methods"]["lcgd_clip"] == {"kind": "lcgd", "clip_grad_norm": 12.0, "lr": None, "demo_labels": "gold", "lr_scale": 1.0}
+    assert out["methods"]["gd"] == {"kind": "gd", "lr": None, "clip_grad_norm": None, "demo_labels": "gold", "lr_scale": 1.0}
 
 
 def test_validate_keeps_given_values(schema):
@@ -221,3 +221,11 @@ def test_template_fields():
     assert cfg.template_fields("{premise} Question: {hypothesis}. {premise}") == ["premise", "hypothesis"]
     with pytest.raises(ConfigError, match="plain column name"):
         cfg.template_fields("Input: {} Type:")
+
+
+def test_lr_scale_sweeps_each_tasks_own_rate():
+    config = {"tasks": {"sst2": {}, "cb": {}}, "methods": {"gd_x2": {"kind": "gd", "lr_scale": 2.0},
+                                                            "fixed": {"kind": "gd", "lr": 0.1, "lr_scale": 0.5}}}
+    assert cfg.learning_rate(config, "sst2", "gd_x2") == pytest.approx(2 * 5e-4)
+    assert cfg.learning_rate(config, "cb", "gd_x2") == pytest.approx(2 * 0.08)
+    assert cfg.learning_rate(config, "cb", "fixed") == pytest.approx(0.05)

@@ -92,3 +92,37 @@ def test_run_rejects_a_query_longer_than_the_context(tmp_path, model_dirs):
                     model_dir=str(model_dirs["gpt2"]), train_path=str(tmp_path / "train.parquet"),
                     eval_path=str(tmp_path / "eval.parquet"), out_path=str(tmp_path / "zsl.parquet"))
     assert not (tmp_path / "zsl.parquet").exists()
+
+
+def test_out_of_memory_halves_the_batch_and_keeps_the_results(load_tiny, tokenizer, monkeypatch):
+    model = load_tiny("gpt2")
+    rec = capture.attach(model)
+    label_ids = prompts.label_token_ids(tokenizer, SPEC)
+    queries = prompts.build_queries(tokenizer, SPEC, rows(7, 5), label_ids, "answer")
+    reference = extract.evaluate(model, rec, [tokenizer.bos_token_id], queries, label_ids, batch_size=8)
+    forward, sizes = model.base_model.forward, []
+
+    def small_memory(input_ids, **kwargs):  # a GPU that fits at most two sequences
+        sizes.append(input_ids.shape[0])
+        if input_ids.shape[0] > 2:
+            raise torch.cuda.OutOfMemoryError("simulated")
+        return forward(input_ids=input_ids, **kwargs)
+
+    monkeypatch.setattr(model.base_model, "forward", small_memory)
+    monkeypatch.setattr(torch.cuda, "empty_cache", lambda: None)
+    backed_off = extract.evaluate(model, rec, [tokenizer.bos_token_id], queries, label_ids, batch_size=8)
+    assert sizes[:3] == [7, 4, 2] and max(sizes[3:]) <= 2
+    for key in ("attn_out", "label_logprobs", "attn_scores"):
+        np.testing.assert_allclose(backed_off[key], reference[key], rtol=1e-4, atol=1e-5)
+
+
+def test_two_runs_with_one_seed_give_identical_caches(tmp_path, model_dirs, task_files):
+    train, evaluation = task_files
+    common = dict(model_name="tiny", variant="trained", task="sst2", seed=3, model_dir=str(model_dirs["gpt2"]),
+                  train_path=train, eval_path=evaluation, setting="gd")
+    for name in ("a", "b"):
+        extract.run(_config(), out_path=str(tmp_path / f"{name}.parquet"), **common)
+    a, b = cache.read_cache(tmp_path / "a.parquet"), cache.read_cache(tmp_path / "b.parquet")
+    assert a.meta == b.meta
+    for key in ("example_id", "pred", "label_logprobs", "attn_out", "attn_scores", "context_scores"):
+        assert np.array_equal(getattr(a, key), getattr(b, key), equal_nan=True), key

@@ -181,9 +181,12 @@ def icl_setting(config: dict, method: str) -> str:
 
 
 def learning_rate(config: dict, task: str, method: str) -> float:
-    """A method's own ``lr`` wins; otherwise the task's learning rate (PROTOCOL.md)."""
-    lr = method_spec(config, method).get("lr")
-    return float(lr) if lr is not None else task_spec(config, task).lr
+    """A method's own ``lr`` wins; otherwise the task's learning rate (PROTOCOL.md). Either is
+    multiplied by the method's ``lr_scale``, so that one method name sweeps every task's rate."""
+    spec = method_spec(config, method)
+    lr = spec.get("lr")
+    base = float(lr) if lr is not None else task_spec(config, task).lr
+    return base * float(spec.get("lr_scale") or 1.0)
 
 
 def check_names(config: dict) -> None:

@@ -40,15 +40,19 @@ def _expanded(prefix, batch: int):
     return cache
 
 
-def evaluate(model, rec: capture.Recorder, context: list[int], queries: list[Query], label_ids: list[int], *, batch_size: int, reuse_prefix: bool = True, progress=None) -> dict:
+def evaluate(model, rec: capture.Recorder, context: list[int], queries: list[Query], label_ids: list[int], *, batch_size: int, reuse_prefix: bool | None = None, progress=None) -> dict:
     """Run context + each query, batched; record at each query's recorded position.
 
-    With ``reuse_prefix`` the context's keys and values are computed once and every batch runs
-    only its query tokens on top of them; otherwise each sequence runs in full (the reference).
+    With ``reuse_prefix`` (default: when the context is more than ``<s>``) the context's keys and
+    values are computed once and every batch runs only its query tokens on top of them;
+    otherwise each sequence runs in full (the reference).
+    On CUDA, a batch that runs out of memory is retried at half the size.
     Sequences are right-padded: causal attention never lets a real token see the padding, so no
     attention mask is needed and SDPA keeps its fast causal path.
     """
     n, n_ctx = len(queries), len(context)
+    if reuse_prefix is None:
+        reuse_prefix = n_ctx > 1
     n_layers, n_heads = model.config.num_hidden_layers, model.config.num_attention_heads
     max_query_len = max(q.record_offset + 1 for q in queries)
     pad = model.config.pad_token_id if model.config.pad_token_id is not None else model.config.eos_token_id
@@ -66,8 +70,7 @@ def evaluate(model, rec: capture.Recorder, context: list[int], queries: list[Que
     order = sorted(range(n), key=lambda i: len(queries[i].ids))  # similar lengths share a batch
     unembed = model.get_output_embeddings()
     label_index = torch.tensor(label_ids, device=model.device)
-    for start in range(0, n, batch_size):
-        idx = order[start : start + batch_size]
+    def run_batch(idx: list[int]) -> None:
         run_ctx = [] if reuse_prefix else context
         width = len(run_ctx) + max(len(queries[i].ids) for i in idx)
         ids = torch.full((len(idx), width), pad, dtype=torch.long)
@@ -89,6 +92,20 @@ def evaluate(model, rec: capture.Recorder, context: list[int], queries: list[Que
             out["context_scores"][i] = scores[row, :, :, :n_ctx].sum(axis=1)
         out["label_logprobs"][idx] = logprobs.cpu().numpy()
         out["attn_out"][idx] = attn_out.cpu().numpy()
+
+    start = 0
+    while start < n:
+        idx = order[start : start + batch_size]
+        try:
+            run_batch(idx)
+        except torch.cuda.OutOfMemoryError:
+            if batch_size == 1:
+                raise
+            batch_size //= 2  # back off rather than fail: the results do not depend on batching
+            log.warning("out of GPU memory; evaluation batch size now %d", batch_size)
+            torch.cuda.empty_cache()
+            continue
+        start += len(idx)
         if progress is not None:
             progress.update(len(idx))
     return out
@@ -159,8 +176,7 @@ def run(config: dict, *, model_name: str, variant: str, task: str, seed: int, se
             cache.write_train_log(train_log_path, identity, **train_log)
 
     with tqdm(total=len(queries), desc=f"evaluate {setting}", unit="ex", mininterval=1.0) as bar, evaluation_mode:
-        records = evaluate(model, rec, context, queries, label_ids, batch_size=config["batch_size"],
-                           reuse_prefix=len(context) > 1, progress=bar)
+        records = evaluate(model, rec, context, queries, label_ids, batch_size=config["batch_size"], progress=bar)
     identity["n_context"] = len(context)
     cache.write_cache(out_path, identity, float_dtype=config["cache_dtype"], **records)
     accuracy = float(np.mean(np.argmax(records["label_logprobs"], 1) == records["gold"]))
