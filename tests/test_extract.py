@@ -17,7 +17,7 @@ def rows(n: int, seed: int) -> pd.DataFrame:
     return pd.DataFrame({"sentence": sentences, "label": rng.integers(0, 2, n), "example_id": np.arange(n)})
 
 
-@pytest.mark.parametrize("arch", ["gpt2", "llama"])
+@pytest.mark.parametrize("arch", ["gpt2", "opt", "xglm", "llama", "neox"])
 def test_shared_prefix_gives_the_full_sequence_results(arch, load_tiny, tokenizer):
     model = load_tiny(arch)
     rec = capture.attach(model)

@@ -40,6 +40,11 @@ class Recorder:
         self.positions: torch.Tensor | None = None  # (batch,) index into the current query chunk
         self.attn_scores: dict[int, torch.Tensor] = {}  # layer -> (batch, heads, keys)
         self.attn_out: dict[int, torch.Tensor] = {}  # layer -> (batch, d_model)
+        # A context shared by every sequence of a batch: its keys and values per layer, batch of
+        # one, kept once and attended to without copying them per sequence (``shared_prefix``).
+        self.shares_prefix = True  # False where attention bypasses the interface (XGLM)
+        self.prefix: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
+        self.prefix_mode: str | None = None  # "store" while running the context, "use" after
 
     @contextlib.contextmanager
     def record(self, positions: torch.Tensor):
@@ -48,6 +53,22 @@ class Recorder:
             yield self
         finally:
             self.positions = None
+
+    @contextlib.contextmanager
+    def shared_prefix(self, mode: str):
+        """``store``: keep each layer's keys and values of the (batch of one) context run inside;
+        ``use``: let the sequences run inside attend to that context first (their position ids
+        must start after it). ``clear_prefix`` frees it."""
+        self.prefix_mode = mode
+        if mode == "store":
+            self.prefix = {}
+        try:
+            yield self
+        finally:
+            self.prefix_mode = None
+
+    def clear_prefix(self) -> None:
+        self.prefix = {}
 
     def stacked(self) -> tuple[torch.Tensor, torch.Tensor]:
         """(batch, layers, d_model) attention outputs and (batch, layers, heads, keys) scores."""
@@ -91,20 +112,63 @@ def _math_attention(query, key, value, attention_mask, scaling):
     return torch.matmul(probs, value).transpose(1, 2).contiguous(), None
 
 
+def _repeat_kv(tensor: torch.Tensor, heads: int) -> torch.Tensor:
+    """Grouped-query attention shares each key/value head among a group of query heads."""
+    return tensor if tensor.shape[1] == heads else tensor.repeat_interleave(heads // tensor.shape[1], dim=1)
+
+
+def _prefix_attention(query, key, value, prefix_keys, prefix_values, attention_mask, scaling):
+    """Softmax attention over [shared prefix; this chunk], the prefix held once (batch of one).
+
+    The prefix part runs as one matrix product over all batch rows x queries, so its keys and
+    values are never copied per sequence; the two parts are merged with a shared maximum.
+    Output laid out as SDPA's: (batch, queries, heads, d_head).
+    """
+    batch, heads, q_len, d_head = query.shape
+    key, value = _repeat_kv(key, heads), _repeat_kv(value, heads)
+    scale = d_head**-0.5 if scaling is None else scaling
+    rows = query.transpose(0, 1).reshape(heads, batch * q_len, d_head)
+    s_prefix = (torch.bmm(rows, prefix_keys[0].transpose(1, 2)).float() * scale).view(heads, batch, q_len, -1)
+    s_chunk = torch.matmul(query, key.transpose(-1, -2)).float() * scale  # (batch, heads, q, q)
+    if attention_mask is None:
+        attention_mask = torch.ones(q_len, q_len, dtype=torch.bool, device=query.device).tril()
+    if attention_mask.dtype == torch.bool:
+        s_chunk = s_chunk.masked_fill(~attention_mask, float("-inf"))
+    else:
+        s_chunk = s_chunk + attention_mask
+    top = torch.maximum(s_prefix.amax(-1).transpose(0, 1), s_chunk.amax(-1)).unsqueeze(-1)  # (b, h, q, 1)
+    e_prefix = (s_prefix - top.transpose(0, 1)).exp()  # (heads, batch, q, prefix)
+    e_chunk = (s_chunk - top).exp()
+    total = e_prefix.sum(-1).transpose(0, 1).unsqueeze(-1) + e_chunk.sum(-1, keepdim=True)
+    from_prefix = torch.bmm(e_prefix.reshape(heads, batch * q_len, -1).to(value.dtype), prefix_values[0])
+    from_prefix = from_prefix.view(heads, batch, q_len, d_head).transpose(0, 1)
+    out = (from_prefix + torch.matmul(e_chunk.to(value.dtype), value)) / total.to(value.dtype)
+    return out.transpose(1, 2).contiguous(), None
+
+
 def _capture_attention(module, query, key, value, attention_mask, scaling=None, dropout=0.0, **kwargs):
     # each attached module knows its own recorder, so several attached models do not mix up
     rec = getattr(module, "_icl_gd_recorder", None)
     if rec is None and _ACTIVE is not None and _ACTIVE.probing:
         _ACTIVE.layer_of.setdefault(id(module), len(_ACTIVE.layer_of))
-    elif rec is not None and rec.positions is not None:
-        batch, heads = query.shape[:2]
-        rows = query[torch.arange(batch, device=query.device), :, rec.positions]  # (batch, heads, d_head)
-        keys = key
-        if key.shape[1] != heads:  # grouped-query attention shares each key head among a group
-            keys = key.repeat_interleave(heads // key.shape[1], dim=1)
+        rec = None
+    prefix = None
+    if rec is not None:
+        layer, heads = rec.layer_of[id(module)], query.shape[1]
+        if rec.prefix_mode == "store":
+            rec.prefix[layer] = (_repeat_kv(key, heads), _repeat_kv(value, heads))
+        elif rec.prefix_mode == "use":
+            prefix = rec.prefix[layer]
+    if rec is not None and rec.positions is not None:
+        batch = query.shape[0]
+        rows = query[torch.arange(batch, device=query.device), :, rec.positions].float()  # (batch, heads, d_head)
         scale = query.shape[-1] ** -0.5 if scaling is None else scaling
-        scores = torch.einsum("bhd,bhkd->bhk", rows.float(), keys.float()) * scale
-        rec.attn_scores[rec.layer_of[id(module)]] = realize(scores)
+        scores = torch.einsum("bhd,bhkd->bhk", rows, _repeat_kv(key, heads).float()) * scale
+        if prefix is not None:  # keys are absolute positions: the shared prefix comes first
+            scores = torch.cat([torch.einsum("bhd,hkd->bhk", rows, prefix[0][0].float()) * scale, scores], dim=-1)
+        rec.attn_scores[layer] = realize(scores)
+    if prefix is not None:
+        return _prefix_attention(query, key, value, *prefix, attention_mask, scaling)
     if _is_dual(query) or _is_dual(key) or _is_dual(value):
         return _math_attention(query, key, value, attention_mask, scaling)
     return sdpa_attention_forward(module, query, key, value, attention_mask, scaling=scaling, dropout=dropout, **kwargs)
@@ -212,6 +276,7 @@ def attach(model) -> Recorder:
         _ACTIVE = None
     n_layers = model.config.num_hidden_layers
     projection = not rec.layer_of and model.config._attn_implementation != CAPTURE_IMPLEMENTATION
+    rec.shares_prefix = not projection
     if projection:  # eager-only attention that ignores the interface (XGLM): hook the projections
         try:
             blocks = list(decoder_layers(model))

@@ -65,7 +65,15 @@ def evaluate(model, rec: capture.Recorder, context: list[int], queries: list[Que
         "attn_scores": np.full((n, n_layers, n_heads, max_query_len), np.nan, np.float32),
         "context_scores": np.zeros((n, n_layers, n_ctx), np.float32),
     }
-    prefix = _prefix_cache(model, context) if reuse_prefix else None
+    # The context runs once. Where attention goes through the recorder, each batch then attends
+    # to its keys and values in place; otherwise (XGLM) through a transformers cache per batch.
+    shared = reuse_prefix and rec.shares_prefix
+    prefix = None
+    if shared:
+        with torch.no_grad(), rec.shared_prefix("store"):
+            model.base_model(input_ids=torch.tensor([context], device=model.device))
+    elif reuse_prefix:
+        prefix = _prefix_cache(model, context)
     shift = n_ctx if reuse_prefix else 0  # where the query starts in the tokens that are run
     order = sorted(range(n), key=lambda i: len(queries[i].ids))  # similar lengths share a batch
     unembed = model.get_output_embeddings()
@@ -78,8 +86,13 @@ def evaluate(model, rec: capture.Recorder, context: list[int], queries: list[Que
             ids[row, : len(run_ctx) + len(queries[i].ids)] = torch.tensor(run_ctx + queries[i].ids)
         record = torch.tensor([n_ctx - shift + queries[i].record_offset for i in idx], device=model.device)
         answer = torch.tensor([n_ctx - shift + queries[i].answer_offset for i in idx], device=model.device)
-        kwargs = {"past_key_values": _expanded(prefix, len(idx)), "use_cache": True} if reuse_prefix else {}
-        with torch.no_grad(), rec.record(record):
+        kwargs, mode = {}, contextlib.nullcontext()
+        if shared:
+            positions = torch.arange(n_ctx, n_ctx + width, device=model.device).expand(len(idx), -1)
+            kwargs, mode = {"position_ids": positions}, rec.shared_prefix("use")
+        elif prefix is not None:
+            kwargs = {"past_key_values": _expanded(prefix, len(idx)), "use_cache": True}
+        with torch.no_grad(), rec.record(record), mode:
             hidden = model.base_model(input_ids=ids.to(model.device), **kwargs).last_hidden_state
             rows = torch.arange(len(idx), device=model.device)
             logits = capture.realize(unembed(hidden[rows, answer]))
@@ -108,6 +121,7 @@ def evaluate(model, rec: capture.Recorder, context: list[int], queries: list[Que
         start += len(idx)
         if progress is not None:
             progress.update(len(idx))
+    rec.clear_prefix()
     return out
 
 
