@@ -228,3 +228,18 @@ def test_missing_blocks_and_norm_are_unsupported(load_tiny):
     model.transformer.ln_f = None
     with pytest.raises(UnsupportedModelError, match="no final norm"):
         models.final_norm(model)
+
+
+def test_download_saves_model_and_tokenizer_for_offline_jobs(tmp_path, model_dirs):
+    """The hub path of the models stage; a local directory stands in for the hub id offline."""
+    from icl_gd.models import download, load_model, load_tokenizer
+
+    out = tmp_path / "trained"
+    download({"id": str(model_dirs["opt"]), "revision": None}, out)
+    model, tokenizer = load_model(out, device="cpu"), load_tokenizer(out)
+    original = load_model(model_dirs["opt"], device="cpu")
+    assert type(model).__name__ == "OPTForCausalLM" and tokenizer.bos_token == "<s>"
+    for (name, p), q in zip(model.named_parameters(), original.parameters()):
+        assert torch.equal(p, q), name
+    with pytest.raises(ValueError, match="models.<name>.id"):
+        download({"id": None}, tmp_path / "none")
