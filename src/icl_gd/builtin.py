@@ -67,7 +67,8 @@ def build(train_paths: dict[str, str], out_dir: str | Path, spec: dict) -> dict:
         n_positions=spec["n_positions"],
         seed=spec["seed"],
     )
-    episodes = _episodes(tokenizer, frames, n_episodes=4000, max_len=spec["pretrain_len"], seed=spec["seed"])
+    max_len = min(spec["pretrain_len"], spec["n_positions"])
+    episodes = _episodes(tokenizer, frames, n_episodes=4000, max_len=max_len, seed=spec["seed"])
     losses = models.pretrain(
         model, episodes, steps=spec["pretrain_steps"], batch_size=8, lr=spec["pretrain_lr"], seed=spec["seed"]
     )

@@ -151,7 +151,6 @@ def _capture_attention(module, query, key, value, attention_mask, scaling=None, 
     rec = getattr(module, "_icl_gd_recorder", None)
     if rec is None and _ACTIVE is not None and _ACTIVE.probing:
         _ACTIVE.layer_of.setdefault(id(module), len(_ACTIVE.layer_of))
-        rec = None
     prefix = None
     if rec is not None:
         layer, heads = rec.layer_of[id(module)], query.shape[1]
