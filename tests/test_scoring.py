@@ -78,8 +78,10 @@ def test_tidy_columns_and_types(table):
     assert str(table.layer.dtype) == "Int64" and table.seed.dtype == np.int64 and table.value.dtype == np.float64
     assert set(table.model) == {"tiny"} and set(table.variant) == {"trained"} and set(table.task) == {"sst2"}
     assert set(table.seed) == {2} and set(table.method) == {"gd"}  # the FT cache's setting names the method
-    per_layer = ["simaou", "simaou_norm", "simaou_random", "simam_before", "simam_after", "simam_delta"]
-    scalars = ["acc_zsl", "acc_icl", "acc_ft", "rec2ftp", "jaccard_all", "jaccard_correct", "jaccard_incorrect"]
+    similarities = ["simaou", "simaou_norm", "simam_before", "simam_after", "simam_delta"]
+    per_layer = similarities + ["simaou_random", "simaou_random_gaussian"] + [f"{m}_f2t" for m in similarities]
+    scalars = ["acc_zsl", "acc_icl", "acc_ft", "rec2ftp", "jaccard_all", "jaccard_correct", "jaccard_incorrect",
+               "n_f2t"]
     assert len(table) == len(scalars) + 3 * len(per_layer)  # layers 0, 1 and the mean
     for metric in per_layer:
         layers = table[table.metric == metric].layer
@@ -180,9 +182,20 @@ def test_aggregate_of_scored_runs(tmp_path):
     summary = scoring.write_aggregates(paths, tmp_path / "runs.parquet", tmp_path / "summary.parquet", tmp_path / "summary.csv")
     acc = summary[summary.metric == "acc_icl"].iloc[0]
     assert acc["mean"] == 0.75 and acc["std"] == 0.0 and acc["n"] == 2
-    assert len(summary) == 7 + 3 * 6
+    assert len(summary) == 8 + 3 * 12
     runs = pd.read_parquet(tmp_path / "runs.parquet")
     assert len(runs) == 2 * len(summary) and str(runs.layer.dtype) == "Int64"
     csv = pd.read_csv(tmp_path / "summary.csv")
     assert len(csv) == len(summary) and csv["n"].tolist() == summary["n"].tolist()
     assert not list(tmp_path.glob("*.tmp"))
+
+
+def test_f2t_metrics_use_only_the_f2t_examples(table):
+    zsl, icl, gd = run_cache("zsl"), run_cache("icl"), run_cache("gd")
+    keep = metrics.f2t_mask(zsl.pred, icl.pred, gd.pred, zsl.gold)
+    assert value(table, "n_f2t") == keep.sum() == 1  # example 0: ZSL wrong, ICL and FT right
+    expected = metrics.simaou(zsl.attn_out[keep], icl.attn_out[keep], gd.attn_out[keep], normalize=True)
+    assert value(table, "simaou_norm_f2t", 1) == pytest.approx(expected[1])
+    expected = metrics.simam_delta(zsl.attn_scores[keep], icl.attn_scores[keep], gd.attn_scores[keep])
+    assert value(table, "simam_delta_f2t", 0) == pytest.approx(expected[0])
+    assert value(table, "simaou_norm_f2t", 1) != pytest.approx(value(table, "simaou_norm", 1))

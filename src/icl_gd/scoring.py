@@ -31,6 +31,22 @@ def _check_aligned(zsl: RunCache, *others: RunCache) -> None:
             )
 
 
+SIMILARITIES = ("simaou", "simaou_norm", "simam_before", "simam_after", "simam_delta")
+
+
+def _similarities(zsl: RunCache, icl: RunCache, ft: RunCache, keep) -> dict[str, np.ndarray]:
+    """The per-layer similarity metrics of the examples selected by ``keep``."""
+    h_zsl, h_icl, h_ft = zsl.attn_out[keep], icl.attn_out[keep], ft.attn_out[keep]
+    m_zsl, m_icl, m_ft = zsl.attn_scores[keep], icl.attn_scores[keep], ft.attn_scores[keep]
+    return {
+        "simaou": metrics.simaou(h_zsl, h_icl, h_ft, normalize=False),
+        "simaou_norm": metrics.simaou(h_zsl, h_icl, h_ft, normalize=True),
+        "simam_before": metrics.simam(m_icl, m_zsl),
+        "simam_after": metrics.simam(m_icl, m_ft),
+        "simam_delta": metrics.simam_delta(m_zsl, m_icl, m_ft),
+    }
+
+
 def score_run(zsl: RunCache, icl: RunCache, ft: RunCache, *, random_seed: int = 0) -> pd.DataFrame:
     """Every metric of one run, per layer and as the layer mean."""
     _check_aligned(zsl, icl, ft)
@@ -46,13 +62,19 @@ def score_run(zsl: RunCache, icl: RunCache, ft: RunCache, *, random_seed: int = 
     }
     rng = np.random.default_rng(random_seed)
     per_layer = {
-        "simaou": metrics.simaou(zsl.attn_out, icl.attn_out, ft.attn_out, normalize=False),
-        "simaou_norm": metrics.simaou(zsl.attn_out, icl.attn_out, ft.attn_out, normalize=True),
+        **_similarities(zsl, icl, ft, slice(None)),
         "simaou_random": metrics.simaou_random(zsl.attn_out, icl.attn_out, rng, kind="uniform"),
-        "simam_before": metrics.simam(icl.attn_scores, zsl.attn_scores),
-        "simam_after": metrics.simam(icl.attn_scores, ft.attn_scores),
-        "simam_delta": metrics.simam_delta(zsl.attn_scores, icl.attn_scores, ft.attn_scores),
+        "simaou_random_gaussian": metrics.simaou_random(zsl.attn_out, icl.attn_out, rng, kind="gaussian"),
     }
+    # f2t: the examples ZSL gets wrong and both ICL and finetuning get right (PROTOCOL.md)
+    f2t = metrics.f2t_mask(zsl.pred, icl.pred, ft.pred, gold)
+    scalars["n_f2t"] = float(f2t.sum())
+    if f2t.any():
+        per_layer.update({f"{name}_f2t": values for name, values in _similarities(zsl, icl, ft, f2t).items()})
+    else:
+        log.warning("no f2t example (ZSL wrong, ICL and FT right): the f2t similarities are NaN")
+        n_layers = zsl.attn_out.shape[1]
+        per_layer.update({f"{name}_f2t": np.full(n_layers, np.nan) for name in SIMILARITIES})
     rows = [{"metric": name, "layer": pd.NA, "value": float(value)} for name, value in scalars.items()]
     for name, values in per_layer.items():
         rows.extend({"metric": name, "layer": layer, "value": float(v)} for layer, v in enumerate(values))
