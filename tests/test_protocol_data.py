@@ -470,8 +470,8 @@ def test_icl_setting_pairs_each_method_with_icl_on_the_same_labels():
     config = extract_config()
     assert cfg.icl_setting(config, "gd") == "icl"
     assert cfg.icl_setting(config, "gd_switched") == "icl_switched"
-    assert extract.demo_labels_of(config, "icl") == extract.demo_labels_of(config, "gd") == "gold"
-    assert extract.demo_labels_of(config, "icl_switched") == extract.demo_labels_of(config, "gd_switched") == "switched"
+    assert cfg.demo_labels(config, "icl") == cfg.demo_labels(config, "gd") == "gold"
+    assert cfg.demo_labels(config, "icl_switched") == cfg.demo_labels(config, "gd_switched") == "switched"
 
 
 def test_run_uses_the_evaluation_set_and_the_seeds_permutation(extracted):

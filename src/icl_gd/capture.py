@@ -93,28 +93,28 @@ def _is_dual(tensor: torch.Tensor) -> bool:
     return fwAD.unpack_dual(tensor).tangent is not None
 
 
-def _math_attention(query, key, value, attention_mask, scaling):
-    """Softmax attention in plain operations, for forward-mode AD (SDPA's CPU and flash kernels
-    have no forward derivative). Output laid out as SDPA's: (batch, queries, heads, d_head)."""
-    if key.shape[1] != query.shape[1]:
-        key = key.repeat_interleave(query.shape[1] // key.shape[1], dim=1)
-        value = value.repeat_interleave(query.shape[1] // value.shape[1], dim=1)
-    scale = query.shape[-1] ** -0.5 if scaling is None else scaling
-    scores = torch.matmul(query, key.transpose(-1, -2)) * scale
-    if attention_mask is None:  # causal, aligned to the last key (a cached prefix comes first)
-        q_len, k_len = scores.shape[-2:]
-        attention_mask = torch.ones(q_len, k_len, dtype=torch.bool, device=scores.device).tril(k_len - q_len)
-    if attention_mask.dtype == torch.bool:
-        scores = scores.masked_fill(~attention_mask, torch.finfo(scores.dtype).min)
-    else:
-        scores = scores + attention_mask
-    probs = torch.softmax(scores.float(), dim=-1).to(value.dtype)
-    return torch.matmul(probs, value).transpose(1, 2).contiguous(), None
-
-
 def _repeat_kv(tensor: torch.Tensor, heads: int) -> torch.Tensor:
     """Grouped-query attention shares each key/value head among a group of query heads."""
     return tensor if tensor.shape[1] == heads else tensor.repeat_interleave(heads // tensor.shape[1], dim=1)
+
+
+def _masked_scores(query, key, attention_mask, scale) -> torch.Tensor:
+    """Float scores q.k * scale, masked: causal aligned to the last key unless a mask is given."""
+    scores = torch.matmul(query, _repeat_kv(key, query.shape[1]).transpose(-1, -2)).float() * scale
+    if attention_mask is None:
+        q_len, k_len = scores.shape[-2:]
+        attention_mask = torch.ones(q_len, k_len, dtype=torch.bool, device=scores.device).tril(k_len - q_len)
+    if attention_mask.dtype == torch.bool:
+        return scores.masked_fill(~attention_mask, torch.finfo(torch.float32).min)
+    return scores + attention_mask
+
+
+def _math_attention(query, key, value, attention_mask, scaling):
+    """Softmax attention in plain operations, for forward-mode AD (SDPA's CPU and flash kernels
+    have no forward derivative). Output laid out as SDPA's: (batch, queries, heads, d_head)."""
+    scale = query.shape[-1] ** -0.5 if scaling is None else scaling
+    probs = torch.softmax(_masked_scores(query, key, attention_mask, scale), dim=-1).to(value.dtype)
+    return torch.matmul(probs, _repeat_kv(value, query.shape[1])).transpose(1, 2).contiguous(), None
 
 
 def _prefix_attention(query, key, value, prefix_keys, prefix_values, attention_mask, scaling):
@@ -125,17 +125,11 @@ def _prefix_attention(query, key, value, prefix_keys, prefix_values, attention_m
     Output laid out as SDPA's: (batch, queries, heads, d_head).
     """
     batch, heads, q_len, d_head = query.shape
-    key, value = _repeat_kv(key, heads), _repeat_kv(value, heads)
+    value = _repeat_kv(value, heads)
     scale = d_head**-0.5 if scaling is None else scaling
     rows = query.transpose(0, 1).reshape(heads, batch * q_len, d_head)
     s_prefix = (torch.bmm(rows, prefix_keys[0].transpose(1, 2)).float() * scale).view(heads, batch, q_len, -1)
-    s_chunk = torch.matmul(query, key.transpose(-1, -2)).float() * scale  # (batch, heads, q, q)
-    if attention_mask is None:
-        attention_mask = torch.ones(q_len, q_len, dtype=torch.bool, device=query.device).tril()
-    if attention_mask.dtype == torch.bool:
-        s_chunk = s_chunk.masked_fill(~attention_mask, float("-inf"))
-    else:
-        s_chunk = s_chunk + attention_mask
+    s_chunk = _masked_scores(query, key, attention_mask, scale)  # (batch, heads, q, q)
     top = torch.maximum(s_prefix.amax(-1).transpose(0, 1), s_chunk.amax(-1)).unsqueeze(-1)  # (b, h, q, 1)
     e_prefix = (s_prefix - top.transpose(0, 1)).exp()  # (heads, batch, q, prefix)
     e_chunk = (s_chunk - top).exp()

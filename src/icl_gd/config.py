@@ -175,9 +175,16 @@ def method_spec(config: dict, method: str) -> dict:
     return spec
 
 
+def demo_labels(config: dict, setting: str) -> str:
+    """Whether a setting's demonstrations carry their gold labels or switched ones (paper 002)."""
+    if setting in BASE_SETTINGS:
+        return "switched" if setting == "icl_switched" else "gold"
+    return method_spec(config, setting).get("demo_labels", "gold")
+
+
 def icl_setting(config: dict, method: str) -> str:
     """The ICL setting a method is compared with: ICL on the same (gold or switched) labels."""
-    return "icl_switched" if method_spec(config, method).get("demo_labels") == "switched" else "icl"
+    return "icl_switched" if demo_labels(config, method) == "switched" else "icl"
 
 
 def learning_rate(config: dict, task: str, method: str) -> float:

@@ -125,13 +125,6 @@ def evaluate(model, rec: capture.Recorder, context: list[int], queries: list[Que
     return out
 
 
-def demo_labels_of(config: dict, setting: str) -> str:
-    """Whether a setting's demonstrations carry their gold labels or switched ones (paper 002)."""
-    if setting in cfg.BASE_SETTINGS:
-        return "switched" if setting == "icl_switched" else "gold"
-    return cfg.method_spec(config, setting).get("demo_labels", "gold")
-
-
 def run(config: dict, *, model_name: str, variant: str, task: str, seed: int, setting: str, model_dir: str, train_path: str, eval_path: str, out_path: str, train_log_path: str | None = None) -> dict:
     """Extract one run's cache (and, for a training method, its training log)."""
     started = time.time()
@@ -140,7 +133,7 @@ def run(config: dict, *, model_name: str, variant: str, task: str, seed: int, se
     train = pd.read_parquet(train_path)
     eval_rows = data.select_eval(pd.read_parquet(eval_path), config["max_eval"])
     demos = data.select_demos(train, seed, config["k"], cfg.permutation_index(config, task, seed))
-    demo_labels = demo_labels_of(config, setting)
+    demo_labels = cfg.demo_labels(config, setting)
     if demo_labels == "switched":
         demos = data.switch_labels(demos, spec.n_labels, seed)
 
