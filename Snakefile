@@ -19,5 +19,6 @@ rule all:
         all_activations(),
         "results/metrics/summary.parquet",
         "results/metrics/summary.csv",
+        "results/metrics/comparisons.csv",
         report_outputs(),
     default_target: True

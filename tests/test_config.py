@@ -13,6 +13,7 @@ import pytest  # noqa: E402
 import yaml  # noqa: E402
 
 from icl_gd import config as cfg  # noqa: E402
+from icl_gd import validation  # noqa: E402
 from icl_gd.config import ConfigError  # noqa: E402
 
 SCHEMA_PATH = Path(__file__).resolve().parents[1] / "workflow" / "schemas" / "config.schema.yaml"
@@ -46,7 +47,7 @@ def model_defaults(schema) -> dict:
 
 
 def validate(schema, **extra):
-    return cfg.validate({**copy.deepcopy(MINIMAL), **extra}, schema)
+    return validation.validate({**copy.deepcopy(MINIMAL), **extra}, schema)
 
 
 # --------------------------------------------------------------------------------------------
@@ -55,7 +56,7 @@ def validate(schema, **extra):
 
 def test_validate_fills_top_level_and_nested_defaults(schema):
     given = copy.deepcopy(MINIMAL)
-    out = cfg.validate(given, schema)
+    out = validation.validate(given, schema)
     assert given == MINIMAL  # the input is not modified
     assert out["k"] == 32 and out["max_eval"] == 2000 and out["n_seeds"] is None
     assert out["record_position"] == "label_word" and out["ft_demos"] == "all"
@@ -144,11 +145,11 @@ def test_unknown_task_with_everything_is_accepted(schema):
 def test_check_names_without_schema():
     # check_names alone also catches an unknown variant and a method without a valid kind
     with pytest.raises(ConfigError, match=r"variants\.pretrained"):
-        cfg.check_names({"variants": {"pretrained": []}})
+        validation.check_names({"variants": {"pretrained": []}})
     with pytest.raises(ConfigError, match=r"methods\.m\.kind"):
-        cfg.check_names({"methods": {"m": {"kind": "sgd"}}})
+        validation.check_names({"methods": {"m": {"kind": "sgd"}}})
     with pytest.raises(ConfigError, match="folder names"):
-        cfg.check_names({"models": {"my model": {}}})
+        validation.check_names({"models": {"my model": {}}})
 
 
 # --------------------------------------------------------------------------------------------
@@ -229,3 +230,14 @@ def test_lr_scale_sweeps_each_tasks_own_rate():
     assert cfg.learning_rate(config, "sst2", "gd_x2") == pytest.approx(2 * 5e-4)
     assert cfg.learning_rate(config, "cb", "gd_x2") == pytest.approx(2 * 0.08)
     assert cfg.learning_rate(config, "cb", "fixed") == pytest.approx(0.05)
+
+
+def test_baseline_method_must_be_a_method(schema):
+    out = validate(schema)
+    assert out["statistics"] == {
+        "baseline_method": "gd", "n_boot": 1000, "ci_level": 0.95, "n_permutations": 10000,
+        "significance_level": 0.05, "seed": 0,
+    }
+    with pytest.raises(ConfigError, match=r"statistics.baseline_method: 'sgd' is not defined under 'methods'.*or null"):
+        validate(schema, statistics={"baseline_method": "sgd"})
+    assert validate(schema, statistics={"baseline_method": None})["statistics"]["baseline_method"] is None

@@ -19,6 +19,7 @@ import pytest  # noqa: E402
 import yaml  # noqa: E402
 
 from icl_gd import config as cfg  # noqa: E402
+from icl_gd import validation  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 SCHEMA = yaml.safe_load((REPO / "workflow" / "schemas" / "config.schema.yaml").read_text())
@@ -30,7 +31,7 @@ PROTOCOL_SEEDS = {"sst2": [2, 3, 4], "sst5": [5, 6, 7], "mr": [5, 6, 7], "subj":
 
 
 def load(path: Path) -> dict:
-    return cfg.validate(yaml.safe_load(path.read_text()), SCHEMA)
+    return validation.validate(yaml.safe_load(path.read_text()), SCHEMA)
 
 
 @pytest.mark.parametrize("path", SHIPPED, ids=lambda p: str(p.relative_to(REPO)))
@@ -125,7 +126,7 @@ def expected_counts(config: dict) -> dict[str, int]:
         "extract_base": n_models * n_runs_seeds * base_settings,
         "finetune_and_extract": n_models * n_runs_seeds * trained_methods,
         "score_run": n_models * n_runs_seeds * trained_methods,
-        "aggregate_metrics": 1, "tables": 1, "figures": 1, "all": 1,
+        "aggregate_metrics": 1, "compare_methods": 1, "tables": 1, "figures": 1, "all": 1,
     }
 
 
@@ -141,9 +142,9 @@ def test_paper_dry_run_job_counts(dry_run):
         "extract_base": 6 * 3 * (3 * 2 + 1),  # 126
         "finetune_and_extract": 6 * 3 * (4 + 1 + 1),  # 108
         "score_run": 108,
-        "aggregate_metrics": 1, "tables": 1, "figures": 1, "all": 1,
+        "aggregate_metrics": 1, "compare_methods": 1, "tables": 1, "figures": 1, "all": 1,
     }
-    assert sum(counts.values()) == 355
+    assert sum(counts.values()) == 356
     # the printed job blocks agree with the table
     assert Counter(rule for rule, _ in planned_jobs(dry_run)) == Counter(counts)
 
@@ -182,3 +183,20 @@ def test_paper_dry_run_extraction_paths(dry_run):
     assert by_task == PROTOCOL_SEEDS
     assert {s for v, *_, s in found if v == "trained"} == {"zsl", "icl", "icl_switched", "gd", "lcgd", "lcgd_clip", "gd_switched"}
     assert {s for v, *_, s in found if v != "trained"} == {"zsl", "icl", "gd"}
+
+
+def test_paper_dry_run_scores_alpha_against_gd(dry_run):
+    """Every non-GD method of a variant that runs GD reads GD's cache too (alpha, paper 001 Fig. 2)."""
+    seen = set()
+    for rule, fields in planned_jobs(dry_run):
+        if rule != "score_run":
+            continue
+        inputs = fields["input"].split(", ")
+        variant, method = fields["wildcards"].split("variant=")[1].split(",")[0], fields["wildcards"].split("method=")[1]
+        caches = [i for i in inputs if i.startswith("results/activations/")]
+        if method == "gd":
+            assert len(caches) == 3, inputs  # zsl, icl, gd: no baseline of its own
+        else:
+            assert len(caches) == 4 and caches[-1].endswith("/gd.parquet") and f"/{variant}/" in caches[-1], inputs
+            seen.add(method)
+    assert seen == {"lcgd", "lcgd_clip", "gd_switched"}

@@ -15,7 +15,7 @@ import pytest  # noqa: E402
 from icl_gd import metrics, scoring  # noqa: E402
 from icl_gd.cache import RunCache  # noqa: E402
 
-COLUMNS = ["model", "variant", "task", "seed", "method", "metric", "layer", "value"]
+COLUMNS = ["model", "variant", "task", "seed", "method", "metric", "layer", "value", "ci_low", "ci_high"]
 GOLD = np.array([0, 1, 1, 0])
 PRED = {"zsl": [1, 0, 1, 0], "icl": [0, 0, 1, 0], "gd": [0, 1, 1, 1]}
 R2 = 1 / math.sqrt(2)
@@ -199,3 +199,132 @@ def test_f2t_metrics_use_only_the_f2t_examples(table):
     expected = metrics.simam_delta(zsl.attn_scores[keep], icl.attn_scores[keep], gd.attn_scores[keep])
     assert value(table, "simam_delta_f2t", 0) == pytest.approx(expected[0])
     assert value(table, "simaou_norm_f2t", 1) != pytest.approx(value(table, "simaou_norm", 1))
+
+
+# --------------------------------------------------------------------------------------------
+# bootstrap intervals, alpha, per-example files, paired comparisons
+
+
+def test_intervals_bracket_the_run_values(table):
+    rows = table[table.ci_low.notna()]
+    assert set(table[table.ci_low.isna()].metric) <= {"n_f2t", "rec2ftp"} | {m for m in table.metric if m.endswith("_f2t")}
+    assert ((rows.ci_low <= rows.value + 1e-12) & (rows.value <= rows.ci_high + 1e-12)).all()
+    acc = table[(table.metric == "acc_icl")].iloc[0]
+    assert 0.0 <= acc.ci_low <= 0.75 <= acc.ci_high <= 1.0
+    # layer 0: every example's SimAOU is 1, so every resample's mean is 1
+    assert value(table, "simaou", 0) == 1.0
+    row = table[(table.metric == "simaou") & (table.layer == 0)].iloc[0]
+    assert row.ci_low == row.ci_high == 1.0
+    again = scoring.score_run(run_cache("zsl"), run_cache("icl"), run_cache("gd"), random_seed=0)
+    pd.testing.assert_frame_equal(table, again)  # seeded
+
+
+def test_interval_of_a_ratio_resamples_numerator_and_denominator_together():
+    zsl, icl, gd = run_cache("zsl"), run_cache("icl"), run_cache("gd")
+    ex = scoring.run_examples(zsl, icl, gd)
+    num, den = ex.ratio_terms("jaccard_all")
+    assert num.sum() / den.sum() == pytest.approx(metrics.jaccard(zsl.pred, icl.pred, gd.pred, zsl.gold))
+    counts = np.array([[1.0, 1, 1, 1], [4, 0, 0, 0], [0, 0, 0, 4]])
+    reps = metrics.bootstrap_ratios(num, den, counts)
+    # example 0 is changed by both to the same label; example 3 only by FT; 1 by ICL only
+    assert reps[0] == pytest.approx(num.sum() / den.sum())
+    assert reps[1] == 1.0 and reps[2] == 0.0
+    num, den = ex.ratio_terms("rec2ftp")
+    assert num.sum() / den.sum() == pytest.approx(metrics.rec2ftp(zsl.pred, icl.pred, gd.pred, zsl.gold))
+
+
+def test_alpha_against_the_baseline_cache():
+    zsl, icl, lcgd, gd = run_cache("zsl"), run_cache("icl"), run_cache("icl"), run_cache("gd")
+    lcgd.meta = {**lcgd.meta, "setting": "lcgd"}
+    table = scoring.score_run(zsl, icl, lcgd, gd)
+    expected = metrics.alpha(zsl.attn_scores, lcgd.attn_scores, gd.attn_scores)
+    assert value(table, "alpha", 0) == pytest.approx(expected[0])
+    assert value(table, "alpha") == pytest.approx(np.mean(expected))
+    assert set(table.method) == {"lcgd"} and "alpha_f2t" in set(table.metric)
+    assert "alpha" not in set(scoring.score_run(zsl, icl, gd).metric)  # no baseline, no alpha
+
+
+def test_examples_round_trip_and_single_seed_interval_equals_the_runs(tmp_path):
+    ex = scoring.run_examples(run_cache("zsl"), run_cache("icl"), run_cache("gd"))
+    scoring.write_examples(ex, tmp_path / "ex.parquet")
+    back = scoring.read_examples(tmp_path / "ex.parquet")
+    assert back.meta == ex.meta and back.meta["method"] == "gd" and back.meta["baseline"] is None
+    np.testing.assert_array_equal(back.pred_ft, ex.pred_ft)
+    assert set(back.similarities) == set(ex.similarities)
+    np.testing.assert_array_equal(back.similarities["simam_delta"], ex.similarities["simam_delta"])
+    run = scoring.score_examples(ex)
+    intervals = scoring.seed_mean_intervals([back])
+    merged = run.merge(intervals, on=["model", "variant", "task", "method", "metric", "layer"], suffixes=("", "_agg"))
+    assert len(merged) == intervals.shape[0] > 0
+    np.testing.assert_allclose(merged.ci_low, merged.ci_low_agg)
+    np.testing.assert_allclose(merged.ci_high, merged.ci_high_agg)
+
+
+def test_seed_mean_interval_narrows_with_more_seeds():
+    exs = []
+    for seed in (2, 3, 4):
+        ex = scoring.run_examples(run_cache("zsl", seed=seed), run_cache("icl", seed=seed), run_cache("gd", seed=seed))
+        exs.append(ex)
+    one = scoring.seed_mean_intervals(exs[:1], n_boot=4000)
+    three = scoring.seed_mean_intervals(exs, n_boot=4000)
+    pick = lambda t: t[(t.metric == "simaou") & (t.layer == 1)].iloc[0]  # noqa: E731
+    assert pick(three).ci_high - pick(three).ci_low < pick(one).ci_high - pick(one).ci_low
+
+
+def _shifted(ex: scoring.RunExamples, method: str, shift: float, seed: int | None = None) -> scoring.RunExamples:
+    sims = {k: v + shift for k, v in ex.similarities.items()}
+    meta = {**ex.meta, "method": method, **({"seed": seed} if seed is not None else {})}
+    return scoring.RunExamples(meta, ex.example_id, ex.gold, ex.pred_zsl, ex.pred_icl, ex.pred_ft, sims)
+
+
+def test_paired_comparison_finds_a_consistent_shift_and_not_a_null():
+    rng = np.random.default_rng(0)
+    n, layers = 60, 3
+    exs = []
+    for seed in (1, 2):
+        noise = {k: rng.normal(size=(n, layers)) for k in scoring.COMPARED[1:]}
+        ids = np.arange(n) if seed == 1 else np.arange(n)[::-1]  # another order: paired by id
+        gold = np.zeros(n, dtype=np.int16)
+        gd = scoring.RunExamples(
+            {"model": "m", "variant": "trained", "task": "t", "seed": seed, "method": "gd", "baseline": None},
+            ids, gold, gold, gold, gold, noise,
+        )
+        exs += [gd, _shifted(gd, "lcgd", 0.5), _shifted(gd, "same", 0.0)]
+    table = scoring.compare_methods(exs, "gd", n_perm=2000)
+    assert set(table.method) == {"lcgd", "same"} and set(table.baseline) == {"gd"}
+    assert (table.n_seeds == 2).all() and (table.n_examples == n).all()
+    lcgd = table[(table.method == "lcgd") & (table.metric == "simaou")].iloc[0]
+    assert lcgd["diff"] == pytest.approx(0.5) and lcgd.significant and lcgd.p_value < 0.01
+    assert lcgd.ci_low == pytest.approx(0.5) and lcgd.ci_high == pytest.approx(0.5)  # a constant shift
+    same = table[(table.method == "same") & (table.metric == "simam_delta")].iloc[0]
+    assert same["diff"] == 0.0 and same.p_value == 1.0 and not same.significant
+    acc = table[(table.method == "lcgd") & (table.metric == "acc_ft")].iloc[0]
+    assert acc.mean_method == acc.mean_baseline == 1.0 and not acc.significant
+
+
+def test_paired_comparison_of_a_noisy_null_is_not_significant():
+    rng = np.random.default_rng(1)
+    n = 200
+    gold = np.zeros(n, dtype=np.int16)
+    meta = {"model": "m", "variant": "trained", "task": "t", "seed": 1, "baseline": None}
+    a = scoring.RunExamples({**meta, "method": "gd"}, np.arange(n), gold, gold, gold, gold,
+                            {"simaou": rng.normal(size=(n, 2))})
+    b = scoring.RunExamples({**meta, "method": "lcgd"}, np.arange(n), gold, gold, gold, gold,
+                            {"simaou": rng.normal(size=(n, 2))})
+    p = metrics.sign_flip_test(b.similarities["simaou"].mean(1) - a.similarities["simaou"].mean(1), n_perm=5000)
+    assert 0.05 < p <= 1.0
+
+
+def test_sign_flip_test_hand_cases(caplog):
+    assert metrics.sign_flip_test(np.zeros(5)) == 1.0
+    # 10 positive differences: only the all-plus and all-minus flips are as extreme, p ≈ 2/1024
+    p = metrics.sign_flip_test(np.arange(1.0, 11.0), n_perm=20000, seed=3)
+    assert p == pytest.approx(2 / 1024, abs=0.002)
+    with caplog.at_level("WARNING"):
+        assert math.isnan(metrics.sign_flip_test([np.nan]))
+    assert "no defined paired difference" in caplog.text
+
+
+def test_write_comparisons_without_baseline_is_an_empty_table(tmp_path):
+    table = scoring.write_comparisons([], tmp_path / "c.parquet", tmp_path / "c.csv", None)
+    assert table.empty and list(pd.read_csv(tmp_path / "c.csv").columns) == list(table.columns)

@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from icl_gd import cache, config as cfg
+from icl_gd import cache, config as cfg, metrics
 
 REPO = Path(__file__).resolve().parents[1]
 SNAKEMAKE = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile")]
@@ -108,7 +108,9 @@ def test_metrics_agree_with_the_caches(finished_run):
     runs = pd.read_parquet(finished_run / "results/metrics/runs.parquet")
     summary = pd.read_parquet(finished_run / "results/metrics/summary.parquet")
     csv = pd.read_csv(finished_run / "results/metrics/summary.csv")
-    assert list(summary.columns) == ["model", "variant", "task", "method", "metric", "layer", "mean", "std", "n"]
+    assert list(summary.columns) == [
+        "model", "variant", "task", "method", "metric", "layer", "mean", "std", "n", "ci_low", "ci_high",
+    ]
     assert len(csv) == len(summary)
     # 2 variants' methods x 2 tasks x 2 seeds
     assert len(runs[["variant", "task", "seed", "method"]].drop_duplicates()) == (2 + 1) * 2 * 2
@@ -127,6 +129,38 @@ def test_metrics_agree_with_the_caches(finished_run):
     assert list(one[one["layer"].notna()]["layer"].astype(int).sort_values()) == [0, 1]
     assert one[one["layer"].isna()]["value"].item() == pytest.approx(np.nanmean(per_layer))
     assert per_layer.between(-1, 1).all()
+    # alpha: LCGD against GD's cache of the same seed (paper 001 Fig. 2)
+    base = finished_run / "results/activations/tiny/trained/cb/seed3"
+    zsl, lcgd, gd = (cache.read_cache(base / f"{s}.parquet") for s in ("zsl", "lcgd", "gd"))
+    alpha = runs.query("variant == 'trained' and task == 'cb' and seed == 3 and method == 'lcgd' and metric == 'alpha'")
+    expected = metrics.alpha(zsl.attn_scores, lcgd.attn_scores, gd.attn_scores)
+    assert alpha[alpha["layer"].notna()].sort_values("layer")["value"].tolist() == pytest.approx(list(expected), nan_ok=True)
+    assert "alpha" not in set(runs.query("method == 'gd'").metric)
+    # every interval brackets its mean; one seed's interval is the run's own
+    defined = summary.dropna(subset=["ci_low", "mean"])
+    assert len(defined) > 0.5 * len(summary)
+    assert ((defined.ci_low <= defined["mean"] + 1e-9) & (defined["mean"] <= defined.ci_high + 1e-9)).all()
+
+
+@pytest.mark.slow
+def test_methods_are_compared_with_gd_paired_by_example(finished_run):
+    table = pd.read_parquet(finished_run / "results/metrics/comparisons.parquet")
+    assert len(pd.read_csv(finished_run / "results/metrics/comparisons.csv")) == len(table)
+    # trained: lcgd vs gd, per task and compared metric; untrained runs gd only
+    assert set(zip(table.variant, table.method, table.baseline)) == {("trained", "lcgd", "gd")}
+    assert len(table) == 2 * 5 and (table.n_seeds == 2).all() and (table.n_examples <= 12).all()
+    row = table.query("task == 'sst2' and metric == 'acc_ft'").iloc[0]
+    accs = {}
+    for method in ("lcgd", "gd"):
+        accs[method] = np.mean([
+            np.mean(r.pred == r.gold) for r in (
+                cache.read_cache(finished_run / f"results/activations/tiny/trained/sst2/seed{seed}/{method}.parquet")
+                for seed in (2, 3)
+            )
+        ])
+    assert row.mean_method == pytest.approx(accs["lcgd"]) and row.mean_baseline == pytest.approx(accs["gd"])
+    assert row["diff"] == pytest.approx(accs["lcgd"] - accs["gd"])
+    assert 0 < row.p_value <= 1 and row.significant == (row.p_value < 0.05)
 
 
 @pytest.mark.slow
@@ -157,8 +191,24 @@ def test_nothing_to_do_after_a_run_and_metric_edits_rerun_only_metrics(finished_
         planned = jobs_planned(finished_run)
     finally:
         metrics_py.write_text(original)
-    assert set(planned) == {"score_run", "aggregate_metrics", "tables", "figures", "all"}
+    assert set(planned) == {"score_run", "aggregate_metrics", "compare_methods", "tables", "figures", "all"}
     assert planned["score_run"] == 12
+
+
+@pytest.mark.slow
+def test_a_config_edit_reruns_exactly_the_caches_it_changes(finished_run):
+    config_file = finished_run / "config.yaml"
+    try:
+        config_file.write_text(yaml.safe_dump({**TINY, "k": 3}))
+        planned = jobs_planned(finished_run)
+        # ICL (not ZSL) and both training methods, per variant, task and seed; then what follows
+        assert planned["extract_base"] == 2 * 2 * 2 and planned["finetune_and_extract"] == 3 * 2 * 2
+        assert "prepare_task" not in planned and "build_builtin_model" not in planned
+        config_file.write_text(yaml.safe_dump({**TINY, "batch_size": 3}))  # must not change results
+        assert jobs_planned(finished_run) == {}
+    finally:
+        config_file.write_text(yaml.safe_dump(TINY))
+    assert jobs_planned(finished_run) == {}
 
 
 def test_a_bad_config_key_stops_the_run_with_its_name(tmp_path):

@@ -6,8 +6,6 @@ so that the Snakefile, the rules and every other module can lean on it cheaply.
 
 from __future__ import annotations
 
-import copy
-import re
 import string
 from dataclasses import dataclass, field
 
@@ -196,77 +194,25 @@ def learning_rate(config: dict, task: str, method: str) -> float:
     return base * float(spec.get("lr_scale") or 1.0)
 
 
-def check_names(config: dict) -> None:
-    """Names become path wildcards: keep them plain and keep settings apart from method names."""
-    for section in ("models", "tasks", "methods"):
-        for name in config.get(section, {}):
-            if not re.fullmatch(NAME_PATTERN, name):
-                raise ConfigError(
-                    f"{section}.{name!r}: names become folder names; use letters, digits, '_', '.' or '-'"
-                )
-    for method in config.get("methods", {}):
-        if method in BASE_SETTINGS:
-            raise ConfigError(f"methods.{method}: {BASE_SETTINGS} are reserved setting names; rename the method")
-        method_spec(config, method)
-    for variant, methods in config.get("variants", {}).items():
-        if variant not in MODEL_VARIANTS:
-            raise ConfigError(f"variants.{variant}: unknown model variant; choose from {MODEL_VARIANTS}")
-        for method in methods or []:
-            if method not in config.get("methods", {}):
-                raise ConfigError(
-                    f"variants.{variant} lists method {method!r}, which is not defined under 'methods'"
-                )
-    for task in config.get("tasks", {}):
-        task_spec(config, task)
+def run_params(config: dict, task: str, setting: str) -> dict:
+    """Every config value a cache of ``setting`` on ``task`` depends on, and nothing else.
 
-
-def _resolve(schema: dict, root: dict) -> dict:
-    ref = schema.get("$ref")
-    if ref is None:
-        return schema
-    node = root
-    for part in ref.lstrip("#/").split("/"):
-        node = node[part]
-    return node
-
-
-def _fill_defaults(value, schema: dict, root: dict):
-    """Fill ``default``s into ``value`` in place, also inside maps (``additionalProperties``)."""
-    schema = _resolve(schema, root)
-    if not isinstance(value, dict):
-        return
-    for key, sub in schema.get("properties", {}).items():
-        sub = _resolve(sub, root)
-        if key not in value and "default" in sub:
-            value[key] = copy.deepcopy(sub["default"])
-        if key in value:
-            _fill_defaults(value[key], sub, root)
-    extra = schema.get("additionalProperties")
-    if isinstance(extra, dict):
-        for key in set(value) - set(schema.get("properties", {})):
-            _fill_defaults(value[key], extra, root)
-
-
-def validate(config: dict, schema: dict) -> dict:
-    """Check ``config`` against the JSON schema and return a copy with every default filled in.
-
-    The error names the offending key as a dotted path, e.g. ``tasks.sst2.lr``.
+    The extraction rules pass it as a parameter, so Snakemake's params trigger reruns exactly the
+    caches a config edit changes: a new ``k`` reruns ICL and the training methods but not ZSL.
+    ``batch_size`` and ``device`` are left out on purpose: they must not change the results.
     """
-    import jsonschema
+    spec = task_spec(config, task)
+    params = {
+        "template": spec.template, "label_words": list(spec.label_words), "source": spec.source,
+        "hub_id": spec.hub_id, "hub_config": spec.hub_config, "path": spec.path, "splits": spec.splits,
+        "max_eval": config.get("max_eval"), "record_position": config.get("record_position"),
+        "dtype": config.get("dtype"), "cache_dtype": config.get("cache_dtype"),
+    }
+    if setting == "zsl":
+        return params
+    params.update(k=config.get("k"), seeds=list(spec.seeds), demo_labels=demo_labels(config, setting))
+    if setting not in BASE_SETTINGS:
+        params.update(method=method_spec(config, setting), lr=learning_rate(config, task, setting),
+                      ft_demos=config.get("ft_demos"))
+    return params
 
-    config = copy.deepcopy(config)
-    errors = sorted(jsonschema.Draft7Validator(schema).iter_errors(config), key=lambda e: list(e.path))
-    if errors:
-        err = min(errors, key=lambda e: len(e.path))
-        best = jsonschema.exceptions.best_match([err])
-        where = ".".join(str(p) for p in best.absolute_path) or "(top level)"
-        hint = ""
-        if best.validator == "additionalProperties":
-            node = _resolve(best.schema, schema)
-            allowed = sorted(node.get("properties", {}))
-            if allowed:
-                hint = f"; allowed keys here: {', '.join(allowed)}"
-        raise ConfigError(f"config key {where}: {best.message}{hint}")
-    _fill_defaults(config, schema, schema)
-    check_names(config)
-    return config

@@ -55,7 +55,14 @@ __all__ = [
     "simam",
     "simam_delta",
     "alpha",
+    "rec2ftp_terms",
+    "jaccard_terms",
+    "bootstrap_counts",
+    "bootstrap_means",
+    "bootstrap_ratios",
+    "percentile_interval",
     "bootstrap_ci",
+    "sign_flip_test",
 ]
 
 # Elements of one float64 input block processed at once (2 MiB): small blocks stay
@@ -209,6 +216,15 @@ def f2t_mask(pred_zsl, pred_icl, pred_ft, gold) -> np.ndarray:
     return (z != g) & (i == g) & (f == g)
 
 
+def rec2ftp_terms(pred_zsl, pred_icl, pred_ft, gold) -> tuple[np.ndarray, np.ndarray]:
+    """Per-example numerator and denominator of :func:`rec2ftp` (0/1 each, float64):
+    num_i = ICL correct ∧ FT correct ∧ ZSL wrong, den_i = FT correct ∧ ZSL wrong.
+    Rec2FTP = 100 · Σ num / Σ den; a bootstrap resamples the terms (:func:`bootstrap_ratios`)."""
+    z, i, f, g = _labels(pred_zsl, pred_icl, pred_ft, gold, names=("pred_zsl", "pred_icl", "pred_ft", "gold"))
+    fixed_by_ft = (f == g) & (z != g)
+    return (fixed_by_ft & (i == g)).astype(np.float64), fixed_by_ft.astype(np.float64)
+
+
 def rec2ftp(pred_zsl, pred_icl, pred_ft, gold) -> float:
     """Recall to fine-tuning predictions (Dai et al. 2023), in percent.
 
@@ -216,13 +232,30 @@ def rec2ftp(pred_zsl, pred_icl, pred_ft, gold) -> float:
     i.e. of the examples FT fixed relative to ZSL, the share ICL fixed too. An empty denominator
     (FT fixed nothing) gives NaN with a logged warning, never 0.
     """
-    z, i, f, g = _labels(pred_zsl, pred_icl, pred_ft, gold, names=("pred_zsl", "pred_icl", "pred_ft", "gold"))
-    fixed_by_ft = (f == g) & (z != g)
-    denom = int(fixed_by_ft.sum())
-    if denom == 0:
+    num, den = rec2ftp_terms(pred_zsl, pred_icl, pred_ft, gold)
+    if den.sum() == 0:
         log.warning("rec2ftp: FT corrects no example that ZSL gets wrong; Rec2FTP is undefined (NaN)")
         return float("nan")
-    return 100.0 * float((fixed_by_ft & (i == g)).sum()) / denom
+    return 100.0 * float(num.sum()) / float(den.sum())
+
+
+def jaccard_terms(pred_zsl, pred_icl, pred_ft, gold, subset: str = "all") -> tuple[np.ndarray, np.ndarray]:
+    """Per-example numerator and denominator of :func:`jaccard` (float64):
+    num_i = 1 if ICL and FT changed example i to the same label, den_i = [i ∈ D_ICL] + [i ∈ D_FT]
+    − num_i (0, 1 or 2), so that J = Σ num / Σ den."""
+    if subset not in ("all", "correct", "incorrect"):
+        raise ValueError(f"subset must be 'all', 'correct' or 'incorrect', got {subset!r}")
+    z, i, f, g = _labels(pred_zsl, pred_icl, pred_ft, gold, names=("pred_zsl", "pred_icl", "pred_ft", "gold"))
+    d_icl = i != z
+    d_ft = f != z
+    if subset == "correct":
+        d_icl &= i == g
+        d_ft &= f == g
+    elif subset == "incorrect":
+        d_icl &= i != g
+        d_ft &= f != g
+    inter = (d_icl & d_ft & (i == f)).astype(np.float64)
+    return inter, d_icl + d_ft.astype(np.float64) - inter
 
 
 def jaccard(pred_zsl, pred_icl, pred_ft, gold, subset: str = "all") -> float:
@@ -235,23 +268,11 @@ def jaccard(pred_zsl, pred_icl, pred_ft, gold, subset: str = "all") -> float:
     / wrong (an intersection member has one new label, so its correctness is shared). An empty
     union (no changes at all) gives NaN with a logged warning. Paper 003 reports 100·J.
     """
-    if subset not in ("all", "correct", "incorrect"):
-        raise ValueError(f"subset must be 'all', 'correct' or 'incorrect', got {subset!r}")
-    z, i, f, g = _labels(pred_zsl, pred_icl, pred_ft, gold, names=("pred_zsl", "pred_icl", "pred_ft", "gold"))
-    d_icl = i != z
-    d_ft = f != z
-    if subset == "correct":
-        d_icl &= i == g
-        d_ft &= f == g
-    elif subset == "incorrect":
-        d_icl &= i != g
-        d_ft &= f != g
-    inter = int((d_icl & d_ft & (i == f)).sum())
-    union = int(d_icl.sum()) + int(d_ft.sum()) - inter
-    if union == 0:
+    num, den = jaccard_terms(pred_zsl, pred_icl, pred_ft, gold, subset)
+    if den.sum() == 0:
         log.warning("jaccard(%s): neither ICL nor FT changes any prediction; undefined (NaN)", subset)
         return float("nan")
-    return inter / union
+    return float(num.sum()) / float(den.sum())
 
 
 # --------------------------------------------------------------------------------------------
@@ -427,6 +448,56 @@ def alpha(m_zsl, m_lcgd, m_gd, query_len=None, per_example: bool = False) -> np.
 # uncertainty
 
 
+def bootstrap_counts(n: int, n_boot: int, rng) -> np.ndarray:
+    """How often each of ``n`` examples is drawn in each of ``n_boot`` resamples with replacement:
+    a float64 (n_boot, n) matrix whose rows sum to n. Every bootstrap statistic below is a
+    product with it, so several statistics of one run can share the same resamples."""
+    if n_boot < 1:
+        raise ValueError(f"n_boot must be >= 1, got {n_boot}")
+    if not isinstance(rng, np.random.Generator):
+        rng = np.random.default_rng(rng)
+    if n == 0:
+        return np.zeros((n_boot, 0))
+    idx = rng.integers(0, n, size=(n_boot, n))
+    counts = np.bincount((idx + n * np.arange(n_boot)[:, None]).ravel(), minlength=n_boot * n)
+    return counts.reshape(n_boot, n).astype(np.float64)
+
+
+def bootstrap_means(values, counts: np.ndarray) -> np.ndarray:
+    """Nan-aware mean over examples (axis 0) of every resample: (n, ...) → (n_boot, ...).
+    A resample that drew no defined value gives NaN."""
+    v = _f64(values)
+    n, rest = v.shape[0], v.shape[1:]
+    flat = v.reshape(n, -1)
+    valid = ~np.isnan(flat)
+    sums = counts @ np.where(valid, flat, 0.0)
+    num = counts @ valid.astype(np.float64)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        means = np.where(num > 0, sums / num, np.nan)
+    return means.reshape((counts.shape[0],) + rest)
+
+
+def bootstrap_ratios(num, den, counts: np.ndarray) -> np.ndarray:
+    """Σ num / Σ den of every resample, (n,) terms → (n_boot,); NaN where Σ den = 0. Accuracy,
+    Rec2FTP and Jaccard are such ratios (:func:`rec2ftp_terms`, :func:`jaccard_terms`)."""
+    top, bottom = counts @ _f64(num), counts @ _f64(den)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(bottom > 0, top / bottom, np.nan)
+
+
+def percentile_interval(replicates, level: float = 0.95):
+    """The ((1−level)/2, (1+level)/2) percentiles of bootstrap replicates along axis 0 (Efron's
+    percentile method), ignoring NaN replicates; (NaN, NaN) where none is defined."""
+    if not 0.0 < level < 1.0:
+        raise ValueError(f"level must lie in (0, 1), got {level}")
+    reps = _f64(replicates)
+    tail = 100.0 * (1.0 - level) / 2.0
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN column → NaN, by design
+        low, high = np.nanpercentile(reps, [tail, 100.0 - tail], axis=0)
+    return low, high
+
+
 def bootstrap_ci(values, n_boot: int = 1000, seed=0, level: float = 0.95):
     """Percentile bootstrap confidence interval of the nan-aware mean over examples (axis 0).
 
@@ -439,8 +510,6 @@ def bootstrap_ci(values, n_boot: int = 1000, seed=0, level: float = 0.95):
     """
     if not 0.0 < level < 1.0:
         raise ValueError(f"level must lie in (0, 1), got {level}")
-    if n_boot < 1:
-        raise ValueError(f"n_boot must be >= 1, got {n_boot}")
     v = _f64(values)
     if v.ndim == 0:
         raise ValueError("values must have at least one dimension (examples first)")
@@ -449,22 +518,34 @@ def bootstrap_ci(values, n_boot: int = 1000, seed=0, level: float = 0.95):
         log.warning("bootstrap_ci: no examples; returning NaN")
         nan = np.full(rest, np.nan)
         return (float("nan"), float("nan")) if not rest else (nan, nan.copy())
-    flat = v.reshape(n, -1)
-    valid = ~np.isnan(flat)
-    rng = np.random.default_rng(seed)
-    idx = rng.integers(0, n, size=(n_boot, n))
-    counts = np.bincount((idx + n * np.arange(n_boot)[:, None]).ravel(), minlength=n_boot * n)
-    counts = counts.reshape(n_boot, n).astype(np.float64)
-    sums = counts @ np.where(valid, flat, 0.0)
-    num = counts @ valid.astype(np.float64)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        means = np.where(num > 0, sums / num, np.nan)
-    tail = 100.0 * (1.0 - level) / 2.0
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN column → NaN, said below
-        low, high = np.nanpercentile(means, [tail, 100.0 - tail], axis=0)
+    counts = bootstrap_counts(n, n_boot, np.random.default_rng(seed))
+    low, high = percentile_interval(bootstrap_means(v, counts), level)
     if np.isnan(low).any():
         log.warning("bootstrap_ci: %d outputs have no defined value; their interval is NaN", int(np.isnan(low).sum()))
     if not rest:
-        return float(low[0]), float(high[0])
-    return low.reshape(rest), high.reshape(rest)
+        return float(low), float(high)
+    return low, high
+
+
+def sign_flip_test(diffs, n_perm: int = 10000, seed=0) -> float:
+    """Two-sided paired permutation test of mean(diffs) = 0, by random sign flips.
+
+    ``diffs`` (n,) are paired differences (method A − method B per example; NaN entries are
+    dropped). Under the null the sign of each difference is exchangeable, so the p-value is
+    (1 + #{flips with |mean(s·d)| >= |mean(d)|}) / (1 + n_perm), s uniform on {−1, +1}^n
+    (the +1 counts the observed assignment, so p is never 0). NaN with a warning when no
+    difference is defined; 1.0 when every difference is 0.
+    """
+    d = _f64(diffs).reshape(-1)
+    d = d[~np.isnan(d)]
+    if d.size == 0:
+        log.warning("sign_flip_test: no defined paired difference; p-value is NaN")
+        return float("nan")
+    rng = np.random.default_rng(seed)
+    observed = abs(d.mean())
+    tolerance = 1e-12 * max(1.0, float(np.abs(d).max()))  # flips tying with the observed mean count
+    extreme = 0
+    for start in range(0, n_perm, 1024):  # bounded memory: (chunk, n) signs at a time
+        signs = rng.integers(0, 2, size=(min(1024, n_perm - start), d.size)) * 2.0 - 1.0
+        extreme += int(np.count_nonzero(np.abs(signs @ d) / d.size >= observed - tolerance))
+    return (1 + extreme) / (1 + n_perm)

@@ -7,14 +7,19 @@ holds the run-level value (the mean over layers for a per-layer metric).
 
 from __future__ import annotations
 
+import json
 import logging
 import os
+import warnings
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
 
 from . import metrics
-from .cache import RunCache, atomic_write_frame
+from .cache import METADATA_KEY, RunCache, atomic_write_frame, atomic_write_table
 
 log = logging.getLogger(__name__)
 
@@ -32,87 +37,372 @@ def _check_aligned(zsl: RunCache, *others: RunCache) -> None:
 
 
 SIMILARITIES = ("simaou", "simaou_norm", "simam_before", "simam_after", "simam_delta")
+RANDOM_BASELINES = ("simaou_random", "simaou_random_gaussian")
+# Scores that are ratios of per-example sums: accuracy, Rec2FTP (percent) and the Jaccard indices.
+RATIOS = (
+    "acc_zsl", "acc_icl", "acc_ft", "rec2ftp", "jaccard_all", "jaccard_correct", "jaccard_incorrect",
+)
+# What the paired comparison of two methods looks at, per example (``compare_methods``).
+COMPARED = ("acc_ft", "simaou", "simaou_norm", "simam_after", "simam_delta")
 
 
-def _similarities(zsl: RunCache, icl: RunCache, ft: RunCache, keep) -> dict[str, np.ndarray]:
-    """The per-layer similarity metrics of the examples selected by ``keep``."""
-    h_zsl, h_icl, h_ft = zsl.attn_out[keep], icl.attn_out[keep], ft.attn_out[keep]
-    m_zsl, m_icl, m_ft = zsl.attn_scores[keep], icl.attn_scores[keep], ft.attn_scores[keep]
-    return {
-        "simaou": metrics.simaou(h_zsl, h_icl, h_ft, normalize=False),
-        "simaou_norm": metrics.simaou(h_zsl, h_icl, h_ft, normalize=True),
-        "simam_before": metrics.simam(m_icl, m_zsl),
-        "simam_after": metrics.simam(m_icl, m_ft),
-        "simam_delta": metrics.simam_delta(m_zsl, m_icl, m_ft),
-    }
+@dataclass
+class RunExamples:
+    """A run's per-example values, from which every run-level score and its bootstrap interval
+    follow: the predictions, and each similarity metric per example and layer (n, L). ``alpha``
+    is there when the run has a baseline method to compare with (``meta["baseline"]``)."""
+
+    meta: dict
+    example_id: np.ndarray
+    gold: np.ndarray
+    pred_zsl: np.ndarray
+    pred_icl: np.ndarray
+    pred_ft: np.ndarray
+    similarities: dict[str, np.ndarray]
+
+    @property
+    def f2t(self) -> np.ndarray:
+        """ZSL wrong, ICL and FT right (PROTOCOL.md)."""
+        return metrics.f2t_mask(self.pred_zsl, self.pred_icl, self.pred_ft, self.gold)
+
+    def ratio_terms(self, name: str) -> tuple[np.ndarray, np.ndarray]:
+        """Per-example (numerator, denominator) of a ratio score."""
+        preds = (self.pred_zsl, self.pred_icl, self.pred_ft, self.gold)
+        if name.startswith("acc_"):
+            pred = {"acc_zsl": self.pred_zsl, "acc_icl": self.pred_icl, "acc_ft": self.pred_ft}[name]
+            return (pred == self.gold).astype(np.float64), np.ones(len(pred))
+        if name == "rec2ftp":
+            num, den = metrics.rec2ftp_terms(*preds)
+            return 100.0 * num, den
+        return metrics.jaccard_terms(*preds, subset=name.removeprefix("jaccard_"))
+
+    def f2t_similarities(self) -> dict[str, np.ndarray]:
+        """The similarities with every example outside the f2t subset undefined (NaN)."""
+        outside = ~self.f2t
+        out = {}
+        for name in (*SIMILARITIES, "alpha"):
+            if name in self.similarities:
+                values = self.similarities[name].copy()
+                values[outside] = np.nan
+                out[f"{name}_f2t"] = values
+        return out
 
 
-def score_run(zsl: RunCache, icl: RunCache, ft: RunCache, *, random_seed: int = 0) -> pd.DataFrame:
-    """Every metric of one run, per layer and as the layer mean."""
-    _check_aligned(zsl, icl, ft)
-    gold = zsl.gold
-    scalars = {
-        "acc_zsl": metrics.accuracy(zsl.pred, gold),
-        "acc_icl": metrics.accuracy(icl.pred, gold),
-        "acc_ft": metrics.accuracy(ft.pred, gold),
-        "rec2ftp": metrics.rec2ftp(zsl.pred, icl.pred, ft.pred, gold),
-        "jaccard_all": metrics.jaccard(zsl.pred, icl.pred, ft.pred, gold, subset="all"),
-        "jaccard_correct": metrics.jaccard(zsl.pred, icl.pred, ft.pred, gold, subset="correct"),
-        "jaccard_incorrect": metrics.jaccard(zsl.pred, icl.pred, ft.pred, gold, subset="incorrect"),
-    }
+def run_examples(
+    zsl: RunCache, icl: RunCache, ft: RunCache, base: RunCache | None = None, *, random_seed: int = 0
+) -> RunExamples:
+    """Every per-example value of one run. ``base`` is the baseline method's cache of the same
+    model, variant, task and seed: with it, alpha = cos(m_FT − m_ZSL, m_base − m_ZSL) (paper 001
+    Fig. 2 has FT = LCGD, base = GD)."""
+    _check_aligned(zsl, icl, ft, *([base] if base is not None else []))
     rng = np.random.default_rng(random_seed)
-    per_layer = {
-        **_similarities(zsl, icl, ft, slice(None)),
-        "simaou_random": metrics.simaou_random(zsl.attn_out, icl.attn_out, rng, kind="uniform"),
-        "simaou_random_gaussian": metrics.simaou_random(zsl.attn_out, icl.attn_out, rng, kind="gaussian"),
+    h_zsl, h_icl, h_ft = zsl.attn_out, icl.attn_out, ft.attn_out
+    m_zsl, m_icl, m_ft = zsl.attn_scores, icl.attn_scores, ft.attn_scores
+    sims = {
+        "simaou": metrics.simaou(h_zsl, h_icl, h_ft, normalize=False, per_example=True),
+        "simaou_norm": metrics.simaou(h_zsl, h_icl, h_ft, normalize=True, per_example=True),
+        "simam_before": metrics.simam(m_icl, m_zsl, per_example=True),
+        "simam_after": metrics.simam(m_icl, m_ft, per_example=True),
+        "simam_delta": metrics.simam_delta(m_zsl, m_icl, m_ft, per_example=True),
+        "simaou_random": metrics.simaou_random(h_zsl, h_icl, rng, kind="uniform", per_example=True),
+        "simaou_random_gaussian": metrics.simaou_random(h_zsl, h_icl, rng, kind="gaussian", per_example=True),
     }
-    # f2t: the examples ZSL gets wrong and both ICL and finetuning get right (PROTOCOL.md)
-    f2t = metrics.f2t_mask(zsl.pred, icl.pred, ft.pred, gold)
-    scalars["n_f2t"] = float(f2t.sum())
-    if f2t.any():
-        per_layer.update({f"{name}_f2t": values for name, values in _similarities(zsl, icl, ft, f2t).items()})
-    else:
+    meta = {key: ft.meta[key] for key in ("model", "variant", "task", "seed")}
+    meta.update(method=ft.meta["setting"], baseline=None)
+    if base is not None:
+        sims["alpha"] = metrics.alpha(m_zsl, m_ft, base.attn_scores, per_example=True)
+        meta["baseline"] = base.meta["setting"]
+    return RunExamples(
+        meta=meta,
+        example_id=np.asarray(zsl.example_id, dtype=np.int64),
+        gold=np.asarray(zsl.gold),
+        pred_zsl=np.asarray(zsl.pred),
+        pred_icl=np.asarray(icl.pred),
+        pred_ft=np.asarray(ft.pred),
+        similarities=sims,
+    )
+
+
+def _layer_mean(values: np.ndarray) -> np.ndarray:
+    """Mean over the last (layer) axis excluding NaN; NaN where no layer is defined."""
+    return metrics._nan_mean0(np.moveaxis(values, -1, 0))
+
+
+def point_scores(ex: RunExamples) -> dict[str, float | np.ndarray]:
+    """Every run-level score: floats for the ratios (and ``n_f2t``), per-layer (L,) arrays for
+    the similarities (mean over examples, undefined values excluded, with logged warnings)."""
+    scores: dict[str, float | np.ndarray] = {}
+    for name in RATIOS:
+        num, den = ex.ratio_terms(name)
+        if den.sum() == 0:
+            log.warning("%s: empty denominator (see metrics.py); the score is NaN", name)
+            scores[name] = float("nan")
+        else:
+            scores[name] = float(num.sum() / den.sum())
+    f2t = ex.f2t
+    scores["n_f2t"] = float(f2t.sum())
+    if not f2t.any():
         log.warning("no f2t example (ZSL wrong, ICL and FT right): the f2t similarities are NaN")
-        n_layers = zsl.attn_out.shape[1]
-        per_layer.update({f"{name}_f2t": np.full(n_layers, np.nan) for name in SIMILARITIES})
-    rows = [{"metric": name, "layer": pd.NA, "value": float(value)} for name, value in scalars.items()]
-    for name, values in per_layer.items():
-        rows.extend({"metric": name, "layer": layer, "value": float(v)} for layer, v in enumerate(values))
-        mean = float(np.nanmean(values)) if np.isfinite(values).any() else float("nan")
-        rows.append({"metric": name, "layer": pd.NA, "value": mean})
+    for name, values in ex.similarities.items():
+        scores[name] = metrics.nanmean(values, what=f"{name} per-example values")
+    for name in ex.f2t_similarities():  # same names, same order as the bootstrap's
+        values = ex.similarities[name.removesuffix("_f2t")]
+        if f2t.any():
+            scores[name] = metrics.nanmean(values[f2t], what=f"{name} per-example values")
+        else:
+            scores[name] = np.full(values.shape[1], np.nan)
+    return scores
+
+
+def bootstrap_scores(ex: RunExamples, counts: np.ndarray) -> dict[str, np.ndarray]:
+    """The scores of :func:`point_scores` on each resample of the examples (``counts``, from
+    :func:`metrics.bootstrap_counts`): (n_boot,) per ratio, (n_boot, L) per similarity."""
+    reps = {name: metrics.bootstrap_ratios(*ex.ratio_terms(name), counts) for name in RATIOS}
+    for name, values in {**ex.similarities, **ex.f2t_similarities()}.items():
+        reps[name] = metrics.bootstrap_means(values, counts)
+    return reps
+
+
+def _ci_rng(stats_seed: int, seed: int) -> np.random.Generator:
+    # one stream per (statistics seed, run seed): a run's interval and its share of the
+    # aggregate's stratified bootstrap use the same resamples
+    return np.random.default_rng([stats_seed, seed])
+
+
+def score_examples(ex: RunExamples, *, n_boot: int = 1000, level: float = 0.95, ci_seed: int = 0) -> pd.DataFrame:
+    """The tidy table of one run: one row per (metric, layer) plus the layer mean (``layer`` NA),
+    with the percentile bootstrap interval over examples in ``ci_low`` / ``ci_high``."""
+    points = point_scores(ex)
+    counts = metrics.bootstrap_counts(len(ex.example_id), n_boot, _ci_rng(ci_seed, ex.meta["seed"]))
+    reps = bootstrap_scores(ex, counts)
+    rows = []
+    for name, value in points.items():
+        if np.ndim(value) == 0:
+            low, high = metrics.percentile_interval(reps[name], level) if name in reps else (np.nan, np.nan)
+            rows.append({"metric": name, "layer": pd.NA, "value": float(value), "ci_low": low, "ci_high": high})
+            continue
+        low, high = metrics.percentile_interval(reps[name], level)
+        rows.extend(
+            {"metric": name, "layer": layer, "value": float(v), "ci_low": lo, "ci_high": hi}
+            for layer, (v, lo, hi) in enumerate(zip(value, low, high))
+        )
+        mean = float(_layer_mean(value)) if np.isfinite(value).any() else float("nan")
+        low, high = metrics.percentile_interval(_layer_mean(reps[name]), level)
+        rows.append({"metric": name, "layer": pd.NA, "value": mean, "ci_low": low, "ci_high": high})
     table = pd.DataFrame(rows)
-    meta = ft.meta
-    for key, value in reversed(list(zip(RUN_KEYS, [meta["model"], meta["variant"], meta["task"], meta["seed"], meta["setting"]]))):
-        table.insert(0, key, value)
+    for key in reversed(RUN_KEYS):
+        table.insert(0, key, ex.meta[key])
     return tidy(table)
+
+
+def score_run(
+    zsl: RunCache, icl: RunCache, ft: RunCache, base: RunCache | None = None, *,
+    random_seed: int = 0, n_boot: int = 1000, level: float = 0.95, ci_seed: int = 0,
+) -> pd.DataFrame:
+    """Every metric of one run, per layer and as the layer mean, with bootstrap intervals."""
+    ex = run_examples(zsl, icl, ft, base, random_seed=random_seed)
+    return score_examples(ex, n_boot=n_boot, level=level, ci_seed=ci_seed)
+
+
+# --------------------------------------------------------------------------------------------
+# per-example files
+
+
+def write_examples(ex: RunExamples, path) -> None:
+    """A run's per-example values as parquet; each similarity a fixed-size list of its layers."""
+    columns = {
+        "example_id": pa.array(ex.example_id),
+        "gold": pa.array(np.asarray(ex.gold, dtype=np.int16)),
+        "pred_zsl": pa.array(np.asarray(ex.pred_zsl, dtype=np.int16)),
+        "pred_icl": pa.array(np.asarray(ex.pred_icl, dtype=np.int16)),
+        "pred_ft": pa.array(np.asarray(ex.pred_ft, dtype=np.int16)),
+    }
+    for name, values in ex.similarities.items():
+        flat = pa.array(np.ascontiguousarray(values, dtype=np.float64).reshape(-1))
+        columns[name] = pa.FixedSizeListArray.from_arrays(flat, values.shape[1])
+    table = pa.table(columns).replace_schema_metadata({METADATA_KEY: json.dumps(ex.meta).encode()})
+    atomic_write_table(table, path)
+
+
+def read_examples(path) -> RunExamples:
+    table = pq.read_table(path)
+    meta = json.loads(table.schema.metadata[METADATA_KEY])
+    n = table.num_rows
+    fixed = ("example_id", "gold", "pred_zsl", "pred_icl", "pred_ft")
+    sims = {}
+    for name in table.column_names:
+        if name not in fixed:
+            column = table.column(name).combine_chunks()
+            sims[name] = column.values.to_numpy().reshape(n, column.type.list_size)
+    return RunExamples(meta=meta, **{k: table.column(k).to_numpy() for k in fixed}, similarities=sims)
 
 
 def tidy(table: pd.DataFrame) -> pd.DataFrame:
     """Fix the column types, so that parquet and CSV round-trips agree."""
     table = table.astype({"model": str, "variant": str, "task": str, "seed": "int64", "method": str, "metric": str})
     table["layer"] = table["layer"].astype("Int64")
-    table["value"] = table["value"].astype("float64")
+    for column in ("value", "ci_low", "ci_high"):
+        if column in table:
+            table[column] = table[column].astype("float64")
     return table.reset_index(drop=True)
 
 
-def aggregate(runs: pd.DataFrame) -> pd.DataFrame:
-    """Mean, sample standard deviation (ddof=1; NaN for one seed) and number of seeds."""
+def _group_key(meta: dict) -> tuple:
+    return tuple(meta[key] for key in ("model", "variant", "task", "method"))
+
+
+def seed_mean_intervals(
+    examples: list[RunExamples], *, n_boot: int = 1000, level: float = 0.95, ci_seed: int = 0
+) -> pd.DataFrame:
+    """Bootstrap intervals of the mean over seeds, per (model, variant, task, method, metric,
+    layer): the examples are resampled within each seed (the same streams as the runs' own
+    intervals), each replicate of the seed mean is the mean of the seeds' replicates. With one
+    seed this is the run's interval. The spread over seeds is in ``std``; this is the part of the
+    uncertainty that comes from the finite evaluation set."""
+    groups: dict[tuple, list[RunExamples]] = {}
+    for ex in examples:
+        groups.setdefault(_group_key(ex.meta), []).append(ex)
+    rows = []
+    for key, runs in sorted(groups.items()):
+        per_seed = []
+        for ex in runs:
+            counts = metrics.bootstrap_counts(len(ex.example_id), n_boot, _ci_rng(ci_seed, ex.meta["seed"]))
+            per_seed.append(bootstrap_scores(ex, counts))
+        for name in sorted(set.intersection(*(set(r) for r in per_seed))):
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", RuntimeWarning)  # a NaN replicate in every seed stays NaN
+                reps = np.nanmean(np.stack([r[name] for r in per_seed]), axis=0)
+            layers: list = [pd.NA]
+            blocks = [_layer_mean(reps) if reps.ndim == 2 else reps]
+            if reps.ndim == 2:
+                layers += list(range(reps.shape[1]))
+                blocks += list(reps.T)
+            for layer, block in zip(layers, blocks):
+                low, high = metrics.percentile_interval(block, level)
+                rows.append(dict(zip(("model", "variant", "task", "method"), key), metric=name, layer=layer,
+                                 ci_low=float(low), ci_high=float(high)))
+    columns = ["model", "variant", "task", "method", "metric", "layer", "ci_low", "ci_high"]
+    table = pd.DataFrame(rows, columns=columns)
+    table["layer"] = table["layer"].astype("Int64")
+    return table
+
+
+def aggregate(runs: pd.DataFrame, intervals: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Mean, sample standard deviation (ddof=1; NaN for one seed) and number of seeds, and, from
+    ``intervals`` (:func:`seed_mean_intervals`), the bootstrap interval of the mean."""
     grouped = runs.groupby(GROUP_KEYS, dropna=False, sort=True)["value"]
     summary = grouped.agg(mean="mean", std=lambda v: v.std(ddof=1), n="count").reset_index()
     summary["n"] = summary["n"].astype("int64")
     summary["layer"] = summary["layer"].astype("Int64")
+    if intervals is not None:
+        summary = summary.merge(intervals, on=GROUP_KEYS, how="left")
     return summary
 
 
-def write_aggregates(run_paths: list[str], runs_path: str, summary_path: str, csv_path: str) -> pd.DataFrame:
+def _atomic_csv(frame: pd.DataFrame, path) -> None:
+    tmp = f"{path}.tmp"
+    frame.to_csv(tmp, index=False)
+    os.replace(tmp, path)
+
+
+def write_aggregates(
+    run_paths: list[str], runs_path: str, summary_path: str, csv_path: str, example_paths: list[str] = (),
+    *, n_boot: int = 1000, level: float = 0.95, ci_seed: int = 0,
+) -> pd.DataFrame:
     """All runs in one tidy table, and their aggregate over seeds as parquet and CSV."""
 
     runs = tidy(pd.concat([pd.read_parquet(p) for p in run_paths], ignore_index=True))
-    summary = aggregate(runs)
+    intervals = None
+    if example_paths:
+        examples = [read_examples(p) for p in example_paths]
+        intervals = seed_mean_intervals(examples, n_boot=n_boot, level=level, ci_seed=ci_seed)
+    summary = aggregate(runs, intervals)
     atomic_write_frame(runs, runs_path)
     atomic_write_frame(summary, summary_path)
-    tmp = f"{csv_path}.tmp"
-    summary.to_csv(tmp, index=False)
-    os.replace(tmp, csv_path)
+    _atomic_csv(summary, csv_path)
     log.info("%d runs, %d summary rows", runs[RUN_KEYS].drop_duplicates().shape[0], len(summary))
     return summary
+
+
+# --------------------------------------------------------------------------------------------
+# paired comparison of two methods
+
+
+def _per_example(ex: RunExamples, metric: str) -> np.ndarray:
+    """One value per example: correctness for ``acc_ft``, else the similarity's layer mean."""
+    if metric == "acc_ft":
+        return (ex.pred_ft == ex.gold).astype(np.float64)
+    return _layer_mean(ex.similarities[metric])
+
+
+def _paired_differences(method_runs: dict[int, RunExamples], base_runs: dict[int, RunExamples], metric: str):
+    """Per example, the mean over seeds of (method − baseline), and the two means, on the
+    examples every seed of both methods evaluated."""
+    seeds = sorted(set(method_runs) & set(base_runs))
+    common = None
+    for s in seeds:
+        for ex in (method_runs[s], base_runs[s]):
+            common = set(ex.example_id) if common is None else common & set(ex.example_id)
+    ids = np.array(sorted(common or ()), dtype=np.int64)
+
+    def aligned(ex):
+        order = np.argsort(ex.example_id)
+        return _per_example(ex, metric)[order[np.searchsorted(ex.example_id[order], ids)]]
+
+    a = np.stack([aligned(method_runs[s]) for s in seeds]) if seeds else np.empty((0, 0))
+    b = np.stack([aligned(base_runs[s]) for s in seeds]) if seeds else np.empty((0, 0))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # an example undefined in every seed: NaN
+        diffs = np.nanmean(a - b, axis=0) if seeds else np.empty(0)
+        return diffs, float(np.nanmean(a)) if a.size else np.nan, float(np.nanmean(b)) if b.size else np.nan, seeds
+
+
+def compare_methods(
+    examples: list[RunExamples], baseline: str, *, n_boot: int = 1000, n_perm: int = 10000,
+    level: float = 0.95, significance: float = 0.05, seed: int = 0,
+) -> pd.DataFrame:
+    """Every method against ``baseline`` on the same model, variant and task, paired by example.
+
+    Per example, the difference (method − baseline) of a value in :data:`COMPARED` is averaged
+    over the seeds both ran; the examples are the independent units. ``diff`` is their mean, with a
+    percentile bootstrap interval over examples and a two-sided sign-flip permutation p-value
+    (:func:`metrics.sign_flip_test`); ``significant`` is p < ``significance``.
+    """
+    runs: dict[tuple, dict[int, RunExamples]] = {}
+    for ex in examples:
+        runs.setdefault(_group_key(ex.meta), {})[int(ex.meta["seed"])] = ex
+    rows = []
+    for (model, variant, task, method), by_seed in sorted(runs.items()):
+        base = runs.get((model, variant, task, baseline))
+        if method == baseline or base is None:
+            continue
+        for metric in COMPARED:
+            diffs, mean_a, mean_b, seeds = _paired_differences(by_seed, base, metric)
+            defined = diffs[~np.isnan(diffs)]
+            if defined.size:
+                counts = metrics.bootstrap_counts(defined.size, n_boot, np.random.default_rng([seed, 1]))
+                low, high = metrics.percentile_interval(metrics.bootstrap_means(defined, counts), level)
+                p = metrics.sign_flip_test(defined, n_perm=n_perm, seed=seed)
+            else:
+                log.warning("%s vs %s on %s/%s/%s: no example with a defined %s difference",
+                            method, baseline, model, variant, task, metric)
+                low = high = p = np.nan
+            rows.append(dict(
+                model=model, variant=variant, task=task, method=method, baseline=baseline, metric=metric,
+                mean_method=mean_a, mean_baseline=mean_b, diff=float(defined.mean()) if defined.size else np.nan,
+                ci_low=float(low), ci_high=float(high), p_value=p, significant=bool(p < significance),
+                n_examples=int(defined.size), n_seeds=len(seeds),
+            ))
+    columns = ["model", "variant", "task", "method", "baseline", "metric", "mean_method", "mean_baseline",
+               "diff", "ci_low", "ci_high", "p_value", "significant", "n_examples", "n_seeds"]
+    return pd.DataFrame(rows, columns=columns)
+
+
+def write_comparisons(example_paths: list[str], parquet_path: str, csv_path: str, baseline: str | None, **kwargs) -> pd.DataFrame:
+    """The paired comparisons of every method with the baseline, as parquet and CSV."""
+    examples = [read_examples(p) for p in example_paths]
+    table = compare_methods(examples, baseline, **kwargs) if baseline else compare_methods([], "")
+    atomic_write_frame(table, parquet_path)
+    _atomic_csv(table, csv_path)
+    log.info("%d comparisons (%d significant)", len(table), int(table["significant"].sum()))
+    return table

@@ -12,6 +12,8 @@ rule extract_base:
         cache="results/activations/{model}/{variant}/{task}/seed{seed}/{setting}.parquet",
     wildcard_constraints:
         setting="|".join(cfg.BASE_SETTINGS),
+    params:
+        run=run_params,
     threads: 1
     resources:
         gpu=1,
@@ -35,6 +37,8 @@ rule finetune_and_extract:
         train_log="results/training/{model}/{variant}/{task}/seed{seed}/{setting}.parquet",
     wildcard_constraints:
         setting=_names_regex(METHODS),
+    params:
+        run=run_params,
     threads: 1
     resources:
         gpu=1,

@@ -9,6 +9,7 @@ import yaml
 sys.path.insert(0, str(Path(workflow.basedir) / "src"))  # works before `pip install -e .` too
 
 from icl_gd import config as cfg
+from icl_gd import validation
 
 
 # A config file named on the command line replaces config.yaml rather than being merged into it:
@@ -20,7 +21,7 @@ if not workflow.overwrite_configfiles:
 
 
 with open(Path(workflow.basedir) / "workflow/schemas/config.schema.yaml") as _schema:
-    _validated = cfg.validate(config, yaml.safe_load(_schema))
+    _validated = validation.validate(config, yaml.safe_load(_schema))
 config.clear()
 config.update(_validated)
 
@@ -108,14 +109,36 @@ def synthetic_source(wildcards):
     }
 
 
+def run_params(wildcards):
+    """The config values a cache depends on (params trigger: a config edit reruns just those)."""
+    return cfg.run_params(config, wildcards.task, wildcards.setting)
+
+
+def task_config(wildcards):
+    return config["tasks"][wildcards.task]
+
+
 def run_settings(method):
     """The caches a run compares: ZSL, ICL on the method's demonstrations, and the method."""
     return ["zsl", cfg.icl_setting(config, method), method]
 
 
+def baseline_of(variant, method):
+    """The method a run is compared with (alpha, paired tests), if its variant runs it."""
+    baseline = config["statistics"]["baseline_method"]
+    if baseline is None or method == baseline or baseline not in config["variants"][variant]:
+        return None
+    return baseline
+
+
 def setting_caches(wildcards):
+    """ZSL, ICL and FT caches of a run, and its baseline method's cache for alpha."""
     base = "results/activations/{model}/{variant}/{task}/seed{seed}".format(**wildcards)
-    return {role: f"{base}/{s}.parquet" for role, s in zip(("zsl", "icl", "ft"), run_settings(wildcards.method))}
+    caches = {role: f"{base}/{s}.parquet" for role, s in zip(("zsl", "icl", "ft"), run_settings(wildcards.method))}
+    baseline = baseline_of(wildcards.variant, wildcards.method)
+    if baseline is not None:
+        caches["base"] = f"{base}/{baseline}.parquet"
+    return caches
 
 
 def all_activations():
@@ -128,6 +151,10 @@ def all_activations():
 
 def all_run_metrics():
     return ["results/metrics/runs/{model}/{variant}/{task}/seed{seed}/{method}.parquet".format(**r) for r in runs()]
+
+
+def all_run_examples():
+    return ["results/metrics/examples/{model}/{variant}/{task}/seed{seed}/{method}.parquet".format(**r) for r in runs()]
 
 
 def all_training_logs():

@@ -29,7 +29,7 @@ rule prepare_task:
         train="resources/datasets/{task}/train.parquet",
         eval="resources/datasets/{task}/eval.parquet",
     params:
-        tasks=config["tasks"],
+        task=task_config,
     conda:
         "../../envs/models.yaml"
     log:

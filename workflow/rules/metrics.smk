@@ -5,6 +5,7 @@
 localrules:
     score_run,
     aggregate_metrics,
+    compare_methods,
 
 
 rule score_run:
@@ -12,11 +13,13 @@ rule score_run:
         unpack(setting_caches),
         code=METRICS_CODE,
     output:
-        "results/metrics/runs/{model}/{variant}/{task}/seed{seed}/{method}.parquet",
+        scores="results/metrics/runs/{model}/{variant}/{task}/seed{seed}/{method}.parquet",
+        examples="results/metrics/examples/{model}/{variant}/{task}/seed{seed}/{method}.parquet",
     wildcard_constraints:
         method=_names_regex(METHODS),
     params:
         random_seed=config["random_baseline_seed"],
+        statistics=config["statistics"],
     conda:
         "../../envs/analysis.yaml"
     log:
@@ -28,14 +31,34 @@ rule score_run:
 rule aggregate_metrics:
     input:
         runs=all_run_metrics(),
+        examples=all_run_examples(),
         code=METRICS_CODE,
     output:
         runs="results/metrics/runs.parquet",
         summary="results/metrics/summary.parquet",
         csv="results/metrics/summary.csv",
+    params:
+        statistics=config["statistics"],
     conda:
         "../../envs/analysis.yaml"
     log:
         "results/logs/aggregate_metrics.log",
     script:
         "../scripts/aggregate_metrics.py"
+
+
+rule compare_methods:
+    input:
+        examples=all_run_examples(),
+        code=METRICS_CODE,
+    output:
+        table="results/metrics/comparisons.parquet",
+        csv="results/metrics/comparisons.csv",
+    params:
+        statistics=config["statistics"],
+    conda:
+        "../../envs/analysis.yaml"
+    log:
+        "results/logs/compare_methods.log",
+    script:
+        "../scripts/compare_methods.py"

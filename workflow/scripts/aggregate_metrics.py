@@ -1,4 +1,5 @@
-"""Concatenate the per-run metrics and aggregate them over seeds (parquet and CSV)."""
+"""Concatenate the per-run metrics and aggregate them over seeds (parquet and CSV), with the
+bootstrap interval of each mean."""
 
 import sys
 from pathlib import Path
@@ -9,4 +10,8 @@ from icl_gd.runtime import log_to
 log_to(snakemake.log[0])
 from icl_gd import scoring
 
-scoring.write_aggregates(snakemake.input.runs, snakemake.output.runs, snakemake.output.summary, snakemake.output.csv)
+stats = snakemake.params.statistics
+scoring.write_aggregates(
+    snakemake.input.runs, snakemake.output.runs, snakemake.output.summary, snakemake.output.csv,
+    snakemake.input.examples, n_boot=stats["n_boot"], level=stats["ci_level"], ci_seed=stats["seed"],
+)

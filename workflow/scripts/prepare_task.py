@@ -11,7 +11,7 @@ import pandas as pd
 
 from icl_gd import cache, config, data
 
-spec = config.task_spec({"tasks": snakemake.params.tasks}, snakemake.wildcards.task)
+spec = config.task_spec({"tasks": {snakemake.wildcards.task: snakemake.params.task}}, snakemake.wildcards.task)
 if spec.source == "synthetic":
     splits = {s: data.normalise_split(pd.read_parquet(snakemake.input[f"twin_{s}"]), spec, s) for s in ("train", "eval")}
 else:

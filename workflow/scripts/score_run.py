@@ -1,4 +1,5 @@
-"""Every metric of one run (ZSL, ICL and one finetuning method), per layer."""
+"""Every metric of one run (ZSL, ICL and one finetuning method), per layer, with bootstrap
+intervals; and the run's per-example values, for the aggregate's intervals and the comparisons."""
 
 import sys
 from pathlib import Path
@@ -9,10 +10,14 @@ from icl_gd.runtime import log_to
 log_to(snakemake.log[0])
 from icl_gd import cache, scoring
 
-table = scoring.score_run(
+stats = snakemake.params.statistics
+examples = scoring.run_examples(
     cache.read_cache(snakemake.input.zsl),
     cache.read_cache(snakemake.input.icl),
     cache.read_cache(snakemake.input.ft),
+    cache.read_cache(snakemake.input.base) if "base" in snakemake.input.keys() else None,
     random_seed=snakemake.params.random_seed,
 )
-cache.atomic_write_frame(table, snakemake.output[0])
+table = scoring.score_examples(examples, n_boot=stats["n_boot"], level=stats["ci_level"], ci_seed=stats["seed"])
+scoring.write_examples(examples, snakemake.output.examples)
+cache.atomic_write_frame(table, snakemake.output.scores)

@@ -1,0 +1,99 @@
+"""Checking a config: the JSON schema, its defaults, and the names and references the schema
+cannot express.
+
+Kept apart from ``config``, whose task presets and run resolution are inputs of every extraction
+rule: editing the checks here reruns nothing (a checked value that changes a run reaches it as a
+rule parameter, and Snakemake's params trigger catches that).
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+
+from .config import BASE_SETTINGS, MODEL_VARIANTS, NAME_PATTERN, ConfigError, method_spec, task_spec
+
+__all__ = ["ConfigError", "check_names", "validate"]
+
+
+def check_names(config: dict) -> None:
+    """Names become path wildcards: keep them plain and keep settings apart from method names;
+    every method a key names exists."""
+    for section in ("models", "tasks", "methods"):
+        for name in config.get(section, {}):
+            if not re.fullmatch(NAME_PATTERN, name):
+                raise ConfigError(
+                    f"{section}.{name!r}: names become folder names; use letters, digits, '_', '.' or '-'"
+                )
+    for method in config.get("methods", {}):
+        if method in BASE_SETTINGS:
+            raise ConfigError(f"methods.{method}: {BASE_SETTINGS} are reserved setting names; rename the method")
+        method_spec(config, method)
+    for variant, methods in config.get("variants", {}).items():
+        if variant not in MODEL_VARIANTS:
+            raise ConfigError(f"variants.{variant}: unknown model variant; choose from {MODEL_VARIANTS}")
+        for method in methods or []:
+            if method not in config.get("methods", {}):
+                raise ConfigError(
+                    f"variants.{variant} lists method {method!r}, which is not defined under 'methods'"
+                )
+    for task in config.get("tasks", {}):
+        task_spec(config, task)
+    baseline = config.get("statistics", {}).get("baseline_method")
+    if baseline is not None and baseline not in config.get("methods", {}):
+        raise ConfigError(
+            f"statistics.baseline_method: {baseline!r} is not defined under 'methods'; name one of "
+            f"{sorted(config.get('methods', {}))}, or null for no alpha and no method comparisons"
+        )
+
+
+def _resolve(schema: dict, root: dict) -> dict:
+    ref = schema.get("$ref")
+    if ref is None:
+        return schema
+    node = root
+    for part in ref.lstrip("#/").split("/"):
+        node = node[part]
+    return node
+
+
+def _fill_defaults(value, schema: dict, root: dict):
+    """Fill ``default``s into ``value`` in place, also inside maps (``additionalProperties``)."""
+    schema = _resolve(schema, root)
+    if not isinstance(value, dict):
+        return
+    for key, sub in schema.get("properties", {}).items():
+        sub = _resolve(sub, root)
+        if key not in value and "default" in sub:
+            value[key] = copy.deepcopy(sub["default"])
+        if key in value:
+            _fill_defaults(value[key], sub, root)
+    extra = schema.get("additionalProperties")
+    if isinstance(extra, dict):
+        for key in set(value) - set(schema.get("properties", {})):
+            _fill_defaults(value[key], extra, root)
+
+
+def validate(config: dict, schema: dict) -> dict:
+    """Check ``config`` against the JSON schema and return a copy with every default filled in.
+
+    The error names the offending key as a dotted path, e.g. ``tasks.sst2.lr``.
+    """
+    import jsonschema
+
+    config = copy.deepcopy(config)
+    errors = sorted(jsonschema.Draft7Validator(schema).iter_errors(config), key=lambda e: list(e.path))
+    if errors:
+        err = min(errors, key=lambda e: len(e.path))
+        best = jsonschema.exceptions.best_match([err])
+        where = ".".join(str(p) for p in best.absolute_path) or "(top level)"
+        hint = ""
+        if best.validator == "additionalProperties":
+            node = _resolve(best.schema, schema)
+            allowed = sorted(node.get("properties", {}))
+            if allowed:
+                hint = f"; allowed keys here: {', '.join(allowed)}"
+        raise ConfigError(f"config key {where}: {best.message}{hint}")
+    _fill_defaults(config, schema, schema)
+    check_names(config)
+    return config

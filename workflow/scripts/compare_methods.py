@@ -1,0 +1,17 @@
+"""Every method against the baseline method, paired by example over seeds (parquet and CSV)."""
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(snakemake.scriptdir).parents[1] / "src"))
+from icl_gd.runtime import log_to
+
+log_to(snakemake.log[0])
+from icl_gd import scoring
+
+stats = snakemake.params.statistics
+scoring.write_comparisons(
+    snakemake.input.examples, snakemake.output.table, snakemake.output.csv, stats["baseline_method"],
+    n_boot=stats["n_boot"], n_perm=stats["n_permutations"], level=stats["ci_level"],
+    significance=stats["significance_level"], seed=stats["seed"],
+)
