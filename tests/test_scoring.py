@@ -81,7 +81,7 @@ def test_tidy_columns_and_types(table):
     similarities = ["simaou", "simaou_norm", "simam_before", "simam_after", "simam_delta"]
     per_layer = similarities + ["simaou_random", "simaou_random_gaussian"] + [f"{m}_f2t" for m in similarities]
     scalars = ["acc_zsl", "acc_icl", "acc_ft", "rec2ftp", "jaccard_all", "jaccard_correct", "jaccard_incorrect",
-               "n_f2t"]
+               "n_f2t"] + [f"changes_{p}_{c}" for c in ("correct", "incorrect") for p in ("icl_only", "ft_only", "both")]
     assert len(table) == len(scalars) + 3 * len(per_layer)  # layers 0, 1 and the mean
     for metric in per_layer:
         layers = table[table.metric == metric].layer
@@ -182,7 +182,7 @@ def test_aggregate_of_scored_runs(tmp_path):
     summary = scoring.write_aggregates(paths, tmp_path / "runs.parquet", tmp_path / "summary.parquet", tmp_path / "summary.csv")
     acc = summary[summary.metric == "acc_icl"].iloc[0]
     assert acc["mean"] == 0.75 and acc["std"] == 0.0 and acc["n"] == 2
-    assert len(summary) == 8 + 3 * 12
+    assert len(summary) == 14 + 3 * 12
     runs = pd.read_parquet(tmp_path / "runs.parquet")
     assert len(runs) == 2 * len(summary) and str(runs.layer.dtype) == "Int64"
     csv = pd.read_csv(tmp_path / "summary.csv")
@@ -207,7 +207,8 @@ def test_f2t_metrics_use_only_the_f2t_examples(table):
 
 def test_intervals_bracket_the_run_values(table):
     rows = table[table.ci_low.notna()]
-    assert set(table[table.ci_low.isna()].metric) <= {"n_f2t", "rec2ftp"} | {m for m in table.metric if m.endswith("_f2t")}
+    counts = {m for m in table.metric if m.startswith("changes_")} | {"n_f2t"}
+    assert set(table[table.ci_low.isna()].metric) <= counts | {"rec2ftp"} | {m for m in table.metric if m.endswith("_f2t")}
     assert ((rows.ci_low <= rows.value + 1e-12) & (rows.value <= rows.ci_high + 1e-12)).all()
     acc = table[(table.metric == "acc_icl")].iloc[0]
     assert 0.0 <= acc.ci_low <= 0.75 <= acc.ci_high <= 1.0
@@ -328,3 +329,22 @@ def test_sign_flip_test_hand_cases(caplog):
 def test_write_comparisons_without_baseline_is_an_empty_table(tmp_path):
     table = scoring.write_comparisons([], tmp_path / "c.parquet", tmp_path / "c.csv", None)
     assert table.empty and list(pd.read_csv(tmp_path / "c.csv").columns) == list(table.columns)
+
+
+def test_prediction_change_partition_hand_case():
+    # gold 0 everywhere; ZSL predicts 1 on examples 0-3, 0 on 4-5
+    gold = np.zeros(6, dtype=np.int16)
+    zsl = np.array([1, 1, 1, 1, 0, 0])
+    icl = np.array([0, 0, 1, 2, 2, 0])  # correct changes 0, 1; incorrect 3 (to 2), 4 (to 2)
+    ft = np.array([0, 1, 1, 2, 1, 1])   # correct change 0; incorrect 3 (to 2), 4 (to 1), 5 (to 1)
+    meta = {"model": "m", "variant": "trained", "task": "t", "seed": 1, "method": "gd", "baseline": None}
+    ex = scoring.RunExamples(meta, np.arange(6), gold, zsl, icl, ft, {})
+    changes = scoring.prediction_changes(ex)
+    assert changes == {
+        "changes_icl_only_correct": 1.0, "changes_ft_only_correct": 0.0, "changes_both_correct": 1.0,
+        # example 3: both to label 2; example 4: both changed, to different wrong labels
+        "changes_icl_only_incorrect": 1.0, "changes_ft_only_incorrect": 2.0, "changes_both_incorrect": 1.0,
+    }
+    for subset in ("correct", "incorrect"):
+        parts = [changes[f"changes_{p}_{subset}"] for p in ("icl_only", "ft_only", "both")]
+        assert parts[2] / sum(parts) == pytest.approx(metrics.jaccard(zsl, icl, ft, gold, subset=subset))

@@ -139,6 +139,7 @@ def point_scores(ex: RunExamples) -> dict[str, float | np.ndarray]:
             scores[name] = float("nan")
         else:
             scores[name] = float(num.sum() / den.sum())
+    scores.update(prediction_changes(ex))
     f2t = ex.f2t
     scores["n_f2t"] = float(f2t.sum())
     if not f2t.any():
@@ -152,6 +153,27 @@ def point_scores(ex: RunExamples) -> dict[str, float | np.ndarray]:
         else:
             scores[name] = np.full(values.shape[1], np.nan)
     return scores
+
+
+def prediction_changes(ex: RunExamples) -> dict[str, float]:
+    """The partition of paper 003 Fig. 1, as numbers of examples: the changes of the ZSL prediction
+    whose new label is right (``correct``) or wrong (``incorrect``), made by ICL only, FT only, or
+    by both to the same label. With the Jaccard index's sets (:func:`metrics.jaccard_terms`):
+    both = |D_ICL ∩ D_FT|, ICL only = |D_ICL| − both, FT only = |D_FT| − both, so that
+    J = both / (ICL only + FT only + both)."""
+    preds = (ex.pred_zsl, ex.pred_icl, ex.pred_ft, ex.gold)
+    changes = {}
+    for subset in ("correct", "incorrect"):
+        both, union = metrics.jaccard_terms(*preds, subset=subset)
+        right = ex.gold if subset == "correct" else None
+        changed = {}
+        for name, pred in (("icl", ex.pred_icl), ("ft", ex.pred_ft)):
+            moved = pred != ex.pred_zsl
+            changed[name] = moved & (pred == right) if subset == "correct" else moved & (pred != ex.gold)
+        changes[f"changes_icl_only_{subset}"] = float(changed["icl"].sum() - both.sum())
+        changes[f"changes_ft_only_{subset}"] = float(changed["ft"].sum() - both.sum())
+        changes[f"changes_both_{subset}"] = float(both.sum())
+    return changes
 
 
 def bootstrap_scores(ex: RunExamples, counts: np.ndarray) -> dict[str, np.ndarray]:
