@@ -126,7 +126,8 @@ def expected_counts(config: dict) -> dict[str, int]:
         "extract_base": n_models * n_runs_seeds * base_settings,
         "finetune_and_extract": n_models * n_runs_seeds * trained_methods,
         "score_run": n_models * n_runs_seeds * trained_methods,
-        "aggregate_metrics": 1, "compare_methods": 1, "tables": 1, "figures": 1, "all": 1,
+        "aggregate_metrics": 1, "compare_methods": 1, "data_statistics": 1, "figures": 1, "all": 1,
+        "table": 9,
     }
 
 
@@ -142,9 +143,11 @@ def test_paper_dry_run_job_counts(dry_run):
         "extract_base": 6 * 3 * (3 * 2 + 1),  # 126
         "finetune_and_extract": 6 * 3 * (4 + 1 + 1),  # 108
         "score_run": 108,
-        "aggregate_metrics": 1, "compare_methods": 1, "tables": 1, "figures": 1, "all": 1,
+        "aggregate_metrics": 1, "compare_methods": 1, "data_statistics": 1, "figures": 1, "all": 1,
+        # paper 003 Tables 1-3, paper 001 Tables 1-3, paper 002, comparisons, intervals
+        "table": 9,
     }
-    assert sum(counts.values()) == 356
+    assert sum(counts.values()) == 365
     # the printed job blocks agree with the table
     assert Counter(rule for rule, _ in planned_jobs(dry_run)) == Counter(counts)
 
@@ -200,3 +203,9 @@ def test_paper_dry_run_scores_alpha_against_gd(dry_run):
             assert len(caches) == 4 and caches[-1].endswith("/gd.parquet") and f"/{variant}/" in caches[-1], inputs
             seen.add(method)
     assert seen == {"lcgd", "lcgd_clip", "gd_switched"}
+
+
+def test_paper_dry_run_plans_every_paper_table(dry_run):
+    tables = {fields["wildcards"].removeprefix("table=") for rule, fields in planned_jobs(dry_run) if rule == "table"}
+    assert tables == {"accuracy", "methods", "variants", "data", "intervals", "layer_causal", "clipping",
+                      "paper002", "comparisons"}

@@ -348,3 +348,27 @@ def test_prediction_change_partition_hand_case():
     for subset in ("correct", "incorrect"):
         parts = [changes[f"changes_{p}_{subset}"] for p in ("icl_only", "ft_only", "both")]
         assert parts[2] / sum(parts) == pytest.approx(metrics.jaccard(zsl, icl, ft, gold, subset=subset))
+
+
+def test_data_statistics_counts_tokens_from_the_caches(tmp_path):
+    from icl_gd import cache
+
+    def write(setting, query_len, n_context):
+        n = len(query_len)
+        meta = {"model": "tiny", "variant": "trained", "task": "cb", "seed": 3, "setting": setting,
+                "record_position": "label_word", "k": 4, "true_k": 3}
+        cache.write_cache(tmp_path / f"{setting}.parquet", meta, example_id=np.arange(n), gold=np.zeros(n),
+                          label_logprobs=np.zeros((n, 2)), query_len=np.array(query_len),
+                          attn_out=np.zeros((n, 1, 2)), attn_scores=np.zeros((n, 1, 1, max(query_len))),
+                          context_scores=np.zeros((n, 1, n_context)))
+        return str(tmp_path / f"{setting}.parquet")
+
+    splits = {}
+    for split, n in (("train", 7), ("eval", 5)):
+        pd.DataFrame({"text": ["x"] * n}).to_parquet(tmp_path / f"{split}.parquet")
+        splits[split] = str(tmp_path / f"{split}.parquet")
+    paths = {**splits, "zsl": write("zsl", [5, 7, 9], 1), "icl": write("icl", [5, 7, 9], 40)}
+    stats = scoring.data_statistics({"cb": paths}).iloc[0]
+    assert (stats.n_train, stats.n_eval, stats.n_evaluated) == (7, 5, 3)
+    assert stats.prompt_tokens == 6.0  # mean query keys 7, less the recorded label word
+    assert stats.icl_tokens == 46.0 and (stats.true_k, stats.k) == (3, 4)

@@ -192,6 +192,80 @@ def test_methods_table_average_and_partial(summary):
     assert ("SimAOU (GD)", "CB") not in best
 
 
+def test_methods_table_random_baseline_rows_come_first(summary):
+    rows = [_summary_row("trained", "sst2", "gd", "simaou_random", 0.0016),
+            _summary_row("trained", "sst2", "lcgd", "simaou_random", 0.5)]  # not read: first method's
+    t = tables.methods_table(pd.concat([summary, _frame(rows)]), MODEL, baselines=tables.RANDOM_BASELINES)
+    assert list(t.index[:2]) == ["Random SimAOU", "Random SimAOU (Gaussian)"]
+    assert t.loc["Random SimAOU", "SST2"] == "0.00 ± 0.01" and t.loc["Random SimAOU", "CB"] == "—"
+    assert t.loc["Random SimAOU (Gaussian)"].eq("—").all()
+
+
+def test_layer_causal_table_is_paper_003_table_2(summary):
+    rows = [_summary_row("trained", t, "gd", "simaou_random", v) for t, v in (("sst2", 0.0016), ("cb", 0.0037))]
+    rows += [_summary_row("trained", "sst2", "gd", "simam_before", 0.5546),
+             _summary_row("trained", "cb", "gd", "simam_before", 0.1524)]
+    t = tables.layer_causal_table(pd.concat([summary, _frame(rows)]), MODEL, "trained", "gd", ["lcgd"])
+    assert list(t.index) == ["SimAOU (Random)", "SimAOU (GD)", "SimAOU (LCGD)", "SimAM (ZSL)", "SimAM (GD)",
+                             "SimAM (LCGD)"]
+    assert list(t.columns) == ["SST2", "CB", "Average"]
+    assert t.loc["SimAOU (GD)", "SST2"] == "0.1100 ± 0.0100"  # SimAOU_norm, 4 decimals
+    assert t.loc["SimAM (LCGD)", "CB"] == "0.0400 ± 0.0100"
+    assert t.loc["SimAM (ZSL)", "Average"] == "0.3535"
+    best = _best(t)
+    assert ("SimAOU (LCGD)", "SST2") in best and ("SimAOU (GD)", "SST2") not in best
+    assert ("SimAM (GD)", "SST2") in best and ("SimAM (ZSL)", "SST2") not in best  # ZSL competes
+    assert not any(key == "SimAOU (Random)" for key, _ in best)  # alone in its group
+
+
+def test_intervals_table_cells():
+    rows = [{**_summary_row("trained", "sst2", "gd", "simaou_norm", 0.11), "ci_low": 0.09, "ci_high": 0.135},
+            {**_summary_row("trained", "sst2", "gd", "acc_ft", 0.74), "ci_low": 0.70, "ci_high": 0.78},
+            {**_summary_row("trained", "cb", "gd", "acc_ft", 0.5), "ci_low": np.nan, "ci_high": np.nan}]
+    t = tables.intervals_table(_frame(rows), MODEL, "trained", ["gd", "lcgd"], metrics=("acc_ft", "simaou_norm"))
+    assert t.loc[("SimAOU_norm", "GD"), "SST2"] == "0.11 [0.09, 0.14]"
+    assert t.loc[("FT Accuracy (%)", "GD"), "SST2"] == "74.00 [70.00, 78.00]"
+    assert t.loc[("FT Accuracy (%)", "GD"), "CB"] == "50.00"  # no interval: the mean alone
+    assert t.loc[("SimAOU_norm", "LCGD")].eq("—").all()
+    with pytest.raises(ValueError, match="no ci_low"):
+        tables.intervals_table(_frame(rows).drop(columns=["ci_low", "ci_high"]), MODEL)
+
+
+def test_comparisons_table_marks_significant_differences():
+    base = {"model": MODEL, "variant": "trained", "method": "lcgd", "baseline": "gd", "n_seeds": 2, "n_examples": 50}
+    frame = pd.DataFrame([
+        {**base, "task": "sst2", "metric": "simaou_norm", "diff": 0.1204, "ci_low": 0.05, "ci_high": 0.2,
+         "p_value": 0.001, "significant": True},
+        {**base, "task": "cb", "metric": "simaou_norm", "diff": -0.01, "ci_low": -0.05, "ci_high": 0.03,
+         "p_value": 0.6, "significant": False},
+        {**base, "task": "sst2", "metric": "acc_ft", "diff": -0.02, "ci_low": -0.04, "ci_high": 0.0,
+         "p_value": 0.2, "significant": False},
+    ])
+    t = tables.comparisons_table(frame, MODEL, "trained", metrics=("acc_ft", "simaou_norm"))
+    assert list(t.index) == [("FT Accuracy (%)", "LCGD − GD"), ("SimAOU_norm", "LCGD − GD")]
+    assert list(t.columns) == ["SST2", "CB"]
+    assert t.loc[("SimAOU_norm", "LCGD − GD"), "SST2"] == "+0.120 [+0.050, +0.200]*"
+    assert t.loc[("SimAOU_norm", "LCGD − GD"), "CB"] == "-0.010 [-0.050, +0.030]"
+    assert t.loc[("FT Accuracy (%)", "LCGD − GD"), "SST2"] == "-2.000 [-4.000, +0.000]"
+    assert t.loc[("FT Accuracy (%)", "LCGD − GD"), "CB"] == "—"
+    assert "p < 0.05" in t.attrs["footnotes"][0]
+    assert "LCGD − GD" in tables.to_markdown(t) and r"	extbf" not in tables.to_latex(t)
+
+
+def test_data_table_is_paper_001_table_3():
+    stats = pd.DataFrame([
+        {"task": "cb", "n_train": 250, "n_eval": 56, "n_evaluated": 56, "prompt_tokens": 80.5,
+         "icl_tokens": 1500.25, "true_k": 20, "k": 32},
+        {"task": "sst2", "n_train": 67349, "n_eval": 872, "n_evaluated": 872, "prompt_tokens": 25.123,
+         "icl_tokens": np.nan, "true_k": np.nan, "k": 32},
+    ])
+    t = tables.data_table(stats)
+    assert list(t.index) == ["SST2", "CB"]
+    assert t.loc["SST2", "# Train"] == "67,349" and t.loc["SST2", "Avg. # of Tokens"] == "25.12"
+    assert t.loc["CB", "Demonstrations (true k / k)"] == "20 / 32"
+    assert t.loc["SST2", "Avg. ICL Prompt Tokens"] == "—"
+
+
 def test_methods_table_without_any_data_row(summary):
     t = tables.methods_table(summary, MODEL, metrics=("simaou_random",))
     assert (t == "—").all().all()
@@ -200,7 +274,7 @@ def test_methods_table_without_any_data_row(summary):
 
 
 def test_accuracy_table_percent(summary):
-    t = tables.accuracy_table(summary, MODEL, metrics=(*tables.ACCURACY_METRICS, "rec2ftp"))
+    t = tables.accuracy_table(summary, MODEL)  # Rec2FTP is a default row
     assert list(t.columns) == ["SST2", "CB"]
     assert t.loc["ZSL Accuracy (%)", "SST2"] == "70.0 ± 1.0"
     assert t.loc["ICL Accuracy (%)", "SST2"] == "92.5 ± 1.0"

@@ -181,6 +181,57 @@ def test_report_tables_and_figures(finished_run):
         assert (finished_run / f"reports/figures/{stem}.pdf").read_bytes()[:5] == b"%PDF-"
 
 
+def _csv(finished_run, stem):
+    return pd.read_csv(finished_run / f"reports/tables/{stem}.csv", dtype=str, keep_default_na=False)
+
+
+def _cell(mean, std, decimals):
+    text = f"{mean:.{decimals}f}" + ("" if np.isnan(std) else f" ± {std:.{decimals}f}")
+    return text.replace("-0.00 ", "0.00 ")
+
+
+@pytest.mark.slow
+def test_every_table_agrees_with_the_aggregated_metrics(finished_run):
+    summary = pd.read_parquet(finished_run / "results/metrics/summary.parquet")
+    run_level = summary[summary.layer.isna()].set_index(["variant", "method", "metric", "task"])
+    tables = {p.stem for p in (finished_run / "reports/tables").glob("*.csv")}
+    assert tables == {"accuracy", "methods", "variants", "intervals", "data", "layer_causal", "comparisons"}
+
+    layer_causal = _csv(finished_run, "layer_causal").set_index("Metric")
+    assert list(layer_causal.columns) == ["SST2", "CB", "Average"]
+    assert list(layer_causal.index) == ["SimAOU (Random)", "SimAOU (GD)", "SimAOU (LCGD)", "SimAM (ZSL)",
+                                        "SimAM (GD)", "SimAM (LCGD)"]
+    for label, method, metric in (("SimAOU (LCGD)", "lcgd", "simaou_norm"), ("SimAM (ZSL)", "gd", "simam_before")):
+        for task, column in (("sst2", "SST2"), ("cb", "CB")):
+            row = run_level.loc[("trained", method, metric, task)]
+            assert layer_causal.loc[label, column].rstrip("†") == _cell(row["mean"], row["std"], 4)
+
+    accuracy = _csv(finished_run, "accuracy").set_index("Metric")
+    row = run_level.loc[("trained", "gd", "rec2ftp", "cb")]
+    expected = "—" if np.isnan(row["mean"]) else _cell(row["mean"], row["std"], 1)
+    assert accuracy.loc["Rec2FTP (%)", "CB"].rstrip("†") == expected  # † where a seed had no FT fix
+
+    methods = _csv(finished_run, "methods").set_index("Metric")
+    assert list(methods.index[:2]) == ["Random SimAOU", "Random SimAOU (Gaussian)"]
+    row = run_level.loc[("trained", "gd", "simaou_random", "sst2")]
+    assert methods.loc["Random SimAOU", "SST2"] == _cell(row["mean"], row["std"], 2)
+
+    comparisons = pd.read_parquet(finished_run / "results/metrics/comparisons.parquet").set_index(["metric", "task"])
+    table = _csv(finished_run, "comparisons").set_index(["Metric", "Comparison"])
+    one = comparisons.loc[("simam_delta", "cb")]
+    cell = table.loc[("SimAM_delta", "LCGD − GD"), "CB"]
+    assert cell.startswith(f"{one['diff']:+.3f}") and cell.endswith("*") == bool(one["significant"])
+
+    intervals = _csv(finished_run, "intervals").set_index(["Metric", "Method"])
+    row = run_level.loc[("trained", "lcgd", "simam_delta", "sst2")]
+    assert intervals.loc[("SimAM_delta", "LCGD"), "SST2"] == f"{row['mean']:.2f} [{row['ci_low']:.2f}, {row['ci_high']:.2f}]".replace("-0.00", "0.00")
+
+    data = _csv(finished_run, "data").set_index("Task")
+    assert list(data.index) == ["SST2", "CB"] and (data["# Evaluated"] == "12").all()
+    assert (data["# Validation"] == "20").all() and (data["# Train"] == "40").all()
+    assert all(int(d.split(" / ")[1]) == TINY["k"] for d in data["Demonstrations (true k / k)"])
+
+
 @pytest.mark.slow
 def test_nothing_to_do_after_a_run_and_metric_edits_rerun_only_metrics(finished_run):
     assert jobs_planned(finished_run) == {}
@@ -191,7 +242,8 @@ def test_nothing_to_do_after_a_run_and_metric_edits_rerun_only_metrics(finished_
         planned = jobs_planned(finished_run)
     finally:
         metrics_py.write_text(original)
-    assert set(planned) == {"score_run", "aggregate_metrics", "compare_methods", "tables", "figures", "all"}
+    assert set(planned) == {"score_run", "aggregate_metrics", "compare_methods", "data_statistics", "table",
+                            "figures", "all"}
     assert planned["score_run"] == 12
 
 

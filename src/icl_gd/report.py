@@ -15,9 +15,15 @@ from . import figures, tables
 log = logging.getLogger(__name__)
 
 CAPTIONS = {
-    "accuracy": "ZSL / FT / ICL accuracy and Jaccard index of prediction changes (%), after paper 003 Table 1.",
-    "methods": "Similarity of ICL and finetuning per method, layer mean, mean ± std over seeds, after paper 001 Table 2.",
+    "accuracy": "ZSL / FT / ICL accuracy, Jaccard index of prediction changes and Rec2FTP (%), after paper 003 Table 1.",
+    "methods": "Similarity of ICL and finetuning per method, layer mean, mean ± std over seeds, after paper 001 Table 2, with the random SimAOU baselines.",
     "variants": "SimAOU and SimAM_delta of GD for trained and untrained models, after paper 001 Table 1.",
+    "layer_causal": "SimAOU (normalised, as the reference reports it) and SimAM of standard and layer-causal finetuning, after paper 003 Table 2.",
+    "clipping": "Layer-causal finetuning with gradient clipping against standard finetuning, after paper 003 Table 3.",
+    "paper002": "Label-switched and linearized finetuning against their plain counterparts (paper 002): accuracies (%) and similarities.",
+    "comparisons": "Each method minus the baseline method, paired by example, with 95% bootstrap intervals; * marks p < the significance level.",
+    "intervals": "Layer-mean scores with 95% bootstrap intervals over the evaluation examples (mean over seeds).",
+    "data": "Data statistics with the model's own token counts and the sizes actually evaluated, after paper 001 Table 3.",
 }
 
 
@@ -29,17 +35,43 @@ def _stems(outputs: list[str]) -> dict[str, Path]:
     return stems
 
 
-def write_tables(summary_path: str, outputs: list[str], *, model: str, methods: list[str], variant: str, n_seeds: int) -> None:
-    summary = pd.read_parquet(summary_path)
-    first = methods[0]
+def build_table(name: str, inputs: dict, *, model: str, variant: str, methods: list[str], n_seeds: int,
+                baseline: str | None = None, layer_causal=(), clipped=(), paper002=(),
+                significance: float = 0.05, **_) -> pd.DataFrame:
+    """The table ``name`` of the report, from the files in ``inputs`` (summary, comparisons or
+    data statistics)."""
+    if name == "data":
+        return tables.data_table(pd.read_parquet(inputs["data"]))
+    if name == "comparisons":
+        return tables.comparisons_table(pd.read_parquet(inputs["comparisons"]), model, variant,
+                                        significance=significance)
+    summary = pd.read_parquet(inputs["summary"])
+    first = baseline or methods[0]
+    common = dict(n_seeds_expected=n_seeds)
     builders = {
-        "accuracy": lambda: tables.accuracy_table(summary, model, variant=variant, method=first, n_seeds_expected=n_seeds),
-        "methods": lambda: tables.methods_table(summary, model, variant=variant, methods=methods, n_seeds_expected=n_seeds),
-        "variants": lambda: tables.variants_table(summary, model, method=first, n_seeds_expected=n_seeds),
+        "accuracy": lambda: tables.accuracy_table(summary, model, variant=variant, method=first, **common),
+        "methods": lambda: tables.methods_table(summary, model, variant=variant, methods=methods,
+                                                baselines=tables.RANDOM_BASELINES, **common),
+        "variants": lambda: tables.variants_table(summary, model, method=first, **common),
+        "layer_causal": lambda: tables.layer_causal_table(summary, model, variant, first, layer_causal, **common),
+        "clipping": lambda: tables.layer_causal_table(summary, model, variant, first, clipped, **common),
+        "paper002": lambda: tables.methods_table(
+            summary, model, variant=variant, methods=list(paper002),
+            metrics=("acc_icl", "acc_ft", "simaou_norm", "simam_after", "simam_delta"), **common),
+        "intervals": lambda: tables.intervals_table(summary, model, variant, methods),
     }
-    for name, stem in _stems(outputs).items():
-        tables.write_table(builders[name](), stem, CAPTIONS[name] + f" Model: {model}.")
-        log.info("wrote table %s", stem)
+    if name not in builders:
+        raise ValueError(f"unknown table {name!r}; known: {sorted([*builders, 'data', 'comparisons'])}")
+    return builders[name]()
+
+
+def write_table(name: str, inputs: dict, output: str, *, configfiles=(), **params) -> None:
+    """Build the table ``name`` and write its .md, .tex and .csv beside ``output``."""
+    table = build_table(name, inputs, **params)
+    source = f" Model: {params['model']}, variant: {params['variant']}; config: {', '.join(configfiles)}."
+    stem = Path(output).with_suffix("")
+    tables.write_table(table, stem, CAPTIONS[name] + source)
+    log.info("wrote table %s", stem)
 
 
 def write_figures(runs_path: str, summary_path: str, outputs: list[str], *, model: str, methods: list[str], variant: str) -> None:

@@ -428,3 +428,38 @@ def write_comparisons(example_paths: list[str], parquet_path: str, csv_path: str
     _atomic_csv(table, csv_path)
     log.info("%d comparisons (%d significant)", len(table), int(table["significant"].sum()))
     return table
+
+
+# --------------------------------------------------------------------------------------------
+# data statistics (paper 001 Table 3, with real token counts)
+
+
+def data_statistics(tasks: dict[str, dict[str, str]]) -> pd.DataFrame:
+    """Per task, from its normalised splits and its ZSL and ICL caches (one seed):
+    ``{task: {"train": path, "eval": path, "zsl": cache, "icl": cache}}``.
+
+    ``prompt_tokens`` is the mean number of query tokens of the ZSL prompt in the model's own
+    tokenizer (the recorded query keys, less the label word where ``record_position`` is
+    ``label_word``); ``icl_tokens`` the mean length of the whole ICL prompt (context + query)."""
+    rows = []
+    for task, paths in tasks.items():
+        zsl = pq.read_table(paths["zsl"], columns=["query_len"])
+        zsl_meta = json.loads(zsl.schema.metadata[METADATA_KEY])
+        label_word = 1 if zsl_meta.get("record_position") == "label_word" else 0
+        query_len = zsl.column("query_len").to_numpy().astype(np.float64)
+        icl = pq.read_table(paths["icl"], columns=["query_len"])
+        icl_meta = json.loads(icl.schema.metadata[METADATA_KEY])
+        icl_len = icl.column("query_len").to_numpy().astype(np.float64) - label_word + icl_meta["n_context"]
+        rows.append({
+            "task": task,
+            "n_train": pq.read_metadata(paths["train"]).num_rows,
+            "n_eval": pq.read_metadata(paths["eval"]).num_rows,
+            "n_evaluated": zsl_meta["n_examples"],
+            "prompt_tokens": float(np.mean(query_len - label_word)),
+            "icl_tokens": float(np.mean(icl_len)),
+            "true_k": icl_meta.get("true_k"),
+            "k": icl_meta.get("k"),
+            "seed": zsl_meta["seed"],
+            "model": zsl_meta["model"],
+        })
+    return pd.DataFrame(rows)

@@ -54,6 +54,10 @@ __all__ = [
     "variants_table",
     "methods_table",
     "accuracy_table",
+    "layer_causal_table",
+    "comparisons_table",
+    "intervals_table",
+    "data_table",
     "to_markdown",
     "to_latex",
     "write_table",
@@ -67,6 +71,7 @@ _METRIC_LABELS = {
     "simaou": "SimAOU",
     "simaou_norm": "SimAOU_norm",
     "simaou_random": "Random SimAOU",
+    "simaou_random_gaussian": "Random SimAOU (Gaussian)",
     "simam_before": "SimAM_before",
     "simam_after": "SimAM_after",
     "simam_delta": "SimAM_delta",
@@ -91,8 +96,11 @@ PAPER_VARIANTS: tuple[str, ...] = ("trained", "trained_embeddings", "untrained")
 
 # Paper 003 Table 1 rows, in order.
 ACCURACY_METRICS: tuple[str, ...] = (
-    "acc_zsl", "acc_ft", "acc_icl", "jaccard_all", "jaccard_correct", "jaccard_incorrect",
+    "acc_zsl", "acc_ft", "acc_icl", "jaccard_all", "jaccard_correct", "jaccard_incorrect", "rec2ftp",
 )
+# The random SimAOU baselines shown above the similarity rows (they depend on ZSL and ICL only).
+RANDOM_BASELINES: tuple[str, ...] = ("simaou_random", "simaou_random_gaussian")
+SIGNIFICANT_MARK = "*"
 # Accuracy-table metrics that are fractions in the summary (shown in percent); rec2ftp is
 # already a percentage.
 _FRACTION_METRICS = frozenset(
@@ -323,6 +331,7 @@ def methods_table(
     methods: Sequence[str] = ("gd", "lcgd"),
     metrics: Sequence[str] = ("simaou_norm", "simaou", "simam_after", "simam_delta"),
     *,
+    baselines: Sequence[str] = (),
     tasks: Sequence[str] | None = None,
     n_seeds_expected: int | None = None,
     decimals: int = 2,
@@ -332,15 +341,22 @@ def methods_table(
 
     "Average" is the mean of the task means (``average_decimals`` places, 3 as in the paper);
     a row with some tasks missing averages the others and is marked ‡. The paper's "SimAM" is
-    cos(m_ICL, m_FT), i.e. ``simam_after``.
+    cos(m_ICL, m_FT), i.e. ``simam_after``. ``baselines`` (e.g. :data:`RANDOM_BASELINES`) are
+    rows of their own above, read from the first method's runs. Accuracies and Jaccard indexes
+    are shown in percent.
     """
     df = _run_level(summary, model)
     rows = [
+        {"key": metric_label(metric), "group": metric, "lookup": (variant, methods[0], metric), "scale": 1.0}
+        for metric in baselines
+        if methods
+    ]
+    rows += [
         {
             "key": f"{metric_label(metric)} ({method_label(method)})",
             "group": metric,
             "lookup": (variant, method, metric),
-            "scale": 1.0,
+            "scale": 100.0 if metric in _FRACTION_METRICS else 1.0,
         }
         for metric in metrics
         for method in methods
@@ -392,6 +408,153 @@ def accuracy_table(
         index_names=("Metric",),
         caption_hint="accuracy",
     )
+
+
+def layer_causal_table(
+    summary: pd.DataFrame,
+    model: str,
+    variant: str = "trained",
+    ft: str = "gd",
+    layer_causal: Sequence[str] = ("lcgd",),
+    *,
+    tasks: Sequence[str] | None = None,
+    n_seeds_expected: int | None = None,
+    decimals: int = 4,
+    average_decimals: int = 4,
+) -> pd.DataFrame:
+    """Paper 003 Table 2 (``layer_causal`` = the unclipped layer-causal methods) and Table 3
+    (``layer_causal`` = the clipped ones): SimAOU (Random), SimAOU per method, SimAM (ZSL) and
+    SimAM per method, columns tasks + Average, four decimals as in the paper.
+
+    Paper 003 reports the reference's "SimAOU", which is SimAOU_norm here (PROTOCOL.md); its
+    SimAM (ZSL) is cos(m_ICL, m_ZSL) (``simam_before``), SimAM (method) cos(m_ICL, m_method).
+    Best values are marked among the SimAOU rows and among the SimAM rows (ZSL included).
+    """
+    df = _run_level(summary, model)
+    methods = [ft, *layer_causal]
+    rows = [{"key": "SimAOU (Random)", "group": "random", "lookup": (variant, ft, "simaou_random"), "scale": 1.0}]
+    rows += [
+        {"key": f"SimAOU ({method_label(m)})", "group": "simaou", "lookup": (variant, m, "simaou_norm"), "scale": 1.0}
+        for m in methods
+    ]
+    rows += [{"key": "SimAM (ZSL)", "group": "simam", "lookup": (variant, ft, "simam_before"), "scale": 1.0}]
+    rows += [
+        {"key": f"SimAM ({method_label(m)})", "group": "simam", "lookup": (variant, m, "simam_after"), "scale": 1.0}
+        for m in methods
+    ]
+    return _build(
+        _lookup(df), rows, _tasks_for(df, tasks), decimals=decimals, n_seeds_expected=n_seeds_expected,
+        average_decimals=average_decimals, index_names=("Metric",), caption_hint="layer_causal",
+    )
+
+
+def intervals_table(
+    summary: pd.DataFrame,
+    model: str,
+    variant: str = "trained",
+    methods: Sequence[str] = ("gd",),
+    metrics: Sequence[str] = ("acc_ft", "acc_icl", "rec2ftp", "simaou_norm", "simaou", "simam_after", "simam_delta"),
+    *,
+    tasks: Sequence[str] | None = None,
+    decimals: int = 2,
+) -> pd.DataFrame:
+    """Every run-level score with its bootstrap interval: rows (metric, method), columns tasks,
+    cells "mean [low, high]" (``ci_low``/``ci_high`` of the summary: the interval of the mean over
+    seeds, examples resampled within each seed). Accuracies in percent."""
+    df = _run_level(summary, model)
+    if "ci_low" not in df.columns:
+        raise ValueError("the summary has no ci_low / ci_high columns; rerun aggregate_metrics")
+    tasks = _tasks_for(df, tasks)
+    index = df.set_index(["variant", "method", "metric", "task"])
+    rows, keys = [], []
+    for metric in metrics:
+        scale = 100.0 if metric in _FRACTION_METRICS else 1.0
+        for method in methods:
+            cells = []
+            for task in tasks:
+                key = (variant, method, metric, task)
+                if key not in index.index or pd.isna(index.loc[key, "mean"]):
+                    cells.append(MISSING)
+                    continue
+                row = index.loc[key]
+                text = format_cell(row["mean"] * scale, decimals=decimals)
+                if not pd.isna(row["ci_low"]):
+                    text += f" [{_round(row['ci_low'] * scale, decimals):.{decimals}f}, {_round(row['ci_high'] * scale, decimals):.{decimals}f}]"
+                cells.append(text)
+            rows.append(cells)
+            keys.append((metric_label(metric), method_label(method)))
+    table = pd.DataFrame(rows, index=pd.MultiIndex.from_tuples(keys, names=["Metric", "Method"]) if keys else None,
+                         columns=[task_label(t) for t in tasks], dtype=object)
+    table.attrs.update(best=[], footnotes=[], table="intervals")
+    return table
+
+
+def comparisons_table(
+    comparisons: pd.DataFrame,
+    model: str,
+    variant: str = "trained",
+    metrics: Sequence[str] = ("acc_ft", "simaou_norm", "simaou", "simam_after", "simam_delta"),
+    *,
+    tasks: Sequence[str] | None = None,
+    significance: float = 0.05,
+    decimals: int = 3,
+) -> pd.DataFrame:
+    """Each method against the baseline, paired by example: rows (metric, "method − baseline"),
+    columns tasks, cells the mean difference with its bootstrap interval, marked with
+    :data:`SIGNIFICANT_MARK` where the sign-flip test's p-value is below ``significance``
+    (``comparisons.parquet``, :func:`icl_gd.scoring.compare_methods`). Accuracy in points (%)."""
+    df = comparisons[(comparisons["model"] == model) & (comparisons["variant"] == variant)]
+    tasks = list(tasks) if tasks is not None else order_tasks(df["task"].unique())
+    index = df.set_index(["method", "metric", "task"])
+    pairs = list(dict.fromkeys(zip(df["method"], df["baseline"])))
+    rows, keys = [], []
+    for metric in metrics:
+        scale = 100.0 if metric in _FRACTION_METRICS else 1.0
+        for method, baseline in pairs:
+            cells = []
+            for task in tasks:
+                key = (method, metric, task)
+                if key not in index.index or pd.isna(index.loc[key, "diff"]):
+                    cells.append(MISSING)
+                    continue
+                row = index.loc[key]
+                text = f"{_round(row['diff'] * scale, decimals):+.{decimals}f}"
+                if not pd.isna(row["ci_low"]):
+                    lo, hi = _round(row["ci_low"] * scale, decimals), _round(row["ci_high"] * scale, decimals)
+                    text += f" [{lo:+.{decimals}f}, {hi:+.{decimals}f}]"
+                if bool(row["significant"]):
+                    text += SIGNIFICANT_MARK
+                cells.append(text)
+            rows.append(cells)
+            keys.append((metric_label(metric), f"{method_label(method)} − {method_label(baseline)}"))
+    table = pd.DataFrame(rows, index=pd.MultiIndex.from_tuples(keys, names=["Metric", "Comparison"]) if keys else None,
+                         columns=[task_label(t) for t in tasks], dtype=object)
+    notes = [f"{SIGNIFICANT_MARK} p < {significance:g}, two-sided paired sign-flip test over examples "
+             "(per-example differences averaged over seeds); [95% bootstrap interval]"]
+    table.attrs.update(best=[], footnotes=notes if keys else [], table="comparisons")
+    return table
+
+
+def data_table(stats: pd.DataFrame) -> pd.DataFrame:
+    """Paper 001 Table 3 with real token counts: per task, the sizes of the splits, the number of
+    examples actually evaluated, the mean prompt length in the model's tokens (ZSL query prompt,
+    label word excluded), the mean ICL prompt length and the number of demonstrations that fit
+    (true k, of k). ``stats`` is :func:`icl_gd.scoring.data_statistics`'s frame."""
+    tasks = order_tasks(stats["task"])
+    by_task = stats.set_index("task")
+    columns = {
+        "# Train": lambda r: f"{int(r['n_train']):,}",
+        "# Validation": lambda r: f"{int(r['n_eval']):,}",
+        "# Evaluated": lambda r: f"{int(r['n_evaluated']):,}",
+        "Avg. # of Tokens": lambda r: f"{r['prompt_tokens']:.2f}",
+        "Avg. ICL Prompt Tokens": lambda r: MISSING if pd.isna(r["icl_tokens"]) else f"{r['icl_tokens']:.1f}",
+        "Demonstrations (true k / k)": lambda r: MISSING if pd.isna(r["true_k"]) else f"{int(r['true_k'])} / {int(r['k'])}",
+    }
+    body = [[fmt(by_task.loc[t]) for fmt in columns.values()] for t in tasks]
+    table = pd.DataFrame(body, index=pd.Index([task_label(t) for t in tasks], name="Task"),
+                         columns=list(columns), dtype=object)
+    table.attrs.update(best=[], footnotes=[], table="data")
+    return table
 
 
 # -------------------------------------------------------------------------------- rendering

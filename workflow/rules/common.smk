@@ -178,8 +178,58 @@ def report_methods():
     return config["variants"][report_variant()] or METHODS[:1]
 
 
-# paper 003 Table 1 (accuracy, Jaccard); paper 001 Table 2 (methods); paper 001 Table 1 (variants)
-TABLES = ["accuracy", "methods"] + (["variants"] if len(VARIANTS) > 1 else [])
+def report_baseline():
+    """The method the others are compared with in the report, if the report variant runs it."""
+    baseline = config["statistics"]["baseline_method"]
+    return baseline if baseline in report_methods() else None
+
+
+def _spec(method, **changes):
+    spec = {k: v for k, v in cfg.method_spec(config, method).items()}
+    spec.update(changes)
+    return spec
+
+
+def layer_causal_methods(clipped):
+    """The report variant's layer-causal methods on gold labels, with or without clipping."""
+    return [
+        m for m in report_methods()
+        if _spec(m)["kind"] == "lcgd" and _spec(m)["demo_labels"] == "gold"
+        and (_spec(m)["clip_grad_norm"] is not None) == clipped
+    ]
+
+
+def paper002_methods():
+    """Label-switched and linearized methods, each after its plain counterpart (the method whose
+    spec differs only in demo_labels / kind), as paper 002 compares them."""
+    ordered = []
+    for m in report_methods():
+        spec = _spec(m)
+        if spec["demo_labels"] == "gold" and spec["kind"] != "linearized":
+            continue
+        plain = _spec(m, demo_labels="gold", kind="gd" if spec["kind"] == "linearized" else spec["kind"])
+        twins = [p for p in report_methods() if p != m and _spec(p) == plain]
+        ordered += [p for p in twins[:1] if p not in ordered] + [m]
+    return ordered
+
+
+def report_tables():
+    """The tables that the config has data for."""
+    tables = ["accuracy", "methods", "intervals", "data"]  # 003 Table 1, 001 Table 2, CIs, 001 Table 3
+    if len(VARIANTS) > 1:
+        tables.append("variants")  # paper 001 Table 1
+    if report_baseline() and layer_causal_methods(clipped=False):
+        tables.append("layer_causal")  # paper 003 Table 2
+    if report_baseline() and layer_causal_methods(clipped=True):
+        tables.append("clipping")  # paper 003 Table 3
+    if paper002_methods():
+        tables.append("paper002")  # label switching and linearized FT
+    if report_baseline() and len(report_methods()) > 1:
+        tables.append("comparisons")
+    return tables
+
+
+TABLES = report_tables()
 # paper 001 Fig. 3 (per-layer similarity); accuracy per task
 FIGURES = ["per_layer", "accuracy"]
 
@@ -188,3 +238,29 @@ def report_outputs():
     return expand("reports/tables/{table}.{ext}", table=TABLES, ext=["md", "tex", "csv"]) + expand(
         "reports/figures/{figure}.{ext}", figure=FIGURES, ext=["png", "pdf"]
     )
+
+
+def data_statistics_files():
+    """Each task's splits, and its ZSL and ICL caches of the report's model and first seed."""
+    files = {}
+    for task in TASKS:
+        seed = cfg.task_seeds(config, task)[0]
+        base = f"results/activations/{report_model()}/{report_variant()}/{task}/seed{seed}"
+        files[task] = {
+            "train": f"resources/datasets/{task}/train.parquet",
+            "eval": f"resources/datasets/{task}/eval.parquet",
+            "zsl": f"{base}/zsl.parquet",
+            "icl": f"{base}/icl.parquet",
+        }
+    return files
+
+
+def table_inputs(wildcards):
+    inputs = {"code": REPORT_CODE}
+    if wildcards.table == "comparisons":
+        inputs["comparisons"] = "results/metrics/comparisons.parquet"
+    elif wildcards.table == "data":
+        inputs["data"] = "results/metrics/data_statistics.parquet"
+    else:
+        inputs["summary"] = "results/metrics/summary.parquet"
+    return inputs

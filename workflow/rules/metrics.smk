@@ -6,6 +6,7 @@ localrules:
     score_run,
     aggregate_metrics,
     compare_methods,
+    data_statistics,
 
 
 rule score_run:
@@ -62,3 +63,19 @@ rule compare_methods:
         "results/logs/compare_methods.log",
     script:
         "../scripts/compare_methods.py"
+
+
+rule data_statistics:
+    input:
+        files=[path for task in data_statistics_files().values() for path in task.values()],
+        code=METRICS_CODE,
+    output:
+        "results/metrics/data_statistics.parquet",
+    params:
+        tasks=data_statistics_files(),
+    conda:
+        "../../envs/analysis.yaml"
+    log:
+        "results/logs/data_statistics.log",
+    script:
+        "../scripts/data_statistics.py"

@@ -2,31 +2,39 @@
 
 
 localrules:
-    tables,
+    table,
     figures,
 
 
-rule tables:
+rule table:
     input:
-        summary="results/metrics/summary.parquet",
-        code=REPORT_CODE,
+        unpack(table_inputs),
     output:
         report(
-            expand("reports/tables/{table}.{ext}", table=TABLES, ext=["md", "tex", "csv"]),
+            multiext("reports/tables/{table}", ".md", ".tex", ".csv"),
             caption="../report/tables.rst",
             category="Tables",
+            labels={"table": "{table}", "format": "md / tex / csv"},
         ),
+    wildcard_constraints:
+        table="|".join(TABLES),
     params:
         model=report_model(),
         variant=report_variant(),
         methods=report_methods(),
         n_seeds=max(len(cfg.task_seeds(config, t)) for t in TASKS),
+        baseline=report_baseline(),
+        layer_causal=layer_causal_methods(clipped=False),
+        clipped=layer_causal_methods(clipped=True),
+        paper002=paper002_methods(),
+        significance=config["statistics"]["significance_level"],
+        configfiles=[Path(f).name for f in workflow.configfiles] or ["config.yaml"],
     conda:
         "../../envs/analysis.yaml"
     log:
-        "results/logs/tables.log",
+        "results/logs/table/{table}.log",
     script:
-        "../scripts/tables.py"
+        "../scripts/table.py"
 
 
 rule figures:

@@ -1,4 +1,4 @@
-"""Render the papers' tables from the aggregated metrics (Markdown, LaTeX, CSV)."""
+"""Render one of the papers' tables (Markdown, LaTeX, CSV)."""
 
 import sys
 from pathlib import Path
@@ -9,4 +9,4 @@ from icl_gd.runtime import log_to
 log_to(snakemake.log[0])
 from icl_gd import report
 
-report.write_tables(snakemake.input.summary, snakemake.output, **snakemake.params)
+report.write_table(snakemake.wildcards.table, dict(snakemake.input.items()), snakemake.output[0], **snakemake.params)

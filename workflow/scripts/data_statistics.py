@@ -1,0 +1,12 @@
+"""Per task: split sizes, examples evaluated and prompt lengths in the model's tokens."""
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(snakemake.scriptdir).parents[1] / "src"))
+from icl_gd.runtime import log_to
+
+log_to(snakemake.log[0])
+from icl_gd import cache, scoring
+
+cache.atomic_write_frame(scoring.data_statistics(snakemake.params.tasks), snakemake.output[0])
