@@ -17,6 +17,7 @@ does, and checks once, on a probe sequence, that it computes what the class's ow
 from __future__ import annotations
 
 import contextlib
+import logging
 import types
 
 import torch
@@ -26,7 +27,9 @@ from transformers import AttentionInterface
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, AttentionMaskInterface
 
-from .models import UnsupportedModelError, decoder_layers
+from .models import UnsupportedModelError
+
+log = logging.getLogger(__name__)
 
 CAPTURE_IMPLEMENTATION = "icl_gd_capture"
 
@@ -209,6 +212,7 @@ def _route_xglm(model) -> list[nn.Module]:
         module.forward = types.MethodType(_xglm_self_attention, module)
     if modules:  # the mask is then built for SDPA: none where causal alone does, the fast path
         model.config._attn_implementation = CAPTURE_IMPLEMENTATION
+        log.info("%s: attention of %d layers re-routed through the recorder", type(model).__name__, len(modules))
     return modules
 
 
