@@ -130,10 +130,12 @@ def _prefix_attention(query, key, value, prefix_keys, prefix_values, attention_m
     value = _repeat_kv(value, heads)
     scale = d_head**-0.5 if scaling is None else scaling
     rows = query.transpose(0, 1).reshape(heads, batch * q_len, d_head)
-    s_prefix = (torch.bmm(rows, prefix_keys[0].transpose(1, 2)).float() * scale).view(heads, batch, q_len, -1)
+    # the prefix scores are the largest tensor here and attention over them is memory-bound:
+    # scale, shift and exponentiate them in place rather than through three fresh copies
+    s_prefix = torch.bmm(rows, prefix_keys[0].transpose(1, 2)).float().mul_(scale).view(heads, batch, q_len, -1)
     s_chunk = _masked_scores(query, key, attention_mask, scale)  # (batch, heads, q, q)
     top = torch.maximum(s_prefix.amax(-1).transpose(0, 1), s_chunk.amax(-1)).unsqueeze(-1)  # (b, h, q, 1)
-    e_prefix = (s_prefix - top.transpose(0, 1)).exp()  # (heads, batch, q, prefix)
+    e_prefix = s_prefix.sub_(top.transpose(0, 1)).exp_()  # (heads, batch, q, prefix)
     e_chunk = (s_chunk - top).exp()
     total = e_prefix.sum(-1).transpose(0, 1).unsqueeze(-1) + e_chunk.sum(-1, keepdim=True)
     from_prefix = torch.bmm(e_prefix.reshape(heads, batch * q_len, -1).to(value.dtype), prefix_values[0])
