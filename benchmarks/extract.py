@@ -1,9 +1,11 @@
 """Extraction speed: examples/s per setting, the shared-prefix ICL path against the naive one.
 
     python benchmarks/extract.py                       # GPT-2-small shape, CPU, float32
+    python benchmarks/extract.py --arch xglm           # the same shape, the reference's architecture
     python benchmarks/extract.py --shape 1.3b --dtype bfloat16 --device cuda
 
-A randomly initialised model of the chosen shape (nothing is downloaded), random token ids in
+A randomly initialised model of the chosen shape and architecture (GPT-2, or XGLM, whose
+attention the recorder re-routes; nothing is downloaded), random token ids in
 place of text: ``--prefix-tokens`` of demonstrations and ``--query-tokens`` per query, the shape
 of the reference's 32-demonstration prompts. Prints examples/s for ZSL, cached ICL, naive ICL
 (every example runs the whole prefix, as the reference did) and finetuning steps/s for GD and
@@ -38,10 +40,10 @@ PEAK_FLOPS = {
 }
 
 
-def build(shape: str, dtype: torch.dtype, device: torch.device):
+def build(shape: str, arch: str, dtype: torch.dtype, device: torch.device):
     layers, width, heads, context = SHAPES[shape]
     torch.manual_seed(0)
-    if shape == "1.3b":
+    if arch == "xglm":
         config = XGLMConfig(vocab_size=50261, d_model=width, num_layers=layers, attention_heads=heads,
                             ffn_dim=4 * width, max_position_embeddings=context, dropout=0.0,
                             attention_dropout=0.0, activation_dropout=0.0)
@@ -80,6 +82,7 @@ def timed(fn, device) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--shape", choices=sorted(SHAPES), default="gpt2-small")
+    parser.add_argument("--arch", choices=("gpt2", "xglm"), help="default: xglm for 1.3b, else gpt2")
     parser.add_argument("--dtype", choices=sorted(DTYPES), default="float32")
     parser.add_argument("--device", default="auto")
     parser.add_argument("--prefix-tokens", type=int, default=1400)
@@ -91,7 +94,8 @@ def main() -> None:
     args = parser.parse_args()
 
     device, dtype = pick_device(args.device), DTYPES[args.dtype]
-    model = build(args.shape, dtype, device)
+    arch = args.arch or ("xglm" if args.shape == "1.3b" else "gpt2")
+    model = build(args.shape, arch, dtype, device)
     rec = capture.attach(model)
     gen = torch.Generator().manual_seed(0)
     vocab = model.config.vocab_size
@@ -125,8 +129,9 @@ def main() -> None:
         forward_flops(model, p + q, (p + q) * (p + q + 1) / 2))
     demo = [0] + tokens(q)
     for kind in ("gd", "lcgd"):
-        copy = build(args.shape, dtype, device)
+        copy = build(args.shape, arch, dtype, device)
         copy.load_state_dict(model.state_dict())
+        capture.attach(copy)  # the extraction finetunes the attached model
         run(f"finetune {kind} (steps)", args.train_steps,
             lambda copy=copy, kind=kind: training.finetune(copy, [demo] * args.train_steps, lr=1e-4, kind=kind),
             3 * forward_flops(copy, q + 1, (q + 1) * (q + 2) / 2))
@@ -134,7 +139,7 @@ def main() -> None:
 
     top = peak(device, dtype)
     where = torch.cuda.get_device_name(device) if device.type == "cuda" else f"CPU, {torch.get_num_threads()} threads"
-    print(f"{args.shape} model, {args.dtype}, {where}; prefix {p} tokens, queries {q} tokens, batch {args.batch_size}")
+    print(f"{args.shape} {arch} model, {args.dtype}, {where}; prefix {p} tokens, queries {q} tokens, batch {args.batch_size}")
     print(f"{'setting':28s} {'per s':>10s} {'TFLOP/s':>9s} {'of peak':>8s}")
     for name, rate, flops in rows:
         frac = f"{flops / top:8.1%}" if top else f"{'n/a':>8s}"

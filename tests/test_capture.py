@@ -1,8 +1,8 @@
 """Tests of icl_gd.capture: recorded scores and attention outputs against the models' own numbers.
 
-For each architecture, a capture copy (sdpa routed through the recorder; XGLM, which has eager
-attention only, through projection hooks) is compared with a separately loaded eager copy of
-the same weights run with output_attentions=True, and with a plain copy.
+For each architecture, a capture copy (sdpa routed through the recorder; XGLM, whose class has
+eager attention only, through the recorder's re-routed forward) is compared with a separately
+loaded eager copy of the same weights run with output_attentions=True, and with a plain copy.
 """
 
 from __future__ import annotations
@@ -174,10 +174,36 @@ def test_attn_out_is_the_attention_modules_output(runs, arch):
 @pytest.mark.parametrize("arch", ARCHS)
 def test_capture_does_not_change_the_model(runs, arch):
     r = runs[arch]
-    assert r["plain_impl"] == ("eager" if arch == "xglm" else "sdpa")
+    if arch == "xglm":  # the plain model runs eager attention, the attached one SDPA: rounding apart
+        assert r["plain_impl"] == "eager"
+        torch.testing.assert_close(r["hidden"], r["plain_hidden"], atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(r["logits_outside"], r["plain_logits"], atol=1e-5, rtol=1e-5)
+        return
+    assert r["plain_impl"] == "sdpa"
     # the capture implementation hands the very same tensors to the same kernel: bit-identical
     assert torch.equal(r["hidden"], r["plain_hidden"])
     assert torch.equal(r["logits_outside"], r["plain_logits"])
+
+
+def test_xglm_attention_runs_through_the_recorder_and_sdpa(load_tiny, tokenizer, monkeypatch):
+    """XGLM's class computes eager attention inline; attached, every layer calls SDPA instead."""
+    model = load_tiny("xglm")
+    rec = capture.attach(model)
+    assert model.config._attn_implementation == capture.CAPTURE_IMPLEMENTATION
+    calls = []
+
+    def counting_sdpa(module, *args, **kwargs):
+        calls.append(module)
+        return sdpa(module, *args, **kwargs)
+
+    sdpa = capture.sdpa_attention_forward
+    monkeypatch.setattr(capture, "sdpa_attention_forward", counting_sdpa)
+    with torch.no_grad(), rec.record(torch.tensor(POSITIONS)):
+        model.base_model(padded_batch(tokenizer))
+    assert calls == attention_modules(model, "xglm")
+    # another XGLM model in the process keeps the class's own forward
+    other = load_tiny("xglm")
+    assert "forward" not in vars(other.model.layers[0].self_attn)
 
 
 def test_llama_fixture_uses_grouped_query_attention(runs):
@@ -241,7 +267,7 @@ def test_layer_without_self_attention_is_refused(load_tiny):
         capture.attach(model)
 
 
-def test_model_outside_the_interface_without_q_k_projections_is_refused(load_tiny):
+def test_model_outside_the_interface_is_refused(load_tiny):
     model = load_tiny("gpt2")
     for block in model.transformer.h:
         block.attn = NoInterfaceAttention(TINY_HIDDEN)
@@ -249,9 +275,12 @@ def test_model_outside_the_interface_without_q_k_projections_is_refused(load_tin
         capture.attach(model)
 
 
-def test_projection_fallback_refuses_attention_it_cannot_reproduce(load_tiny):
-    """An eager attention with q_proj/k_proj that moves keys by position inside (as rotary models
-    do) must be refused, not recorded with wrong scores."""
+def test_xglm_attention_the_recorder_does_not_reproduce_is_refused(load_tiny, monkeypatch):
+    """If XGLM's own attention differs from the recorder's forward for it (here, one that moves
+    keys by position inside, as a future transformers version might), attach must refuse rather
+    than record numbers the model does not compute."""
+    from transformers.models.xglm.modeling_xglm import XGLMAttention
+
     model = load_tiny("xglm")
 
     def positional_forward(self, hidden_states, attention_mask=None, **kwargs):
@@ -260,15 +289,13 @@ def test_projection_fallback_refuses_attention_it_cannot_reproduce(load_tiny):
         k = self.k_proj(hidden_states).view(batch, length, -1, self.head_dim).transpose(1, 2)
         v = self.v_proj(hidden_states).view(batch, length, -1, self.head_dim).transpose(1, 2)
         k = k * (1.0 + torch.arange(length, dtype=k.dtype)[:, None])  # a position term inside attention
-        scores = q @ k.transpose(-1, -2) * self.scaling
-        scores = scores.masked_fill(torch.ones(length, length, dtype=torch.bool).triu(1), float("-inf"))
+        scores = q @ k.transpose(-1, -2) * self.scaling + attention_mask
         probs = scores.softmax(-1)
         out = (probs @ v).transpose(1, 2).reshape(batch, length, -1)
         return self.out_proj(out), probs
 
-    for layer in model.model.layers:
-        layer.self_attn.forward = positional_forward.__get__(layer.self_attn)
-    with pytest.raises(UnsupportedModelError, match="do not reproduce the attention of layer 0"):
+    monkeypatch.setattr(XGLMAttention, "forward", positional_forward)
+    with pytest.raises(UnsupportedModelError, match="does not reproduce the attention of layer 0"):
         capture.attach(model)
 
 

@@ -18,13 +18,23 @@ def rows(n: int, seed: int) -> pd.DataFrame:
 
 
 @pytest.mark.parametrize("arch", ["gpt2", "opt", "xglm", "llama", "neox"])
-def test_shared_prefix_gives_the_full_sequence_results(arch, load_tiny, tokenizer):
+def test_shared_prefix_gives_the_full_sequence_results(arch, load_tiny, tokenizer, monkeypatch):
     model = load_tiny(arch)
     rec = capture.attach(model)
     label_ids = prompts.label_token_ids(tokenizer, SPEC)
     queries = prompts.build_queries(tokenizer, SPEC, rows(7, 0), label_ids, "label_word")
     context = prompts.icl_context(tokenizer, prompts.demonstration_ids(tokenizer, SPEC, rows(2, 1), label_ids))
+    prefix_calls = []
+
+    def counted(query, key, value, prefix_keys, *args):
+        prefix_calls.append(prefix_keys.shape[0])
+        return attend(query, key, value, prefix_keys, *args)
+
+    attend = capture._prefix_attention
+    monkeypatch.setattr(capture, "_prefix_attention", counted)
     cached = extract.evaluate(model, rec, context, queries, label_ids, batch_size=3, reuse_prefix=True)
+    # every layer of each of the 3 batches attends to the one stored copy of the context
+    assert prefix_calls == [1] * 2 * 3
     full = extract.evaluate(model, rec, context, queries, label_ids, batch_size=4, reuse_prefix=False)
     for key in ("label_logprobs", "attn_out", "attn_scores", "context_scores"):
         np.testing.assert_allclose(cached[key], full[key], rtol=1e-4, atol=1e-5, err_msg=key)
@@ -116,10 +126,11 @@ def test_out_of_memory_halves_the_batch_and_keeps_the_results(load_tiny, tokeniz
         np.testing.assert_allclose(backed_off[key], reference[key], rtol=1e-4, atol=1e-5)
 
 
-def test_two_runs_with_one_seed_give_identical_caches(tmp_path, model_dirs, task_files):
+@pytest.mark.parametrize("arch, setting", [("gpt2", "gd"), ("xglm", "gd"), ("xglm", "icl")])
+def test_two_runs_with_one_seed_give_identical_caches(tmp_path, model_dirs, task_files, arch, setting):
     train, evaluation = task_files
-    common = dict(model_name="tiny", variant="trained", task="sst2", seed=3, model_dir=str(model_dirs["gpt2"]),
-                  train_path=train, eval_path=evaluation, setting="gd")
+    common = dict(model_name="tiny", variant="trained", task="sst2", seed=3, model_dir=str(model_dirs[arch]),
+                  train_path=train, eval_path=evaluation, setting=setting)
     for name in ("a", "b"):
         extract.run(_config(), out_path=str(tmp_path / f"{name}.parquet"), **common)
     a, b = cache.read_cache(tmp_path / "a.parquet"), cache.read_cache(tmp_path / "b.parquet")

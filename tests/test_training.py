@@ -261,6 +261,25 @@ def test_non_finite_gradient_skips_the_step(load_tiny, sentences):
         assert torch.equal(model.get_parameter(name), before[name])
 
 
+@pytest.mark.parametrize("kind", ["gd", "lcgd", "linearized"])
+def test_attached_xglm_trains_as_its_own_eager_attention(load_tiny, sentences, kind):
+    """The extraction attaches before it finetunes: XGLM's re-routed attention (SDPA, and plain
+    operations for the linearized model's forward-mode duals) must take the eager class's steps."""
+    from icl_gd import capture
+
+    eager, attached, start = load_tiny("xglm"), load_tiny("xglm"), load_tiny("xglm")
+    capture.attach(attached)
+    assert eager.config._attn_implementation == "eager"
+    log_eager = training.finetune(eager, sentences, lr=0.3, kind=kind)
+    log_attached = training.finetune(attached, sentences, lr=0.3, kind=kind)
+    np.testing.assert_allclose(log_attached["loss"], log_eager["loss"], rtol=1e-5)
+    np.testing.assert_allclose(log_attached["grad_norm"], log_eager["grad_norm"], rtol=1e-4)
+    for (name, p), q, p0 in zip(attached.named_parameters(), eager.parameters(), start.parameters()):
+        torch.testing.assert_close(p, q, rtol=1e-4, atol=1e-6, msg=name)
+        if name.endswith("v_proj.weight"):
+            assert not torch.allclose(p, p0, atol=1e-4), name  # training did move it
+
+
 # --------------------------------------------------------------------------------------------
 # layer-causal GD
 

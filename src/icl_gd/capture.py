@@ -9,15 +9,16 @@ Two hook points per layer, named after TransformerLens' units:
   scaling), then passed on to SDPA. Only the one row per example is computed: the full attention
   matrix never exists, and ``output_attentions`` (slow eager attention) is never needed.
 
-Architectures whose attention does not go through that interface but projects q and k with
-``q_proj`` / ``k_proj`` itself (the BART family, e.g. XGLM, the reference model's architecture) are
-recorded from forward hooks on those projections instead; ``attach`` checks once, on a probe
-sequence, that the hooked scores reproduce the model's own attention probabilities.
+XGLM (the reference model's architecture) computes eager attention inline instead of calling that
+interface; ``attach`` gives each of its self-attention modules (on that model only) a forward that
+does, and checks once, on a probe sequence, that it computes what the class's own forward does.
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
+import types
 
 import torch
 import torch.autograd.forward_ad as fwAD
@@ -26,7 +27,9 @@ from transformers import AttentionInterface
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, AttentionMaskInterface
 
-from .models import UnsupportedModelError, decoder_layers
+from .models import UnsupportedModelError
+
+log = logging.getLogger(__name__)
 
 CAPTURE_IMPLEMENTATION = "icl_gd_capture"
 
@@ -42,7 +45,6 @@ class Recorder:
         self.attn_out: dict[int, torch.Tensor] = {}  # layer -> (batch, d_model)
         # A context shared by every sequence of a batch: its keys and values per layer, batch of
         # one, kept once and attended to without copying them per sequence (``shared_prefix``).
-        self.shares_prefix = True  # False where attention bypasses the interface (XGLM)
         self.prefix: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
         self.prefix_mode: str | None = None  # "store" while running the context, "use" after
 
@@ -128,10 +130,12 @@ def _prefix_attention(query, key, value, prefix_keys, prefix_values, attention_m
     value = _repeat_kv(value, heads)
     scale = d_head**-0.5 if scaling is None else scaling
     rows = query.transpose(0, 1).reshape(heads, batch * q_len, d_head)
-    s_prefix = (torch.bmm(rows, prefix_keys[0].transpose(1, 2)).float() * scale).view(heads, batch, q_len, -1)
+    # the prefix scores are the largest tensor here and attention over them is memory-bound:
+    # scale, shift and exponentiate them in place rather than through three fresh copies
+    s_prefix = torch.bmm(rows, prefix_keys[0].transpose(1, 2)).float().mul_(scale).view(heads, batch, q_len, -1)
     s_chunk = _masked_scores(query, key, attention_mask, scale)  # (batch, heads, q, q)
     top = torch.maximum(s_prefix.amax(-1).transpose(0, 1), s_chunk.amax(-1)).unsqueeze(-1)  # (b, h, q, 1)
-    e_prefix = (s_prefix - top.transpose(0, 1)).exp()  # (heads, batch, q, prefix)
+    e_prefix = s_prefix.sub_(top.transpose(0, 1)).exp_()  # (heads, batch, q, prefix)
     e_chunk = (s_chunk - top).exp()
     total = e_prefix.sum(-1).transpose(0, 1).unsqueeze(-1) + e_chunk.sum(-1, keepdim=True)
     from_prefix = torch.bmm(e_prefix.reshape(heads, batch * q_len, -1).to(value.dtype), prefix_values[0])
@@ -180,67 +184,72 @@ def _attn_out_hook(rec: Recorder, layer: int):
     return hook
 
 
-def _projection_attention(block: nn.Module) -> nn.Module | None:
-    """A block's self-attention module that projects q and k itself with ``q_proj``/``k_proj``."""
-    for name in ("self_attn", "attention", "attn"):
-        module = getattr(block, name, None)
-        if all(isinstance(getattr(module, p, None), nn.Module) for p in ("q_proj", "k_proj")) and hasattr(module, "head_dim"):
-            return module
-    return None
+def _xglm_self_attention(self, hidden_states, past_key_values=None, attention_mask=None, **kwargs):
+    """``XGLMAttention.forward`` (transformers 5.x) for self-attention, with the softmax attention
+    handed to ``_capture_attention`` the way OPT's forward (the same attention) hands it on."""
+    batch, length, _ = hidden_states.shape
+    shape = (batch, length, -1, self.head_dim)
+    # XGLM scales q before its product with k; the kernel then runs with scaling 1, so the recorded
+    # scores are the very numbers XGLM's softmax sees
+    query = (self.q_proj(hidden_states) * self.scaling).view(shape).transpose(1, 2)
+    key = self.k_proj(hidden_states).view(shape).transpose(1, 2)
+    value = self.v_proj(hidden_states).view(shape).transpose(1, 2)
+    if past_key_values is not None:
+        cache = getattr(past_key_values, "self_attention_cache", past_key_values)  # encoder-decoder cache
+        key, value = cache.update(key, value, self.layer_idx)
+    out, weights = _capture_attention(
+        self, query, key, value, attention_mask, scaling=1.0, dropout=self.dropout if self.training else 0.0, **kwargs
+    )
+    return self.out_proj(out.reshape(batch, length, -1).contiguous()), weights
 
 
-def _projection_hooks(rec: Recorder, layer: int, module: nn.Module) -> None:
-    """Scores q.k * scaling of the recorded rows, from the outputs of ``q_proj`` and ``k_proj``
-    (and, when the module runs on top of a key/value cache, the cached keys before them)."""
-    seen: dict[str, object] = {}
-    head_dim = module.head_dim
-    scale = getattr(module, "scaling", head_dim**-0.5)
+def _route_xglm(model) -> list[nn.Module]:
+    """Route an XGLM model's self-attention through the recorder; its modules ([] if not XGLM).
 
-    def keep(name):
-        def hook(proj, args, output):
-            if rec.positions is not None:
-                seen[name] = output
+    Instance by instance, so other XGLM models in the process keep the class's own forward."""
+    from transformers.models.xglm.modeling_xglm import XGLMDecoderLayer
 
-        return hook
-
-    def keep_cache(attn, args, kwargs):
-        if rec.positions is not None:
-            seen["cache"] = kwargs.get("past_key_values", kwargs.get("past_key_value"))
-
-    def scores(attn, args, output):
-        if rec.positions is not None:
-            q, k, cache = seen.pop("q"), seen.pop("k"), seen.pop("cache", None)
-            cache = getattr(cache, "self_attention_cache", cache)  # an encoder-decoder cache
-            batch = q.shape[0]
-            rows = q[torch.arange(batch, device=q.device), rec.positions].view(batch, -1, head_dim)
-            keys = k.view(batch, k.shape[1], -1, head_dim).transpose(1, 2)  # (batch, kv heads, keys, d)
-            cached, index = getattr(cache, "layers", None), getattr(attn, "layer_idx", None)
-            if cached and index is not None and len(cached) > index and getattr(cached[index], "keys", None) is not None:
-                keys = cached[index].keys  # after the update: the cached keys, then this call's
-            if keys.shape[1] != rows.shape[1]:
-                keys = keys.repeat_interleave(rows.shape[1] // keys.shape[1], dim=1)
-            rec.attn_scores[layer] = realize(torch.einsum("bhd,bhkd->bhk", rows.float(), keys.float()) * scale)
-
-    module.q_proj.register_forward_hook(keep("q"))
-    module.k_proj.register_forward_hook(keep("k"))
-    module.register_forward_pre_hook(keep_cache, with_kwargs=True)
-    module.register_forward_hook(scores)
+    modules = [layer.self_attn for layer in model.modules() if isinstance(layer, XGLMDecoderLayer)]
+    for module in modules:
+        module.forward = types.MethodType(_xglm_self_attention, module)
+    if modules:  # the mask is then built for SDPA: none where causal alone does, the fast path
+        model.config._attn_implementation = CAPTURE_IMPLEMENTATION
+        log.info("%s: attention of %d layers re-routed through the recorder", type(model).__name__, len(modules))
+    return modules
 
 
-def _check_projection_scores(model, rec: Recorder, ids: torch.Tensor) -> None:
-    """The hooked scores must give the model's own attention probabilities on the probe."""
-    last = torch.full((ids.shape[0],), ids.shape[1] - 1, device=model.device)
-    with torch.no_grad(), rec.record(last):
-        attentions = model.base_model(ids, output_attentions=True).attentions
-    if attentions is None or len(attentions) != len(rec.layer_of):
-        raise UnsupportedModelError(f"{type(model).__name__}: cannot check the recorded scores against its attention")
-    for layer, probs in enumerate(attentions):
-        ok = torch.allclose(rec.attn_scores[layer].softmax(-1), probs[:, :, -1].float(), atol=1e-4)
-        if not ok:
+def _check_rerouted(model, rec: Recorder, modules: list[nn.Module], probe: torch.Tensor) -> None:
+    """Re-routed attention must compute what the class's own (eager) forward computes on the same
+    input: the probabilities of the recorded scores and the output, at the probe's last token."""
+    inputs = {}
+
+    def keep_input(module, args, kwargs):
+        inputs[id(module)] = args[0] if args else kwargs["hidden_states"]
+
+    handles = [module.register_forward_pre_hook(keep_input, with_kwargs=True) for module in modules]
+    last = torch.full((probe.shape[0],), probe.shape[1] - 1, device=probe.device)
+    try:
+        with torch.no_grad(), rec.record(last):
+            model.base_model(probe)
+    finally:
+        for handle in handles:
+            handle.remove()
+    for module in modules:
+        layer, x = rec.layer_of[id(module)], inputs[id(module)]
+        n = x.shape[1]
+        causal = torch.full((n, n), torch.finfo(x.dtype).min, dtype=x.dtype, device=x.device).triu(1)
+        with torch.no_grad():
+            out, probs = type(module).forward(module, x, attention_mask=causal[None, None])
+        # float32 agrees to rounding; half precision to its own resolution (eager softmaxes in it)
+        tol = max(1e-4, 8 * torch.finfo(x.dtype).eps)
+        out = out[:, -1].float()
+        same = torch.allclose(rec.attn_scores[layer].softmax(-1), probs[:, :, -1].float(), rtol=0, atol=tol)
+        same = same and torch.allclose(rec.attn_out[layer], out, rtol=0, atol=tol * float(out.abs().max()))
+        if not same:
             raise UnsupportedModelError(
-                f"{type(model).__name__}: scores from q_proj/k_proj do not reproduce the attention of "
-                f"layer {layer} (rotary or other position terms inside attention?); the model must "
-                "route attention through transformers' attention interface"
+                f"{type(model).__name__}: the recorder's forward for {type(module).__name__} does not "
+                f"reproduce the attention of layer {layer}; this transformers version changed it, so "
+                "_xglm_self_attention in capture.py must follow"
             )
 
 
@@ -254,6 +263,8 @@ def attach(model) -> Recorder:
             f"{type(model).__name__} does not route attention through transformers' attention "
             f"interface, so its pre-softmax scores cannot be recorded ({err})"
         ) from err
+    # a model whose attention ignores the interface keeps its own (transformers only warns)
+    rerouted = [] if model.config._attn_implementation == CAPTURE_IMPLEMENTATION else _route_xglm(model)
     for module in model.modules():  # a second attach of one model starts afresh
         if hasattr(module, "_icl_gd_recorder"):
             del module._icl_gd_recorder
@@ -268,28 +279,16 @@ def attach(model) -> Recorder:
         rec.probing = False
         _ACTIVE = None
     n_layers = model.config.num_hidden_layers
-    projection = not rec.layer_of and model.config._attn_implementation != CAPTURE_IMPLEMENTATION
-    rec.shares_prefix = not projection
-    if projection:  # eager-only attention that ignores the interface (XGLM): hook the projections
-        try:
-            blocks = list(decoder_layers(model))
-        except UnsupportedModelError:
-            blocks = []
-        modules = [_projection_attention(block) for block in blocks]
-        if blocks and all(m is not None for m in modules):
-            for layer, module in enumerate(modules):
-                rec.layer_of[id(module)] = layer
-                _projection_hooks(rec, layer, module)
     if len(rec.layer_of) != n_layers:
         raise UnsupportedModelError(
             f"{type(model).__name__}: {len(rec.layer_of)} attention calls for {n_layers} layers; "
-            "the workflow needs one self-attention module per layer, routed through transformers' "
-            "attention interface or projecting q and k with q_proj/k_proj"
+            "the workflow needs one self-attention module per layer that calls transformers' "
+            "attention interface (or is XGLM's, which the recorder re-routes)"
         )
     for module in model.modules():
         if id(module) in rec.layer_of:
             module._icl_gd_recorder = rec
             module.register_forward_hook(_attn_out_hook(rec, rec.layer_of[id(module)]))
-    if projection:
-        _check_projection_scores(model, rec, probe)
+    if rerouted:
+        _check_rerouted(model, rec, rerouted, probe)
     return rec

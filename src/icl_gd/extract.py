@@ -8,7 +8,6 @@ zero-shot. Everything else of the run (k, true k, learning rate, ...) is recorde
 from __future__ import annotations
 
 import contextlib
-import copy
 import logging
 import time
 
@@ -21,23 +20,6 @@ from . import cache, capture, config as cfg, data, models, prompts, training
 from .prompts import Query
 
 log = logging.getLogger(__name__)
-
-
-def _prefix_cache(model, context: list[int]):
-    """Keys and values of the shared context, computed once (batch of one)."""
-    with torch.no_grad():
-        ids = torch.tensor([context], device=model.device)
-        return model.base_model(input_ids=ids, use_cache=True).past_key_values
-
-
-def _expanded(prefix, batch: int):
-    """A per-batch cache that starts as the shared prefix, broadcast (not copied) over the batch."""
-    cache = copy.copy(prefix)
-    cache.layers = [copy.copy(layer) for layer in prefix.layers]
-    for layer in cache.layers:
-        layer.keys = layer.keys.expand(batch, -1, -1, -1)
-        layer.values = layer.values.expand(batch, -1, -1, -1)
-    return cache
 
 
 def evaluate(model, rec: capture.Recorder, context: list[int], queries: list[Query], label_ids: list[int], *, batch_size: int, reuse_prefix: bool | None = None, progress=None) -> dict:
@@ -65,15 +47,10 @@ def evaluate(model, rec: capture.Recorder, context: list[int], queries: list[Que
         "attn_scores": np.full((n, n_layers, n_heads, max_query_len), np.nan, np.float32),
         "context_scores": np.zeros((n, n_layers, n_ctx), np.float32),
     }
-    # The context runs once. Where attention goes through the recorder, each batch then attends
-    # to its keys and values in place; otherwise (XGLM) through a transformers cache per batch.
-    shared = reuse_prefix and rec.shares_prefix
-    prefix = None
-    if shared:
+    # The context runs once; each batch then attends to its keys and values in place.
+    if reuse_prefix:
         with torch.no_grad(), rec.shared_prefix("store"):
             model.base_model(input_ids=torch.tensor([context], device=model.device))
-    elif reuse_prefix:
-        prefix = _prefix_cache(model, context)
     shift = n_ctx if reuse_prefix else 0  # where the query starts in the tokens that are run
     order = sorted(range(n), key=lambda i: len(queries[i].ids))  # similar lengths share a batch
     unembed = model.get_output_embeddings()
@@ -87,11 +64,9 @@ def evaluate(model, rec: capture.Recorder, context: list[int], queries: list[Que
         record = torch.tensor([n_ctx - shift + queries[i].record_offset for i in idx], device=model.device)
         answer = torch.tensor([n_ctx - shift + queries[i].answer_offset for i in idx], device=model.device)
         kwargs, mode = {}, contextlib.nullcontext()
-        if shared:
+        if reuse_prefix:
             positions = torch.arange(n_ctx, n_ctx + width, device=model.device).expand(len(idx), -1)
             kwargs, mode = {"position_ids": positions}, rec.shared_prefix("use")
-        elif prefix is not None:
-            kwargs = {"past_key_values": _expanded(prefix, len(idx)), "use_cache": True}
         with torch.no_grad(), rec.record(record), mode:
             hidden = model.base_model(input_ids=ids.to(model.device), **kwargs).last_hidden_state
             rows = torch.arange(len(idx), device=model.device)
