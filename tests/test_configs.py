@@ -126,7 +126,10 @@ def expected_counts(config: dict) -> dict[str, int]:
         "extract_base": n_models * n_runs_seeds * base_settings,
         "finetune_and_extract": n_models * n_runs_seeds * trained_methods,
         "score_run": n_models * n_runs_seeds * trained_methods,
-        "aggregate_metrics": 1, "compare_methods": 1, "tables": 1, "figures": 1, "all": 1,
+        "aggregate_metrics": 1, "compare_methods": 1, "tables": 1,
+        # the paper's config: per_layer, accuracy, alpha, grad_norms, prediction_changes (it sweeps
+        # no learning rate and runs one model)
+        "figure": 5, "all": 1,
     }
 
 
@@ -142,9 +145,9 @@ def test_paper_dry_run_job_counts(dry_run):
         "extract_base": 6 * 3 * (3 * 2 + 1),  # 126
         "finetune_and_extract": 6 * 3 * (4 + 1 + 1),  # 108
         "score_run": 108,
-        "aggregate_metrics": 1, "compare_methods": 1, "tables": 1, "figures": 1, "all": 1,
+        "aggregate_metrics": 1, "compare_methods": 1, "tables": 1, "figure": 5, "all": 1,
     }
-    assert sum(counts.values()) == 356
+    assert sum(counts.values()) == 360
     # the printed job blocks agree with the table
     assert Counter(rule for rule, _ in planned_jobs(dry_run)) == Counter(counts)
 
@@ -200,3 +203,14 @@ def test_paper_dry_run_scores_alpha_against_gd(dry_run):
             assert len(caches) == 4 and caches[-1].endswith("/gd.parquet") and f"/{variant}/" in caches[-1], inputs
             seen.add(method)
     assert seen == {"lcgd", "lcgd_clip", "gd_switched"}
+
+
+def test_paper_dry_run_figures(dry_run):
+    """One job per figure; the gradient norms of Subj's first seed (paper 001 Fig. 4), every method."""
+    jobs = {fields["wildcards"]: fields for rule, fields in planned_jobs(dry_run) if rule == "figure"}
+    assert set(jobs) == {f"figure={f}" for f in ("per_layer", "accuracy", "alpha", "grad_norms", "prediction_changes")}
+    logs = jobs["figure=grad_norms"]["input"].split(", ")
+    base = "results/training/fairseq-1.3b/trained/subj/seed4"
+    assert [x for x in logs if x.startswith("results/")] == [
+        f"{base}/{m}.parquet" for m in ("gd", "lcgd", "lcgd_clip", "gd_switched")]
+    assert "results/metrics/summary.parquet" in jobs["figure=alpha"]["input"]
