@@ -126,8 +126,11 @@ def expected_counts(config: dict) -> dict[str, int]:
         "extract_base": n_models * n_runs_seeds * base_settings,
         "finetune_and_extract": n_models * n_runs_seeds * trained_methods,
         "score_run": n_models * n_runs_seeds * trained_methods,
-        "aggregate_metrics": 1, "compare_methods": 1, "data_statistics": 1, "figures": 1, "all": 1,
+        "aggregate_metrics": 1, "compare_methods": 1, "data_statistics": 1, "all": 1,
         "table": 9,
+        # the paper's config: per_layer, accuracy, alpha, grad_norms, prediction_changes (it sweeps
+        # no learning rate and runs one model)
+        "figure": 5,
     }
 
 
@@ -143,11 +146,13 @@ def test_paper_dry_run_job_counts(dry_run):
         "extract_base": 6 * 3 * (3 * 2 + 1),  # 126
         "finetune_and_extract": 6 * 3 * (4 + 1 + 1),  # 108
         "score_run": 108,
-        "aggregate_metrics": 1, "compare_methods": 1, "data_statistics": 1, "figures": 1, "all": 1,
+        "aggregate_metrics": 1, "compare_methods": 1, "data_statistics": 1, "all": 1,
         # paper 003 Tables 1-3, paper 001 Tables 1-3, paper 002, comparisons, intervals
         "table": 9,
+        # per_layer, accuracy, alpha, grad_norms, prediction_changes (no lr sweep, one model)
+        "figure": 5,
     }
-    assert sum(counts.values()) == 365
+    assert sum(counts.values()) == 369
     # the printed job blocks agree with the table
     assert Counter(rule for rule, _ in planned_jobs(dry_run)) == Counter(counts)
 
@@ -209,3 +214,14 @@ def test_paper_dry_run_plans_every_paper_table(dry_run):
     tables = {fields["wildcards"].removeprefix("table=") for rule, fields in planned_jobs(dry_run) if rule == "table"}
     assert tables == {"accuracy", "methods", "variants", "data", "intervals", "layer_causal", "clipping",
                       "paper002", "comparisons"}
+
+
+def test_paper_dry_run_figures(dry_run):
+    """One job per figure; the gradient norms of Subj's first seed (paper 001 Fig. 4), every method."""
+    jobs = {fields["wildcards"]: fields for rule, fields in planned_jobs(dry_run) if rule == "figure"}
+    assert set(jobs) == {f"figure={f}" for f in ("per_layer", "accuracy", "alpha", "grad_norms", "prediction_changes")}
+    logs = jobs["figure=grad_norms"]["input"].split(", ")
+    base = "results/training/fairseq-1.3b/trained/subj/seed4"
+    assert [x for x in logs if x.startswith("results/")] == [
+        f"{base}/{m}.parquet" for m in ("gd", "lcgd", "lcgd_clip", "gd_switched")]
+    assert "results/metrics/summary.parquet" in jobs["figure=alpha"]["input"]

@@ -3,7 +3,7 @@
 import numpy as np
 import pandas as pd
 
-from icl_gd import report, scoring
+from icl_gd import cache, report, scoring
 
 METRICS = ["acc_zsl", "acc_icl", "acc_ft", "jaccard_all", "jaccard_correct", "jaccard_incorrect",
            "simaou", "simaou_norm", "simam_after", "simam_delta"]
@@ -29,15 +29,45 @@ def test_write_tables_and_figures(tmp_path):
     runs.to_parquet(tmp_path / "runs.parquet")
     summary.to_parquet(tmp_path / "summary.parquet")
     tables = [str(tmp_path / f"t/{name}.{ext}") for name in ("accuracy", "methods", "variants") for ext in ("md", "tex", "csv")]
-    report.write_tables(str(tmp_path / "summary.parquet"), tables, model="m", methods=["gd", "lcgd"], variant="trained", n_seeds=3)
+    for name in ("accuracy", "methods", "variants"):
+        report.write_table(name, {"summary": str(tmp_path / "summary.parquet")}, str(tmp_path / f"t/{name}.md"),
+                           model="m", methods=["gd", "lcgd"], variant="trained", n_seeds=3, baseline="gd",
+                           configfiles=["config.yaml"])
     for path in tables:
         assert (tmp_path / path).stat().st_size > 0
     methods_md = (tmp_path / "t/methods.md").read_text()
     assert "LCGD" in methods_md and "of 3 seeds" in methods_md  # 2 of 3 configured seeds ran
     cell = summary.query("variant == 'trained' and task == 'cb' and method == 'lcgd' and metric == 'simam_delta' and layer.isna()")
-    assert f"{cell['mean'].item():.2f}" in methods_md
-    figures = [str(tmp_path / f"f/{name}.{ext}") for name in ("per_layer", "accuracy") for ext in ("png", "pdf")]
+    assert f"{cell['mean'].item():.2f}" in methods_md and "config: config.yaml" in methods_md
+    names = ("per_layer", "accuracy", "alpha", "prediction_changes", "lr_sweep", "models")
+    figures = [str(tmp_path / f"f/{name}.{ext}") for name in names for ext in ("png", "pdf")]
+    sweep = [dict(group="GD", method=m, task=t, lr=lr) for m, lr in (("gd", 1e-3), ("lcgd", 2e-3)) for t in ("sst2", "cb")]
     report.write_figures(str(tmp_path / "runs.parquet"), str(tmp_path / "summary.parquet"), figures,
-                         model="m", methods=["gd", "lcgd"], variant="trained")
+                         model="m", methods=["gd", "lcgd"], variant="trained", lr_sweep=sweep, models=["m"])
     for path in figures:
         assert (tmp_path / path).stat().st_size > 1000
+
+
+def test_grad_norm_figure_from_training_logs(tmp_path, monkeypatch):
+    norms = {"gd": np.full((3, 2), 2.0), "lcgd": np.full((3, 2), 1e-3)}
+    logs = []
+    for method, kind in (("gd", "gd"), ("lcgd", "lcgd")):
+        path = tmp_path / f"{method}.parquet"
+        meta = dict(model="m", variant="trained", task="subj", seed=4, setting=method, method=kind, lr=0.003)
+        cache.write_train_log(path, meta, loss=np.ones(3), grad_norm=norms[method], skipped=np.zeros(3, bool))
+        logs.append(str(path))
+    drawn = {}
+    original = report.figures.grad_norm_figure
+
+    def spy(norms, **kwargs):
+        drawn.update(norms=norms, **kwargs)
+        return original(norms, **kwargs)
+
+    monkeypatch.setattr(report.figures, "grad_norm_figure", spy)
+    outputs = [str(tmp_path / f"grad_norms.{ext}") for ext in ("png", "pdf")]
+    # no metrics tables: the gradient-norm job does not read them
+    report.write_figures(None, None, outputs, model="m", variant="trained", methods=["gd", "lcgd"], train_logs=logs)
+    assert list(drawn["norms"]) == ["gd", "lcgd"] and drawn["log_scale"] == {"lcgd"}
+    np.testing.assert_allclose(drawn["norms"]["lcgd"], norms["lcgd"])
+    assert "Subj, seed 4" in drawn["title"]
+    assert all((tmp_path / f"grad_norms.{ext}").stat().st_size > 1000 for ext in ("png", "pdf"))

@@ -434,3 +434,254 @@ def test_accuracy_figure(tmp_path, runs):
     _assert_legend_above(fig, ax, leg)
     png, pdf = figures.write_figure(fig, tmp_path / "accuracy")
     assert png.stat().st_size > 5000 and pdf.stat().st_size > 1000
+
+
+def _bars(ax):
+    from matplotlib.container import BarContainer
+
+    return [c for c in ax.containers if isinstance(c, BarContainer)]
+
+
+def _error_segments(ax):
+    """(y_low, y_high, linestyle is dashed) of every drawn error bar of the axes, by x."""
+    from matplotlib.container import ErrorbarContainer
+
+    out = {}
+    for cont in ax.containers:
+        if not isinstance(cont, ErrorbarContainer):
+            continue
+        for bars in cont.lines[2]:
+            styles = bars.get_linestyles()
+            for i, seg in enumerate(bars.get_segments()):
+                if len(seg):
+                    dash = styles[i % len(styles)][1] is not None
+                    out[round(float(seg[0, 0]), 6)] = (seg[0, 1], seg[1, 1], dash)
+    return out
+
+
+def _texts(ax):
+    return [t.get_text() for t in ax.texts]
+
+
+def test_error_bars_rule():
+    lower, upper, from_ci = figures.error_bars(
+        mean=[0.5, 0.5, 0.5, 0.5], std=[0.1, np.nan, np.nan, 0.2], n=[3, 1, 1, 1],
+        ci_low=[0.0, 0.4, np.nan, 0.45], ci_high=[1.0, 0.7, np.nan, 0.48])
+    np.testing.assert_allclose(lower, [0.1, 0.1, np.nan, 0.05])
+    np.testing.assert_allclose(upper, [0.1, 0.2, np.nan, 0.0])  # interval below the mean: clipped
+    assert from_ci.tolist() == [False, True, False, True]
+
+
+def test_accuracy_figure_one_seed_shows_the_bootstrap_interval():
+    rows = [dict(_summary_row("trained", t, "gd", m, mu, std=np.nan, n=1), ci_low=mu - 0.05, ci_high=mu + 0.1)
+            for t, m, mu in [("sst2", "acc_zsl", 0.5), ("sst2", "acc_ft", 0.6), ("sst2", "acc_icl", 0.7)]]
+    fig = figures.accuracy_figure(_frame(rows), MODEL)
+    (ax,) = fig.axes
+    segs = _error_segments(ax)
+    icl_x = _bars(ax)[2].patches[0].get_x() + _bars(ax)[2].patches[0].get_width() / 2
+    low, high, dashed = segs[round(icl_x, 6)]
+    assert (low, high) == pytest.approx((65.0, 80.0)) and dashed
+    assert "bootstrap CI" in fig.get_suptitle() and "one seed" in fig.get_suptitle()
+    figures.plt.close(fig)
+
+
+def test_per_layer_figure_random_baseline_and_single_run_interval(runs):
+    extra = runs[(runs.metric == "simaou")].assign(metric="simaou_random_gaussian")
+    extra = extra.assign(value=extra["value"] / 10)
+    both = pd.concat([runs, extra], ignore_index=True)
+    fig = figures.per_layer_figure(both, MODEL)
+    ax = fig.axes[0]
+    (line,) = [x for x in ax.get_lines() if x.get_label().startswith("Random SimAOU")]
+    sel = extra[(extra.variant == "trained") & extra.layer.notna()]
+    np.testing.assert_allclose(line.get_ydata(), sel.groupby("layer")["value"].mean().to_numpy())
+    assert line.get_linestyle() == "--"
+    assert "Random SimAOU (Gaussian $r$)" in [t.get_text() for t in ax.get_legend().get_texts()]
+    assert not [x for x in fig.axes[1].get_lines() if x.get_label().startswith("Random")]  # SimAM: none
+    figures.plt.close(fig)
+    # one task, one seed: the run's own interval, dashed
+    one = runs[(runs.task == "sst2") & (runs.seed == 1)].assign(ci_low=lambda d: d.value - 0.1,
+                                                               ci_high=lambda d: d.value + 0.3)
+    fig = figures.per_layer_figure(one, MODEL, methods=("gd",), metrics=("simaou",))
+    (cont,) = fig.axes[0].containers
+    seg = cont.lines[2][0].get_segments()[1]
+    value = one[(one.variant == "trained") & (one.method == "gd") & (one.metric == "simaou") & (one.layer == 1)]["value"].item()
+    assert (seg[0, 1], seg[1, 1]) == pytest.approx((value - 0.1, value + 0.3))
+    assert "bootstrap CI" in fig.get_suptitle() and "one run" in fig.get_suptitle()
+    figures.plt.close(fig)
+
+
+def test_alpha_figure(tmp_path):
+    rows = [
+        dict(_summary_row("trained", "sst2", "lcgd", "alpha", 0.15, std=0.03, n=3), ci_low=0.1, ci_high=0.2),
+        dict(_summary_row("trained", "cb", "lcgd", "alpha", -0.05, std=np.nan, n=1), ci_low=-0.09, ci_high=0.01),
+        dict(_summary_row("trained", "sst2", "lcgd", "alpha", 0.9, layer=0), ci_low=0.0, ci_high=1.0),  # per layer: not shown
+        dict(_summary_row("untrained", "sst2", "lcgd", "alpha", 0.7), ci_low=0.0, ci_high=1.0),
+        dict(_summary_row("trained", "sst2", "lcgd_clip", "alpha", 0.3, std=0.01, n=3), ci_low=0.2, ci_high=0.4),
+    ]
+    fig = figures.alpha_figure(_frame(rows), MODEL, methods=("lcgd", "lcgd_clip"))
+    (ax,) = fig.axes
+    lcgd, clip = _bars(ax)
+    assert [lcgd.get_label(), clip.get_label()] == ["LCGD", "LCGD_CLIP"]
+    assert [x.get_text() for x in ax.get_xticklabels()] == ["SST2", "CB"]
+    assert [p.get_height() for p in lcgd.patches] == pytest.approx([0.15, -0.05])
+    assert clip.patches[0].get_height() == pytest.approx(0.3) and np.isnan(clip.patches[1].get_height())
+    assert _texts(ax).count("n/a") == 1
+    segs = _error_segments(ax)
+    centre = [p.get_x() + p.get_width() / 2 for p in lcgd.patches]
+    assert segs[round(centre[0], 6)][:2] == pytest.approx((0.12, 0.18)) and not segs[round(centre[0], 6)][2]
+    assert segs[round(centre[1], 6)][:2] == pytest.approx((-0.09, 0.01)) and segs[round(centre[1], 6)][2]
+    assert "alpha" in ax.get_ylabel() and ax.get_xlabel() == "Task"
+    assert "± std over seeds" in fig.get_suptitle() and "dashed" in fig.get_suptitle()
+    png, _ = figures.write_figure(fig, tmp_path / "alpha")
+    assert png.stat().st_size > 5000
+
+
+def test_alpha_figure_without_data():
+    rows = [_summary_row("trained", "sst2", "gd", "simaou", 0.1)]
+    fig = figures.alpha_figure(_frame(rows), MODEL, tasks=["sst2"])
+    (ax,) = fig.axes
+    assert "no data" in _texts(ax)
+    figures.plt.close(fig)
+
+
+def test_grad_norm_figure(tmp_path):
+    from matplotlib.colors import LogNorm
+
+    gd = np.arange(1.0, 13.0).reshape(4, 3)  # 4 steps, 3 layers
+    lcgd = 10.0 ** np.arange(12.0).reshape(4, 3)
+    lcgd[2, 1] = 0.0  # undefined on a log scale
+    fig = figures.grad_norm_figure({"gd": gd, "lcgd": lcgd, "linearized": None}, log_scale={"lcgd"},
+                                   title="toy")
+    panels = [ax for ax in fig.axes if ax.get_label() != "<colorbar>" and ax.get_visible()]
+    colorbars = [ax for ax in fig.axes if ax.get_label() == "<colorbar>"]
+    assert len(panels) == 3 and len(colorbars) == 2  # rows of two, the fourth slot hidden
+    left, right, empty = panels
+    (image,) = left.images
+    np.testing.assert_array_equal(image.get_array(), gd.T)  # rows = layers, from the bottom
+    assert image.origin == "lower" and image.get_extent() == [0.5, 4.5, -0.5, 2.5]
+    assert not isinstance(image.norm, LogNorm)
+    (image,) = right.images
+    assert isinstance(image.norm, LogNorm)
+    shown = image.get_array()
+    assert shown.mask[1, 2] and shown.mask.sum() == 1
+    np.testing.assert_array_equal(shown.data, lcgd.T)
+    assert "grey: undefined (1 cells)" in right.get_title()
+    assert left.get_xlabel() == "Training demonstration index"
+    assert left.get_ylabel() == "Layer (from input to output)"
+    assert colorbars[0].get_ylabel() == r"$\ell_2$ norm of the K/V gradient"
+    assert colorbars[1].get_ylabel().endswith("(log scale)")
+    assert left.get_title() == "GD" and right.get_title().startswith("LCGD (log colour scale)")
+    assert "no data" in _texts(empty) and not empty.images
+    png, pdf = figures.write_figure(fig, tmp_path / "grad_norms")
+    assert png.stat().st_size > 5000 and pdf.stat().st_size > 1000
+
+
+def _changes_rows(method, task, values, n=2):
+    parts = ("icl_only", "both", "ft_only")
+    return [_summary_row("trained", task, method, f"changes_{p}_{s}", v, n=n)
+            for (s, triple) in zip(("correct", "incorrect"), values) for p, v in zip(parts, triple)]
+
+
+def test_prediction_changes_figure():
+    rows = (_changes_rows("gd", "sst2", [(30.0, 12.0, 4.0), (20.0, 2.0, 9.0)])
+            + _changes_rows("gd", "cb", [(1.5, 0.0, 2.5), (3.0, 1.0, 0.5)]))
+    rows = [r for r in rows if not (r["task"] == "cb" and r["metric"] == "changes_both_incorrect")]
+    rows += [_summary_row("trained", "sst2", "gd", "acc_ft", 0.5)]
+    fig = figures.prediction_changes_figure(_frame(rows), MODEL, methods=("gd", "lcgd"))
+    gd_ax, lcgd_ax = fig.axes
+    bars = {b.get_label(): b for b in _bars(gd_ax)}
+    assert list(bars) == [f"{p} ({s})" for s in ("correct", "incorrect") for p in figures.CHANGE_PARTS.values()]
+    icl, both, ft = (bars[f"{p} (correct)"] for p in figures.CHANGE_PARTS.values())
+    assert [p.get_height() for p in icl.patches] == [30.0, 1.5]  # SST2, CB
+    assert [p.get_height() for p in both.patches] == [12.0, 0.0]
+    assert [p.get_y() for p in both.patches] == [30.0, 1.5]  # stacked on ICL only
+    assert [p.get_y() for p in ft.patches] == [42.0, 1.5] and [p.get_height() for p in ft.patches] == [4.0, 2.5]
+    wrong = bars["FT only (incorrect)"].patches
+    assert wrong[0].get_height() == 9.0 and wrong[0].get_y() == 22.0 and wrong[0].get_hatch()
+    assert np.isnan(wrong[1].get_height())  # CB's incorrect bar lacks a part: left out, marked
+    assert _texts(gd_ax).count("n/a") == 1
+    assert {"46", "31", "4"} <= set(_texts(gd_ax))  # totals on top: SST2 right, SST2 wrong, CB right
+    assert wrong[0].get_x() > ft.patches[0].get_x()  # incorrect to the right of correct
+    assert [x.get_text() for x in lcgd_ax.get_xticklabels()] == ["SST2", "CB"]
+    assert "no data" in _texts(lcgd_ax)
+    assert "GD" in gd_ax.get_ylabel() and "LCGD" in lcgd_ax.get_ylabel()
+    assert lcgd_ax.get_xlabel() == "Task"
+    assert "mean over 2 seeds" in fig.get_suptitle()
+    assert gd_ax.get_ylim()[1] > 46
+    figures.plt.close(fig)
+
+
+def test_lr_sweep_figure():
+    from matplotlib.container import ErrorbarContainer
+
+    sweep = pd.DataFrame([
+        dict(group="GD", method=m, task=t, lr=lr * scale)
+        for m, scale in (("gd_x0.5", 0.5), ("gd", 1.0), ("gd_x2", 2.0))
+        for t, lr in (("sst2", 5e-4), ("cb", 0.08))
+    ])
+    rng = np.random.default_rng(1)
+    rows = []
+    for m, t in itertools.product(sweep.method.unique(), ("sst2", "cb")):
+        for metric in ("simaou_norm", "simam_delta", "acc_ft", "simaou_random"):
+            rows.append(dict(_summary_row("trained", t, m, metric, float(rng.uniform()), std=0.01, n=3),
+                             ci_low=0.0, ci_high=1.0))
+    rows.append(dict(_summary_row("trained", "sst2", "lcgd", "simaou_norm", 5.0), ci_low=0.0, ci_high=1.0))
+    summary = _frame(rows)
+    fig = figures.lr_sweep_figure(summary, MODEL, sweep)
+    panels = fig.axes
+    assert len(panels) == 3
+    for ax, metric, scale in zip(panels, ("simaou_norm", "simam_delta", "acc_ft"), (1, 1, 100)):
+        assert ax.get_xscale() == "log" and ax.get_xlabel() == "Learning rate" and ax.get_ylabel()
+        conts = [c for c in ax.containers if isinstance(c, ErrorbarContainer)]
+        assert [c.get_label() for c in conts] == ["SST2", "CB"]
+        for cont, task, lr in zip(conts, ("sst2", "cb"), (5e-4, 0.08)):
+            line = cont.lines[0]
+            np.testing.assert_allclose(line.get_xdata(), [lr / 2, lr, lr * 2])
+            sel = summary[(summary.task == task) & (summary.metric == metric)].set_index("method")["mean"]
+            expect = sel.loc[["gd_x0.5", "gd", "gd_x2"]].to_numpy() * scale
+            np.testing.assert_allclose(line.get_ydata(), expect)
+    rand = [x for x in panels[0].get_lines() if x.get_linestyle() == ":"]
+    assert len(rand) == 2  # per task, across its rates
+    for line, task, lr in zip(rand, ("sst2", "cb"), (5e-4, 0.08)):
+        expect = summary[(summary.metric == "simaou_random") & (summary.task == task)]["mean"].mean()
+        np.testing.assert_allclose(line.get_ydata(), [expect, expect])
+        np.testing.assert_allclose(line.get_xdata(), [lr / 2, lr * 2])
+    assert not [x for x in panels[1].get_lines() if x.get_linestyle() == ":"]
+    assert panels[2].get_ylabel() == "FT accuracy (%)"
+    texts = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert texts[:2] == ["SST2", "CB"] and texts[-1].startswith("Random SimAOU")
+    figures.plt.close(fig)
+    # no data for the swept methods: each panel says so
+    fig = figures.lr_sweep_figure(summary[summary.method == "lcgd"], MODEL, sweep)
+    assert all("no data" in _texts(ax) for ax in fig.axes)
+    figures.plt.close(fig)
+
+
+def test_models_figure(runs):
+    big = runs.assign(model="big-model", value=runs["value"] + 1.0)
+    both = pd.concat([runs, big], ignore_index=True)
+    extra = both[both.metric == "simaou_norm"].assign(metric="simaou_random", value=0.01)
+    both = pd.concat([both, extra], ignore_index=True)
+    fig = figures.models_figure(both, ["big-model", MODEL], metrics=("simaou_norm", "acc_ft", "alpha"))
+    simaou_ax, acc_ax, alpha_ax = fig.axes
+    assert [x.get_text() for x in alpha_ax.get_xticklabels()] == ["big-model", MODEL]  # config order
+    gd, lcgd = _bars(simaou_ax)
+    assert [gd.get_label(), lcgd.get_label()] == ["GD", "LCGD"]
+    for bars, method in ((gd, "gd"), (lcgd, "lcgd")):
+        for patch, model in zip(bars.patches, ("big-model", MODEL)):
+            sel = both[(both.model == model) & (both.variant == "trained") & (both.method == method)
+                       & (both.metric == "simaou_norm") & both.layer.isna()]["value"]
+            assert len(sel) == 4 and patch.get_height() == pytest.approx(sel.mean())
+    sel = both.query("model == @MODEL and variant == 'trained' and method == 'gd' and metric == 'acc_ft'")["value"]
+    assert _bars(acc_ax)[0].patches[1].get_height() == pytest.approx(100 * sel.mean())
+    assert acc_ax.get_ylabel() == "FT accuracy (%)"
+    segs = _error_segments(simaou_ax)
+    centre = gd.patches[1].get_x() + gd.patches[1].get_width() / 2
+    gd_model = both.query("model == @MODEL and variant == 'trained' and method == 'gd' "
+                          "and metric == 'simaou_norm' and layer.isna()")["value"]
+    assert segs[round(centre, 6)][:2] == pytest.approx((gd_model.mean() - gd_model.std(), gd_model.mean() + gd_model.std()))
+    rand = [x for x in simaou_ax.get_lines() if x.get_linestyle() == "--"]
+    assert len(rand) == 2 and all(x.get_ydata()[0] == pytest.approx(0.01) for x in rand)
+    assert "no data" in _texts(alpha_ax)  # the runs hold no alpha
+    assert alpha_ax.get_xlabel() == "Model"
+    figures.plt.close(fig)

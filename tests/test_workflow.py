@@ -4,6 +4,7 @@ import os
 
 os.environ["HF_HUB_OFFLINE"] = "1"
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -175,10 +176,15 @@ def test_report_tables_and_figures(finished_run):
     assert "\\begin{tabular}" in (finished_run / "reports/tables/methods.tex").read_text()
     for stem in ("accuracy", "methods", "variants"):
         assert (finished_run / f"reports/tables/{stem}.csv").stat().st_size > 0
-    for stem in ("per_layer", "accuracy"):
+    # one model, no learning-rate sweep: neither the models nor the lr_sweep figure is planned
+    planned = ("per_layer", "accuracy", "alpha", "grad_norms", "prediction_changes")
+    assert sorted(p.name for p in (finished_run / "reports/figures").iterdir()) == sorted(
+        f"{stem}.{ext}" for stem in planned for ext in ("png", "pdf"))
+    for stem in planned:
         png = (finished_run / f"reports/figures/{stem}.png").read_bytes()
         assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10_000
         assert (finished_run / f"reports/figures/{stem}.pdf").read_bytes()[:5] == b"%PDF-"
+        assert (finished_run / f"results/logs/figures/{stem}.log").exists()
 
 
 def _csv(finished_run, stem):
@@ -243,8 +249,9 @@ def test_nothing_to_do_after_a_run_and_metric_edits_rerun_only_metrics(finished_
     finally:
         metrics_py.write_text(original)
     assert set(planned) == {"score_run", "aggregate_metrics", "compare_methods", "data_statistics", "table",
-                            "figures", "all"}
+                            "figure", "all"}
     assert planned["score_run"] == 12
+    assert planned["figure"] == 4  # the gradient norms come from the training logs, not the metrics
 
 
 @pytest.mark.slow
@@ -269,3 +276,37 @@ def test_a_bad_config_key_stops_the_run_with_its_name(tmp_path):
     proc = snakemake(tmp_path, "-n", check=False)
     assert proc.returncode != 0
     assert "methods.gd" in proc.stderr + proc.stdout and "lerning_rate" in proc.stderr + proc.stdout
+
+
+def planned_figures(workdir: Path) -> dict[str, list[str]]:
+    """Figure -> inputs of every `figure` job of a dry run."""
+    out = snakemake(workdir, "-n", "--cores", "1").stdout
+    jobs = {}
+    for block in re.findall(r"^rule figure:\n((?:    .*\n?)+)", out, flags=re.M):
+        fields = dict(line.strip().partition(": ")[::2] for line in block.splitlines())
+        jobs[fields["wildcards"].removeprefix("figure=")] = fields["input"].split(", ")
+    return jobs
+
+
+def test_a_learning_rate_sweep_and_two_models_plan_their_figures(tmp_path):
+    """Plan only (a second full run would double the test time): the figures a config needs."""
+    sweep = {
+        **TINY,
+        "models": {"tiny": TINY["models"]["tiny"], "tiny_wide": {**TINY["models"]["tiny"], "n_embd": 48}},
+        "variants": {"trained": ["gd", "gd_half", "lcgd"]},
+        "methods": {"gd": {"kind": "gd"}, "gd_half": {"kind": "gd", "lr_scale": 0.5}, "lcgd": {"kind": "lcgd"}},
+    }
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(sweep))
+    jobs = planned_figures(tmp_path)
+    assert set(jobs) == {"per_layer", "accuracy", "alpha", "grad_norms", "prediction_changes", "lr_sweep", "models"}
+    # Subj does not run: the config's first task (safe_dump sorts the keys: cb) and its first seed,
+    # every method of the report variant
+    assert [x for x in jobs["grad_norms"] if x.startswith("results/")] == [
+        f"results/training/tiny/trained/cb/seed3/{m}.parquet" for m in ("gd", "gd_half", "lcgd")]
+    # no sweep when the rates are equal; a misspelt heatmap task is an error that names the key
+    sweep["methods"]["gd_half"]["lr_scale"] = 1.0
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(sweep))
+    assert "lr_sweep" not in planned_figures(tmp_path)
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump({**sweep, "report": {"grad_norm_task": "sbuj"}}))
+    proc = snakemake(tmp_path, "-n", check=False)
+    assert proc.returncode != 0 and "report.grad_norm_task" in proc.stdout + proc.stderr

@@ -1,5 +1,6 @@
 # Config validation, the run grid, and the path and input helpers every stage uses.
 
+import json
 import re
 import sys
 from pathlib import Path
@@ -9,7 +10,7 @@ import yaml
 sys.path.insert(0, str(Path(workflow.basedir) / "src"))  # works before `pip install -e .` too
 
 from icl_gd import config as cfg
-from icl_gd import validation
+from icl_gd import labels, validation
 
 
 # A config file named on the command line replaces config.yaml rather than being merged into it:
@@ -36,6 +37,8 @@ EXTRACTION_CODE = [
 MODEL_CODE = [str(SRC / f"{m}.py") for m in ("config", "data", "models", "prompts", "builtin")]
 METRICS_CODE = [str(SRC / f"{m}.py") for m in ("cache", "metrics", "scoring")]
 REPORT_CODE = [str(SRC / f"{m}.py") for m in ("labels", "tables", "figures", "report")]
+# the gradient-norm figure reads training logs through the cache module
+FIGURE_CODE = REPORT_CODE + [str(SRC / "cache.py")]
 
 
 def _names_regex(names):
@@ -179,9 +182,9 @@ def report_methods():
 
 
 def report_baseline():
-    """The method the others are compared with in the report, if the report variant runs it."""
-    baseline = config["statistics"]["baseline_method"]
-    return baseline if baseline in report_methods() else None
+    """The method alpha is measured against in the report variant, if that variant runs it."""
+    variant = report_variant()
+    return next((baseline_of(variant, m) for m in report_methods() if baseline_of(variant, m)), None)
 
 
 def _spec(method, **changes):
@@ -230,8 +233,91 @@ def report_tables():
 
 
 TABLES = report_tables()
-# paper 001 Fig. 3 (per-layer similarity); accuracy per task
-FIGURES = ["per_layer", "accuracy"]
+
+
+def grad_norm_run():
+    """Task and seed of the gradient-norm heatmaps: ``report.grad_norm_task`` and its first seed.
+    The default (Subj, as in the papers) falls back to the first task when the config does not
+    run Subj; a task named on purpose must be one of the config's."""
+    task = config["report"]["grad_norm_task"]
+    if task not in TASKS:
+        with open(Path(workflow.basedir) / "workflow/schemas/config.schema.yaml") as schema:
+            default = yaml.safe_load(schema)["properties"]["report"]["properties"]["grad_norm_task"]["default"]
+        if task != default:
+            raise cfg.ConfigError(f"config key report.grad_norm_task: {task!r} is not one of the tasks {TASKS}")
+        task = TASKS[0]
+    return task, cfg.task_seeds(config, task)[0]
+
+
+def lr_sweeps():
+    """The report variant's methods grouped by everything but their learning rate (``lr``,
+    ``lr_scale``): one row (group, method, task, lr) per method and task of every group whose
+    methods train some task at different rates. Empty when the config sweeps nothing."""
+    groups = {}
+    for method in report_methods():
+        spec = cfg.method_spec(config, method)
+        key = json.dumps({k: v for k, v in spec.items() if k not in ("lr", "lr_scale")}, sort_keys=True, default=str)
+        groups.setdefault(key, []).append(method)
+    rows = []
+    for members in groups.values():
+        if not any(len({cfg.learning_rate(config, t, m) for m in members}) > 1 for t in TASKS):
+            continue
+        # named after the method that trains at the tasks' own rates, when the sweep has one
+        plain = [m for m in members if config["methods"][m].get("lr") is None and config["methods"][m].get("lr_scale", 1.0) == 1.0]
+        group = labels.method_label(plain[0] if plain else members[0])
+        rows += [dict(group=group, method=m, task=t, lr=cfg.learning_rate(config, t, m)) for m in members for t in TASKS]
+    return rows
+
+
+# What the report's figures show; a figure that does not apply to the config is not planned.
+FIGURES = ["per_layer", "accuracy"]  # paper 001 Fig. 3; accuracy per task
+FIGURES += ["alpha"] if report_baseline() else []  # paper 001 Fig. 2
+FIGURES += ["grad_norms", "prediction_changes"]  # paper 001 Fig. 4 / 003 Fig. 3; paper 003 Fig. 1
+FIGURES += ["lr_sweep"] if lr_sweeps() else []
+FIGURES += ["models"] if len(MODELS) > 1 else []
+
+
+def figure_inputs(wildcards):
+    """The gradient-norm heatmaps read training logs only; every other figure the metrics."""
+    if wildcards.figure == "grad_norms":
+        task, seed = grad_norm_run()
+        base = f"results/training/{report_model()}/{report_variant()}/{task}/seed{seed}"
+        return {"train_logs": [f"{base}/{method}.parquet" for method in report_methods()], "code": FIGURE_CODE}
+    return {"runs": "results/metrics/runs.parquet", "summary": "results/metrics/summary.parquet", "code": FIGURE_CODE}
+
+
+def figure_params(wildcards):
+    """What ``report.write_figures`` needs for one figure, and nothing more: a config edit then
+    reruns only the figures it changes (params trigger)."""
+    params = dict(model=report_model(), variant=report_variant(), methods=report_methods())
+    if wildcards.figure in ("per_layer", "accuracy", "alpha", "lr_sweep", "models"):
+        params["ci_level"] = config["statistics"]["ci_level"]
+    if wildcards.figure == "alpha":
+        params["baseline"] = report_baseline()
+    if wildcards.figure == "lr_sweep":
+        params["lr_sweep"] = lr_sweeps()
+    if wildcards.figure == "models":
+        params["models"] = MODELS
+    return params
+
+
+def figure_about(wildcards):
+    """For the captions: the config file(s) and ``--config`` overrides, every task with its seeds,
+    and the run of the gradient-norm heatmaps. A parameter, so that running with another config
+    reruns the figure jobs (seconds each) and a caption always names the config of its figure."""
+    cwd = Path.cwd()
+    files = [
+        str(Path(f).resolve().relative_to(cwd)) if Path(f).resolve().is_relative_to(cwd) else str(f)
+        for f in workflow.configfiles
+    ]
+    about = dict(
+        configfiles=files,
+        overrides=", ".join(f"{k}={v}" for k, v in workflow.config_settings.config.items()),  # --config
+        seeds={task: cfg.task_seeds(config, task) for task in TASKS},
+    )
+    if wildcards.figure == "grad_norms":
+        about["grad_norm_task"], about["grad_norm_seed"] = grad_norm_run()
+    return about
 
 
 def report_outputs():

@@ -3,6 +3,8 @@
 
 localrules:
     table,
+    tables,
+    figure,
     figures,
 
 
@@ -37,24 +39,42 @@ rule table:
         "../scripts/table.py"
 
 
-rule figures:
+rule figure:
     input:
-        runs="results/metrics/runs.parquet",
-        summary="results/metrics/summary.parquet",
-        code=REPORT_CODE,
+        unpack(figure_inputs),
     output:
-        report(
-            expand("reports/figures/{figure}.{ext}", figure=FIGURES, ext=["png", "pdf"]),
+        png=report(
+            "reports/figures/{figure}.png",
             caption="../report/figures.rst",
             category="Figures",
+            labels={"figure": "{figure}", "format": "PNG"},
         ),
+        pdf=report(
+            "reports/figures/{figure}.pdf",
+            caption="../report/figures.rst",
+            category="Figures",
+            labels={"figure": "{figure}", "format": "PDF"},
+        ),
+    wildcard_constraints:
+        figure=_names_regex(FIGURES),
     params:
-        model=report_model(),
-        variant=report_variant(),
-        methods=report_methods(),
+        figure=figure_params,
+        about=figure_about,
     conda:
         "../../envs/analysis.yaml"
     log:
-        "results/logs/figures.log",
+        "results/logs/figures/{figure}.log",
     script:
         "../scripts/figures.py"
+
+
+# `snakemake figures` renders every figure the config plans.
+rule figures:
+    input:
+        expand("reports/figures/{figure}.{ext}", figure=FIGURES, ext=["png", "pdf"]),
+
+
+# `snakemake tables` renders every table the config plans.
+rule tables:
+    input:
+        expand("reports/tables/{table}.{ext}", table=TABLES, ext=["md", "tex", "csv"]),

@@ -1,4 +1,4 @@
-"""Render the papers' figures from the aggregated metrics (PNG and PDF)."""
+"""Render one of the papers' figures (PNG and PDF) from the metrics or the training logs."""
 
 import sys
 from pathlib import Path
@@ -9,4 +9,8 @@ from icl_gd.runtime import log_to
 log_to(snakemake.log[0])
 from icl_gd import report
 
-report.write_figures(snakemake.input.runs, snakemake.input.summary, snakemake.output, **snakemake.params)
+inputs = dict(snakemake.input.items())
+report.write_figures(
+    inputs.get("runs"), inputs.get("summary"), snakemake.output,
+    train_logs=inputs.get("train_logs", []), **snakemake.params.figure,
+)
