@@ -14,7 +14,7 @@ rule extract_base:
         setting="|".join(cfg.BASE_SETTINGS),
     threads: 1
     resources:
-        gpu=1,
+        gpu=MODEL_GPUS,
         mem_mb=8000,
         runtime=60,
     conda:
@@ -37,7 +37,7 @@ rule finetune_and_extract:
         setting=_names_regex(METHODS),
     threads: 1
     resources:
-        gpu=1,
+        gpu=MODEL_GPUS,
         mem_mb=16000,
         runtime=120,
     conda:
