@@ -58,3 +58,24 @@ def test_model_jobs_ask_for_a_gpu_only_where_they_run_on_cuda(tmp_path):
         for rule in CPU_RULES:  # the built-in model pretrains on CPU wherever it runs
             assert not any(item.startswith("gpu=") for r in resources[rule] for item in r)
         assert groups == {}  # grouping is for cluster runs only
+
+
+def test_slurm_profile_plans_the_workflow_where_slurm_is_absent(tmp_path):
+    # a PATH with Python and the shell tools the SLURM plugin calls, but no SLURM command
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    for tool in ("which", "sh", "bash"):
+        (tools / tool).symlink_to(shutil.which(tool))
+    path = f"{Path(sys.executable).parent}{os.pathsep}{tools}"
+    assert shutil.which("sbatch", path=path) is None and shutil.which("sinfo", path=path) is None
+    profile = yaml.safe_load((REPO / "profiles/slurm/config.yaml").read_text())
+    resources, groups = plan(tmp_path, "--workflow-profile", str(REPO / "profiles/slurm"), env={**os.environ, "PATH": path})
+    for rule in GPU_RULES:
+        partition = profile["set-resources"][rule]["slurm_partition"]
+        assert all({"gpu=1", f"slurm_partition={partition}", "cpus_per_gpu=1"} <= r for r in resources[rule])
+    for rule in CPU_RULES:
+        assert not any(item.startswith("gpu=") for r in resources[rule] for item in r)
+    # a variant's zsl, icl and gd extractions are one group job
+    assert {g: sorted(rules) for g, rules in groups.items()} == {
+        f"extract_tiny_{v}": ["extract_base", "extract_base", "finetune_and_extract"] for v in ("trained", "untrained")
+    }
