@@ -1,7 +1,14 @@
-"""Entry points send everything a job prints, from Python or from C, to the rule's log."""
+"""Entry points send everything a job prints, from Python or from C, to the rule's log; each GPU
+job gets a device of its own (tested with fake device counts and environments: no GPU needed)."""
 
+import os
 import subprocess
 import sys
+import time
+
+import pytest
+
+from icl_gd import runtime
 
 
 def test_log_to_captures_logging_print_and_c_level_output(tmp_path):
@@ -20,3 +27,73 @@ def test_log_to_captures_logging_print_and_c_level_output(tmp_path):
     text = log.read_text()
     assert "from print" in text and "from logging" in text and "from fd 2" in text
     assert proc.stdout == "" and proc.stderr == ""
+
+
+def test_visible_gpus_honour_cuda_visible_devices_and_count_otherwise():
+    assert runtime.visible_gpus({"CUDA_VISIBLE_DEVICES": "2,3"}, count=8) == ["2", "3"]
+    assert runtime.visible_gpus({"CUDA_VISIBLE_DEVICES": "GPU-5d3c,1"}) == ["GPU-5d3c", "1"]
+    assert runtime.visible_gpus({"CUDA_VISIBLE_DEVICES": "1,-1,2"}) == ["1"]  # CUDA stops at -1
+    assert runtime.visible_gpus({"CUDA_VISIBLE_DEVICES": ""}, count=8) == []
+    assert runtime.visible_gpus({}, count=3) == ["0", "1", "2"]
+    assert runtime.visible_gpus({}, count=0) == []
+
+
+def test_only_cuda_devices_want_a_gpu():
+    assert runtime.wants_gpu("auto", {}, count=2) and runtime.wants_gpu("cuda:1", {}, count=0)
+    assert not runtime.wants_gpu("auto", {}, count=0) and not runtime.wants_gpu("cpu", {}, count=2)
+    assert not runtime.wants_gpu("auto", {"CUDA_VISIBLE_DEVICES": ""}, count=2)
+
+
+def test_each_lock_takes_a_device_no_other_holds(tmp_path):
+    first = runtime.try_lock(["0", "1"], tmp_path)
+    second = runtime.try_lock(["0", "1"], tmp_path)
+    assert first[0] == "0" and second[0] == "1"
+    assert runtime.try_lock(["0", "1"], tmp_path) is None
+    os.close(first[1])  # the job ended
+    third = runtime.try_lock(["0", "1"], tmp_path)
+    assert third[0] == "0"
+    for _, fd in (second, third):
+        os.close(fd)
+
+
+def test_claims_give_jobs_distinct_devices_and_set_cuda_visible_devices(tmp_path):
+    jobs = [{}, {}, {}]
+    got = [runtime.claim_gpu("auto", environ=env, count=3, lock_root=tmp_path) for env in jobs]
+    assert sorted(got) == ["0", "1", "2"]
+    assert [env["CUDA_VISIBLE_DEVICES"] for env in jobs] == got
+    with pytest.raises(TimeoutError, match="held by other jobs"):
+        runtime.claim_gpu("cuda", environ={}, count=3, lock_root=tmp_path, poll_s=0.01, timeout_s=0.05)
+
+
+def test_a_slurm_allocation_keeps_its_devices_and_its_own_locks(tmp_path):
+    # SLURM numbers each allocation's GPUs from 0: two jobs on one node may both see "0"
+    one, other = {"CUDA_VISIBLE_DEVICES": "0", "SLURM_JOB_ID": "11"}, {"CUDA_VISIBLE_DEVICES": "0", "SLURM_JOB_ID": "12"}
+    assert runtime.claim_gpu("auto", environ=one, count=4, lock_root=tmp_path) == "0"
+    assert runtime.claim_gpu("auto", environ=other, count=4, lock_root=tmp_path) == "0"
+    same_allocation = {"CUDA_VISIBLE_DEVICES": "0", "SLURM_JOB_ID": "11"}
+    with pytest.raises(TimeoutError):
+        runtime.claim_gpu("auto", environ=same_allocation, count=4, lock_root=tmp_path, poll_s=0.01, timeout_s=0.05)
+
+
+def test_cpu_and_explicit_devices_are_left_alone(tmp_path):
+    for device, env in [("cpu", {}), ("cuda:1", {}), ("auto", {"CUDA_VISIBLE_DEVICES": ""})]:
+        before = dict(env)
+        assert runtime.claim_gpu(device, environ=env, count=2, lock_root=tmp_path) is None
+        assert env == before
+    assert not list(tmp_path.iterdir())
+
+
+def test_a_job_waits_for_the_device_another_process_holds(tmp_path):
+    holder = subprocess.Popen(
+        [sys.executable, "-c",
+         "import sys, time; from icl_gd import runtime\n"
+         f"runtime.claim_gpu('auto', environ={{}}, count=1, lock_root={str(tmp_path)!r})\n"
+         "print('held', flush=True); time.sleep(1.0)"],
+        stdout=subprocess.PIPE, text=True,
+    )
+    assert holder.stdout.readline().strip() == "held"
+    started = time.monotonic()
+    env = {}
+    assert runtime.claim_gpu("auto", environ=env, count=1, lock_root=tmp_path, poll_s=0.05, timeout_s=30) == "0"
+    assert time.monotonic() - started > 0.5  # it waited for the holder to exit
+    assert holder.wait() == 0 and env["CUDA_VISIBLE_DEVICES"] == "0"

@@ -1,13 +1,28 @@
-"""Process set-up shared by the workflow's entry points: logging into the rule's log file.
+"""Process set-up shared by the workflow's entry points: logging into the rule's log file, and a
+CUDA device of a job's own.
 
-Imports nothing else of the package.
+Imports nothing else of the package, and not torch: the Snakefile asks it whether model jobs need
+a GPU.
 """
 
 from __future__ import annotations
 
+import fcntl
 import logging
 import os
+import re
+import subprocess
 import sys
+import time
+from pathlib import Path
+from typing import MutableMapping
+
+log = logging.getLogger(__name__)
+
+# Lock files live here, not in $TMPDIR: Snakemake points a job's TMPDIR at its `tmpdir` resource,
+# which may differ between jobs of one machine, and the locks must be seen by all of them.
+LOCK_ROOT = Path("/tmp")
+_held_locks: list[int] = []  # kept open (and so locked) until the process ends
 
 
 def log_to(path: str, threads: int | None = None) -> None:
@@ -32,3 +47,114 @@ def log_to(path: str, threads: int | None = None) -> None:
             os.environ[var] = str(threads)
         if "torch" in sys.modules:
             sys.modules["torch"].set_num_threads(threads)
+
+
+def visible_gpus(environ: MutableMapping[str, str] | None = None, count: int | None = None) -> list[str]:
+    """The CUDA devices a job may use, named as CUDA_VISIBLE_DEVICES names them.
+
+    A CUDA_VISIBLE_DEVICES already set is honoured: SLURM sets it to a job's allocated GPUs, and
+    users set it to fence GPUs off; like CUDA, it is read up to its first negative entry.
+    Otherwise the machine's GPUs are counted (``count``, or ``nvidia-smi``), not with
+    ``torch.cuda.device_count()``, which initialises CUDA, after which setting the variable has
+    no effect.
+    """
+    environ = os.environ if environ is None else environ
+    if "CUDA_VISIBLE_DEVICES" in environ:
+        gpus = []
+        for entry in environ["CUDA_VISIBLE_DEVICES"].split(","):
+            entry = entry.strip()
+            if not entry or entry.startswith("-"):
+                break
+            gpus.append(entry)
+        return gpus
+    if count is None:
+        count = _nvidia_smi_count()
+    return [str(i) for i in range(count)]
+
+
+def _nvidia_smi_count() -> int:
+    try:
+        out = subprocess.run(
+            ["nvidia-smi", "--query-gpu=index", "--format=csv,noheader"],
+            capture_output=True, text=True, timeout=30, check=True,
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        return 0  # no driver, no GPU
+    return sum(1 for line in out.splitlines() if line.strip())
+
+
+def wants_gpu(device: str, environ: MutableMapping[str, str] | None = None, count: int | None = None) -> bool:
+    """Whether a model job with the config's ``device`` runs on CUDA: asked for by name, or
+    ``auto`` with a GPU in sight."""
+    return device.startswith("cuda") or (device == "auto" and bool(visible_gpus(environ, count)))
+
+
+def lock_dir(environ: MutableMapping[str, str] | None = None, root: Path | str | None = None) -> Path:
+    """Where a job's GPU locks live: one folder per user and machine, or per SLURM allocation.
+
+    Jobs of two SLURM allocations on one node may both see their own, different, GPU as device
+    0; their locks must not meet.
+    """
+    environ = os.environ if environ is None else environ
+    name = f"icl-gd-gpu-locks-uid{os.getuid()}"
+    if environ.get("SLURM_JOB_ID"):
+        name += f"-slurm{environ['SLURM_JOB_ID']}"
+    return Path(root or LOCK_ROOT) / name
+
+
+def try_lock(gpus: list[str], folder: Path) -> tuple[str, int] | None:
+    """Lock the first of ``gpus`` no other open lock holds: (device, open lock fd), or None.
+
+    flock locks go with the open file, so a crashed job never leaves a stale lock behind.
+    """
+    folder.mkdir(parents=True, exist_ok=True)
+    for gpu in gpus:
+        fd = os.open(folder / f"cuda-{re.sub(r'[^A-Za-z0-9_.-]', '_', gpu)}.lock", os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            continue
+        return gpu, fd
+    return None
+
+
+def claim_gpu(
+    device: str = "auto",
+    *,
+    environ: MutableMapping[str, str] | None = None,
+    count: int | None = None,
+    lock_root: Path | str | None = None,
+    poll_s: float = 5.0,
+    timeout_s: float | None = None,
+) -> str | None:
+    """Give this job a CUDA device that no other job holds, for the life of the process.
+
+    Snakemake counts GPUs (``resources: gpu``) but does not say which one a job gets, and CUDA
+    gives every process device 0: two jobs on a several-GPU machine would share it. The device
+    is locked and CUDA_VISIBLE_DEVICES set to it alone, so ``auto`` and ``cuda`` mean that one;
+    call this before CUDA is initialised. Where every device is held (a gpu cap above the number
+    of GPUs), the job waits for one rather than share it. Returns the device, or None for a CPU
+    job or an explicit ``cuda:<n>``, which is left as it is.
+    """
+    environ = os.environ if environ is None else environ
+    if device not in ("auto", "cuda"):
+        return None
+    gpus = visible_gpus(environ, count)
+    if not gpus:
+        return None
+    folder = lock_dir(environ, lock_root)
+    started = time.monotonic()
+    waiting = False
+    while (claim := try_lock(gpus, folder)) is None:
+        if timeout_s is not None and time.monotonic() - started >= timeout_s:
+            raise TimeoutError(f"every GPU of {gpus} stayed held by other jobs for {timeout_s} s (locks in {folder})")
+        if not waiting:
+            log.info("every GPU of %s is held by another job (locks in %s); waiting for one", gpus, folder)
+            waiting = True
+        time.sleep(poll_s)
+    gpu, fd = claim
+    _held_locks.append(fd)
+    environ["CUDA_VISIBLE_DEVICES"] = gpu
+    log.info("using GPU %s of %s (CUDA_VISIBLE_DEVICES=%s)", gpu, gpus, gpu)
+    return gpu

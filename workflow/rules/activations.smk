@@ -16,7 +16,7 @@ rule extract_base:
         run=run_params,
     threads: 1
     resources:
-        gpu=1,
+        gpu=MODEL_GPUS,
         mem_mb=8000,
         runtime=60,
     conda:
@@ -41,7 +41,7 @@ rule finetune_and_extract:
         run=run_params,
     threads: 1
     resources:
-        gpu=1,
+        gpu=MODEL_GPUS,
         mem_mb=16000,
         runtime=120,
     conda:

@@ -10,7 +10,7 @@ import yaml
 sys.path.insert(0, str(Path(workflow.basedir) / "src"))  # works before `pip install -e .` too
 
 from icl_gd import config as cfg
-from icl_gd import labels, validation
+from icl_gd import labels, runtime, validation
 
 
 # A config file named on the command line replaces config.yaml rather than being merged into it:
@@ -59,6 +59,9 @@ TASKS = list(config["tasks"])
 METHODS = list(config["methods"])
 VARIANTS = list(config["variants"])
 BUILTIN_TASKS = list(cfg.TASK_PRESETS)
+# A model job asks for the gpu resource only where it will run on CUDA: on a CPU-only machine the
+# profile's gpu cap would otherwise run the extractions one at a time. Cluster profiles set it.
+MODEL_GPUS = int(runtime.wants_gpu(config["device"]))
 
 
 wildcard_constraints:

@@ -17,8 +17,8 @@ rule build_builtin_model:
         spec=model_spec,
         twins=BUILTIN_TASKS,
     threads: 2
+    # no gpu: the built-in model is pretrained on CPU, the same on every machine
     resources:
-        gpu=1,
         mem_mb=4000,
         runtime=30,
     conda:

@@ -4,9 +4,10 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(snakemake.scriptdir).parents[1] / "src"))
-from icl_gd.runtime import log_to
+from icl_gd.runtime import claim_gpu, log_to
 
 log_to(snakemake.log[0], threads=snakemake.threads)
+claim_gpu(snakemake.config["device"])
 from icl_gd import extract
 
 w = snakemake.wildcards
