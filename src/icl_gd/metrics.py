@@ -56,6 +56,7 @@ __all__ = [
     "simam_delta",
     "alpha",
     "rec2ftp_terms",
+    "change_sets",
     "jaccard_terms",
     "bootstrap_counts",
     "bootstrap_means",
@@ -239,10 +240,11 @@ def rec2ftp(pred_zsl, pred_icl, pred_ft, gold) -> float:
     return 100.0 * float(num.sum()) / float(den.sum())
 
 
-def jaccard_terms(pred_zsl, pred_icl, pred_ft, gold, subset: str = "all") -> tuple[np.ndarray, np.ndarray]:
-    """Per-example numerator and denominator of :func:`jaccard` (float64):
-    num_i = 1 if ICL and FT changed example i to the same label, den_i = [i ∈ D_ICL] + [i ∈ D_FT]
-    − num_i (0, 1 or 2), so that J = Σ num / Σ den."""
+def change_sets(pred_zsl, pred_icl, pred_ft, gold, subset: str = "all") -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The boolean (n,) sets of paper 003's prediction changes: D_ICL, D_FT (prediction differs
+    from ZSL; ``subset="correct"`` / ``"incorrect"`` keeps the changes whose new label is right /
+    wrong) and their intersection, which counts an example only if ICL and FT changed it to the
+    same label."""
     if subset not in ("all", "correct", "incorrect"):
         raise ValueError(f"subset must be 'all', 'correct' or 'incorrect', got {subset!r}")
     z, i, f, g = _labels(pred_zsl, pred_icl, pred_ft, gold, names=("pred_zsl", "pred_icl", "pred_ft", "gold"))
@@ -254,7 +256,15 @@ def jaccard_terms(pred_zsl, pred_icl, pred_ft, gold, subset: str = "all") -> tup
     elif subset == "incorrect":
         d_icl &= i != g
         d_ft &= f != g
-    inter = (d_icl & d_ft & (i == f)).astype(np.float64)
+    return d_icl, d_ft, d_icl & d_ft & (i == f)
+
+
+def jaccard_terms(pred_zsl, pred_icl, pred_ft, gold, subset: str = "all") -> tuple[np.ndarray, np.ndarray]:
+    """Per-example numerator and denominator of :func:`jaccard` (float64):
+    num_i = 1 if ICL and FT changed example i to the same label, den_i = [i ∈ D_ICL] + [i ∈ D_FT]
+    − num_i (0, 1 or 2), so that J = Σ num / Σ den."""
+    d_icl, d_ft, inter = change_sets(pred_zsl, pred_icl, pred_ft, gold, subset)
+    inter = inter.astype(np.float64)
     return inter, d_icl + d_ft.astype(np.float64) - inter
 
 

@@ -19,7 +19,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from . import metrics
-from .cache import METADATA_KEY, RunCache, atomic_write_frame, atomic_write_table
+from .cache import METADATA_KEY, RunCache, atomic_write_frame, atomic_write_table, read_meta
 
 log = logging.getLogger(__name__)
 
@@ -37,7 +37,6 @@ def _check_aligned(zsl: RunCache, *others: RunCache) -> None:
 
 
 SIMILARITIES = ("simaou", "simaou_norm", "simam_before", "simam_after", "simam_delta")
-RANDOM_BASELINES = ("simaou_random", "simaou_random_gaussian")
 # Scores that are ratios of per-example sums: accuracy, Rec2FTP (percent) and the Jaccard indices.
 RATIOS = (
     "acc_zsl", "acc_icl", "acc_ft", "rec2ftp", "jaccard_all", "jaccard_correct", "jaccard_incorrect",
@@ -161,17 +160,11 @@ def prediction_changes(ex: RunExamples) -> dict[str, float]:
     by both to the same label. With the Jaccard index's sets (:func:`metrics.jaccard_terms`):
     both = |D_ICL ∩ D_FT|, ICL only = |D_ICL| − both, FT only = |D_FT| − both, so that
     J = both / (ICL only + FT only + both)."""
-    preds = (ex.pred_zsl, ex.pred_icl, ex.pred_ft, ex.gold)
     changes = {}
     for subset in ("correct", "incorrect"):
-        both, union = metrics.jaccard_terms(*preds, subset=subset)
-        right = ex.gold if subset == "correct" else None
-        changed = {}
-        for name, pred in (("icl", ex.pred_icl), ("ft", ex.pred_ft)):
-            moved = pred != ex.pred_zsl
-            changed[name] = moved & (pred == right) if subset == "correct" else moved & (pred != ex.gold)
-        changes[f"changes_icl_only_{subset}"] = float(changed["icl"].sum() - both.sum())
-        changes[f"changes_ft_only_{subset}"] = float(changed["ft"].sum() - both.sum())
+        d_icl, d_ft, both = metrics.change_sets(ex.pred_zsl, ex.pred_icl, ex.pred_ft, ex.gold, subset)
+        changes[f"changes_icl_only_{subset}"] = float(d_icl.sum() - both.sum())
+        changes[f"changes_ft_only_{subset}"] = float(d_ft.sum() - both.sum())
         changes[f"changes_both_{subset}"] = float(both.sum())
     return changes
 
@@ -380,7 +373,7 @@ def _paired_differences(method_runs: dict[int, RunExamples], base_runs: dict[int
 
 
 def compare_methods(
-    examples: list[RunExamples], baseline: str, *, n_boot: int = 1000, n_perm: int = 10000,
+    examples: list[RunExamples], baseline: str | None, *, n_boot: int = 1000, n_perm: int = 10000,
     level: float = 0.95, significance: float = 0.05, seed: int = 0,
 ) -> pd.DataFrame:
     """Every method against ``baseline`` on the same model, variant and task, paired by example.
@@ -422,8 +415,8 @@ def compare_methods(
 
 def write_comparisons(example_paths: list[str], parquet_path: str, csv_path: str, baseline: str | None, **kwargs) -> pd.DataFrame:
     """The paired comparisons of every method with the baseline, as parquet and CSV."""
-    examples = [read_examples(p) for p in example_paths]
-    table = compare_methods(examples, baseline, **kwargs) if baseline else compare_methods([], "")
+    examples = [read_examples(p) for p in example_paths] if baseline else []
+    table = compare_methods(examples, baseline, **kwargs)
     atomic_write_frame(table, parquet_path)
     _atomic_csv(table, csv_path)
     log.info("%d comparisons (%d significant)", len(table), int(table["significant"].sum()))
@@ -443,13 +436,11 @@ def data_statistics(tasks: dict[str, dict[str, str]]) -> pd.DataFrame:
     ``label_word``); ``icl_tokens`` the mean length of the whole ICL prompt (context + query)."""
     rows = []
     for task, paths in tasks.items():
-        zsl = pq.read_table(paths["zsl"], columns=["query_len"])
-        zsl_meta = json.loads(zsl.schema.metadata[METADATA_KEY])
+        zsl_meta, icl_meta = read_meta(paths["zsl"]), read_meta(paths["icl"])
         label_word = 1 if zsl_meta.get("record_position") == "label_word" else 0
-        query_len = zsl.column("query_len").to_numpy().astype(np.float64)
-        icl = pq.read_table(paths["icl"], columns=["query_len"])
-        icl_meta = json.loads(icl.schema.metadata[METADATA_KEY])
-        icl_len = icl.column("query_len").to_numpy().astype(np.float64) - label_word + icl_meta["n_context"]
+        query_len = pq.read_table(paths["zsl"], columns=["query_len"]).column("query_len").to_numpy().astype(np.float64)
+        icl_query = pq.read_table(paths["icl"], columns=["query_len"]).column("query_len").to_numpy().astype(np.float64)
+        icl_len = icl_query - label_word + icl_meta["n_context"]
         rows.append({
             "task": task,
             "n_train": pq.read_metadata(paths["train"]).num_rows,

@@ -448,6 +448,15 @@ def layer_causal_table(
     )
 
 
+def _keyed_table(rows: list[list[str]], keys: list[tuple], names: Sequence[str], tasks: Sequence[str], kind: str,
+                 footnotes: Sequence[str] = ()) -> pd.DataFrame:
+    """Display cells with a (metric, row) index and task columns; nothing marked best."""
+    index = pd.MultiIndex.from_tuples(keys, names=list(names)) if keys else None
+    table = pd.DataFrame(rows, index=index, columns=[task_label(t) for t in tasks], dtype=object)
+    table.attrs.update(best=[], footnotes=list(footnotes), table=kind)
+    return table
+
+
 def intervals_table(
     summary: pd.DataFrame,
     model: str,
@@ -483,10 +492,7 @@ def intervals_table(
                 cells.append(text)
             rows.append(cells)
             keys.append((metric_label(metric), method_label(method)))
-    table = pd.DataFrame(rows, index=pd.MultiIndex.from_tuples(keys, names=["Metric", "Method"]) if keys else None,
-                         columns=[task_label(t) for t in tasks], dtype=object)
-    table.attrs.update(best=[], footnotes=[], table="intervals")
-    return table
+    return _keyed_table(rows, keys, ("Metric", "Method"), tasks, "intervals")
 
 
 def comparisons_table(
@@ -527,12 +533,9 @@ def comparisons_table(
                 cells.append(text)
             rows.append(cells)
             keys.append((metric_label(metric), f"{method_label(method)} − {method_label(baseline)}"))
-    table = pd.DataFrame(rows, index=pd.MultiIndex.from_tuples(keys, names=["Metric", "Comparison"]) if keys else None,
-                         columns=[task_label(t) for t in tasks], dtype=object)
     notes = [f"{SIGNIFICANT_MARK} p < {significance:g}, two-sided paired sign-flip test over examples "
              "(per-example differences averaged over seeds); [95% bootstrap interval]"]
-    table.attrs.update(best=[], footnotes=notes if keys else [], table="comparisons")
-    return table
+    return _keyed_table(rows, keys, ("Metric", "Comparison"), tasks, "comparisons", notes if keys else [])
 
 
 def data_table(stats: pd.DataFrame) -> pd.DataFrame:

@@ -191,17 +191,15 @@ def report_baseline():
 
 
 def _spec(method, **changes):
-    spec = {k: v for k, v in cfg.method_spec(config, method).items()}
-    spec.update(changes)
-    return spec
+    return {**cfg.method_spec(config, method), **changes}
 
 
 def layer_causal_methods(clipped):
     """The report variant's layer-causal methods on gold labels, with or without clipping."""
+    specs = {m: _spec(m) for m in report_methods()}
     return [
-        m for m in report_methods()
-        if _spec(m)["kind"] == "lcgd" and _spec(m)["demo_labels"] == "gold"
-        and (_spec(m)["clip_grad_norm"] is not None) == clipped
+        m for m, spec in specs.items()
+        if spec["kind"] == "lcgd" and spec["demo_labels"] == "gold" and (spec["clip_grad_norm"] is not None) == clipped
     ]
 
 
