@@ -3,6 +3,7 @@
 import json
 
 import pytest
+import torch
 
 from icl_gd import builtin, config as cfg, data, models, prompts
 
@@ -40,3 +41,17 @@ def test_the_saved_model_loads_and_pretraining_lowered_the_loss(built):
     assert model.config.n_layer == 1 and models.context_length(model) == 256
     assert summary["final_loss"] < summary["first_loss"] - 0.5
     assert json.loads((out_dir / "pretraining.json").read_text())["vocab_size"] == len(tokenizer)
+
+
+def test_zero_pretraining_steps_give_the_seeded_random_model(built, tmp_path):
+    """pretrain_steps: 0 (the schema's minimum; the GPU benchmark's random model of a chosen shape)
+    builds, and leaves the weights as the seeded initialisation made them."""
+    root = built[0].parent
+    paths = {task: str(root / f"{task}.parquet") for task in cfg.TASK_PRESETS}
+    summary = builtin.build(paths, tmp_path / "model", {**SPEC, "pretrain_steps": 0}, device="cpu")
+    assert summary["first_loss"] is None and summary["final_loss"] is None
+    model = models.load_model(tmp_path / "model", device="cpu")
+    tokenizer = models.load_tokenizer(tmp_path / "model")
+    fresh = models.build_gpt2(tokenizer, n_layer=1, n_embd=32, n_head=2, n_positions=256, seed=SPEC["seed"])
+    for (name, a), b in zip(model.state_dict().items(), fresh.state_dict().values()):
+        assert torch.equal(a, b), name

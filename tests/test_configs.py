@@ -24,6 +24,7 @@ from icl_gd import validation  # noqa: E402
 REPO = Path(__file__).resolve().parents[1]
 SCHEMA = yaml.safe_load((REPO / "workflow" / "schemas" / "config.schema.yaml").read_text())
 PAPER = REPO / "configs" / "paper.yaml"
+BENCH = REPO / "configs" / "benchmark-1.3b.yaml"
 SHIPPED = [REPO / "config.yaml", *sorted((REPO / "configs").glob("*.yaml"))]
 
 # PROTOCOL.md, "Datasets": three seeds per task, typed again by hand.
@@ -60,13 +61,14 @@ def test_paper_config_is_the_protocol():
         assert cfg.task_seeds(config, task) == seeds
     assert (config["k"], config["max_eval"], config["n_seeds"]) == (32, 2000, None)
     assert (config["record_position"], config["ft_demos"]) == ("label_word", "all")
-    assert config["variants"] == {"trained": ["gd", "lcgd", "lcgd_clip", "gd_switched"],
+    assert config["variants"] == {"trained": ["gd", "lcgd", "lcgd_clip", "gd_switched", "gd_linearized"],
                                   "trained_embeddings": ["gd"], "untrained": ["gd"]}
     clip = cfg.method_spec(config, "lcgd_clip")
     assert (clip["kind"], clip["clip_grad_norm"]) == ("lcgd", 12.0)  # paper 003 Table 3
     assert cfg.method_spec(config, "gd_switched")["demo_labels"] == "switched"
     assert cfg.method_spec(config, "gd")["demo_labels"] == "gold"  # the schema default
     assert cfg.icl_setting(config, "gd_switched") == "icl_switched"
+    assert cfg.method_spec(config, "gd_linearized")["kind"] == "linearized"  # paper 002
 
 
 # --------------------------------------------------------------------------------------------------
@@ -74,16 +76,19 @@ def test_paper_config_is_the_protocol():
 # --------------------------------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def dry_run(tmp_path_factory) -> str:
-    workdir = tmp_path_factory.mktemp("paper_dry_run")
+def dry_run_of(config_path: Path, workdir: Path) -> str:
     cmd = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "--directory", str(workdir),
-           "--configfile", str(PAPER), "-n"]
+           "--configfile", str(config_path), "-n"]
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
     proc = subprocess.run(cmd, capture_output=True, text=True, cwd=workdir, env=env, timeout=120)
     assert proc.returncode == 0, f"dry run failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
     assert not (workdir / "results").exists() and not (workdir / "resources").exists()  # nothing was run
     return proc.stdout
+
+
+@pytest.fixture(scope="module")
+def dry_run(tmp_path_factory) -> str:
+    return dry_run_of(PAPER, tmp_path_factory.mktemp("paper_dry_run"))
 
 
 def job_stats(stdout: str) -> dict[str, int]:
@@ -140,21 +145,36 @@ def test_paper_dry_run_job_counts(dry_run):
     assert counts.pop("total") == sum(counts.values())
     assert counts == expected
     # the same, literally: 6 tasks x 3 seeds; trained runs zsl, icl and icl_switched, the other two
-    # variants zsl and icl; trained finetunes 4 methods, the other two variants 1 each
+    # variants zsl and icl; trained finetunes 5 methods, the other two variants 1 each
     assert counts == {
         "download_model": 1, "prepare_task": 6, "make_variant": 2,
         "extract_base": 6 * 3 * (3 * 2 + 1),  # 126
-        "finetune_and_extract": 6 * 3 * (4 + 1 + 1),  # 108
-        "score_run": 108,
+        "finetune_and_extract": 6 * 3 * (5 + 1 + 1),  # 126
+        "score_run": 126,
         "aggregate_metrics": 1, "compare_methods": 1, "data_statistics": 1, "all": 1,
         # paper 003 Tables 1-3, paper 001 Tables 1-3, paper 002, comparisons, intervals
         "table": 9,
         # per_layer, accuracy, alpha, grad_norms, prediction_changes (no lr sweep, one model)
         "figure": 5,
     }
-    assert sum(counts.values()) == 369
+    assert sum(counts.values()) == 405
     # the printed job blocks agree with the table
     assert Counter(rule for rule, _ in planned_jobs(dry_run)) == Counter(counts)
+
+
+def test_benchmark_config_is_the_paper_grid_on_a_random_model_of_the_reference_shape(tmp_path):
+    """configs/benchmark-1.3b.yaml: the paper's variants and methods on the synthetic twins, at the
+    fairseq dense 1.3B's shape, with nothing to download (pretrain_steps 0: random weights)."""
+    bench, paper = load(BENCH), load(PAPER)
+    model = bench["models"]["bench-1.3b"]
+    assert model["source"] == "builtin" and model["pretrain_steps"] == 0
+    assert (model["n_layer"], model["n_embd"], model["n_head"], model["n_positions"]) == (24, 2048, 32, 2048)
+    assert bench["variants"] == paper["variants"] and bench["methods"] == paper["methods"]
+    assert {cfg.task_spec(bench, t).source for t in bench["tasks"]} == {"synthetic"}
+    assert (bench["k"], bench["max_eval"], bench["synthetic"]["n_eval"]) == (32, 2000, 2000)
+    counts = job_stats(dry_run_of(BENCH, tmp_path))
+    assert counts["extract_base"] + counts["finetune_and_extract"] == 6 * 3 * (7 + 3 + 3) + 6 * 3  # 252
+    assert "download_model" not in counts and counts["build_builtin_model"] == 1
 
 
 def test_paper_dry_run_extraction_paths(dry_run):
@@ -186,10 +206,10 @@ def test_paper_dry_run_extraction_paths(dry_run):
         for setting in {"zsl", *(cfg.icl_setting(config, m) for m in methods), *methods}
     }
     assert found == expected
-    assert len(found) == 126 + 108
+    assert len(found) == 126 + 126
     by_task = {task: sorted({s for _, t, s, _ in found if t == task}) for task in PROTOCOL_SEEDS}
     assert by_task == PROTOCOL_SEEDS
-    assert {s for v, *_, s in found if v == "trained"} == {"zsl", "icl", "icl_switched", "gd", "lcgd", "lcgd_clip", "gd_switched"}
+    assert {s for v, *_, s in found if v == "trained"} == {"zsl", "icl", "icl_switched", "gd", "lcgd", "lcgd_clip", "gd_switched", "gd_linearized"}
     assert {s for v, *_, s in found if v != "trained"} == {"zsl", "icl", "gd"}
 
 
@@ -207,7 +227,7 @@ def test_paper_dry_run_scores_alpha_against_gd(dry_run):
         else:
             assert len(caches) == 4 and caches[-1].endswith("/gd.parquet") and f"/{variant}/" in caches[-1], inputs
             seen.add(method)
-    assert seen == {"lcgd", "lcgd_clip", "gd_switched"}
+    assert seen == {"lcgd", "lcgd_clip", "gd_switched", "gd_linearized"}
 
 
 def test_paper_dry_run_plans_every_paper_table(dry_run):
@@ -223,5 +243,5 @@ def test_paper_dry_run_figures(dry_run):
     logs = jobs["figure=grad_norms"]["input"].split(", ")
     base = "results/training/fairseq-1.3b/trained/subj/seed4"
     assert [x for x in logs if x.startswith("results/")] == [
-        f"{base}/{m}.parquet" for m in ("gd", "lcgd", "lcgd_clip", "gd_switched")]
+        f"{base}/{m}.parquet" for m in ("gd", "lcgd", "lcgd_clip", "gd_switched", "gd_linearized")]
     assert "results/metrics/summary.parquet" in jobs["figure=alpha"]["input"]

@@ -52,8 +52,12 @@ def _episodes(tokenizer, frames: dict[str, pd.DataFrame], n_episodes: int, max_l
     return episodes
 
 
-def build(train_paths: dict[str, str], out_dir: str | Path, spec: dict) -> dict:
-    """Train the tokenizer and the model on the twins' train splits; save both in ``out_dir``."""
+def build(train_paths: dict[str, str], out_dir: str | Path, spec: dict, device: str = "auto") -> dict:
+    """Train the tokenizer and the model on the twins' train splits; save both in ``out_dir``.
+
+    The weights are initialised on the CPU (the same on every machine) and pretrained on
+    ``device`` (a GPU where there is one: a model of the reference's shape takes hours on a CPU).
+    """
     out_dir = Path(out_dir)
     frames = {task: pd.read_parquet(path) for task, path in sorted(train_paths.items())}
     tokenizer = models.train_tokenizer(
@@ -66,14 +70,14 @@ def build(train_paths: dict[str, str], out_dir: str | Path, spec: dict) -> dict:
         n_head=spec["n_head"],
         n_positions=spec["n_positions"],
         seed=spec["seed"],
-    )
+    ).to(models.pick_device(device))
     max_len = min(spec["pretrain_len"], spec["n_positions"])
     episodes = _episodes(tokenizer, frames, n_episodes=4000, max_len=max_len, seed=spec["seed"])
     losses = models.pretrain(
         model, episodes, steps=spec["pretrain_steps"], batch_size=8, lr=spec["pretrain_lr"], seed=spec["seed"]
     )
     model.save_pretrained(out_dir)
-    summary = {"spec": spec, "n_params": sum(p.numel() for p in model.parameters()),
+    summary = {"spec": spec, "device": str(next(model.parameters()).device), "n_params": sum(p.numel() for p in model.parameters()),
                "vocab_size": len(tokenizer), "first_loss": losses[0] if losses else None,
                "final_loss": float(np.mean(losses[-20:])) if losses else None}
     (out_dir / "pretraining.json").write_text(json.dumps(summary, indent=2))

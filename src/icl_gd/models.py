@@ -76,11 +76,17 @@ def build_gpt2(tokenizer, *, n_layer: int, n_embd: int, n_head: int, n_positions
 
 
 def pretrain(model: nn.Module, sequences: list[list[int]], *, steps: int, batch_size: int, lr: float, seed: int):
-    """Plain AdamW language-model training on token sequences (the built-in model's 'pretraining').
+    """Plain AdamW language-model training on token sequences (the built-in model's 'pretraining'),
+    on the model's device. Zero steps leave the model as initialised (a random model of a chosen
+    shape, as the GPU benchmark uses).
 
     Sequences longer than the model's context are an error of the caller."""
-    gen = torch.Generator().manual_seed(seed)
+    if steps == 0:
+        model.eval()
+        return []
+    gen = torch.Generator().manual_seed(seed)  # on the CPU: the same batches on every device
     pad = model.config.pad_token_id
+    device = next(model.parameters()).device
     model.train()
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / 20) * (1 - s / steps))
@@ -96,7 +102,7 @@ def pretrain(model: nn.Module, sequences: list[list[int]], *, steps: int, batch_
         # every learned position embedding is trained, not only the first few hundred.
         offset = int(torch.randint(context_length(model) - width + 1, (1,), generator=gen))
         positions = torch.arange(offset, offset + width).expand(batch_size, -1)
-        loss = model(input_ids=batch, labels=labels, position_ids=positions).loss
+        loss = model(input_ids=batch.to(device), labels=labels.to(device), position_ids=positions.to(device)).loss
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)

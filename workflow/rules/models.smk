@@ -17,8 +17,9 @@ rule build_builtin_model:
         spec=model_spec,
         twins=BUILTIN_TASKS,
     threads: 2
-    # no gpu: the built-in model is pretrained on CPU, the same on every machine
+    # pretrained on a GPU where the config's device is one; the weights are initialised on the CPU
     resources:
+        gpu=MODEL_GPUS,
         mem_mb=4000,
         runtime=30,
     conda:

@@ -1,12 +1,18 @@
-"""Train the built-in tiny GPT-2 and its tokenizer on the synthetic twins."""
+"""Train the built-in GPT-2 and its tokenizer on the synthetic twins (on a GPU where there is one)."""
 
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(snakemake.scriptdir).parents[1] / "src"))
-from icl_gd.runtime import log_to
+from icl_gd.runtime import claim_gpu, log_to
 
 log_to(snakemake.log[0], threads=snakemake.threads)
+claim_gpu(snakemake.config["device"])
 from icl_gd import builtin
 
-builtin.build(dict(zip(snakemake.params.twins, snakemake.input.train)), snakemake.output[0], snakemake.params.spec)
+builtin.build(
+    dict(zip(snakemake.params.twins, snakemake.input.train)),
+    snakemake.output[0],
+    snakemake.params.spec,
+    device=snakemake.config["device"],
+)
