@@ -144,13 +144,14 @@ def run(config: dict, *, model_name: str, variant: str, task: str, seed: int, se
         train_demos = demo_ids if config["ft_demos"] == "all" else demo_ids[:k_true]
         sequences = prompts.ft_sequences(tokenizer, train_demos)
         base = training.snapshot(model) if method["kind"] == "linearized" else None
+        master = training.master_weights(model)  # float32 even where the model is not
         with tqdm(total=len(sequences), desc=f"train {setting}", unit="step", mininterval=1.0) as bar:
             train_log = training.finetune(
                 model, sequences, lr=lr, kind=method["kind"], clip_grad_norm=method.get("clip_grad_norm"),
-                base=base, progress=bar,
+                base=base, master=master, progress=bar,
             )
         if base is not None:  # a linearized model is evaluated as the linear model it was trained as
-            evaluation_mode = training.linearized(model, base)
+            evaluation_mode = training.linearized(model, base, master)
         identity.update(method=method["kind"], lr=lr, clip_grad_norm=method.get("clip_grad_norm"),
                         n_train_steps=len(sequences), ft_demos=config["ft_demos"])
         log.info("trained %d steps, final loss %.4f, skipped %d", len(sequences), train_log["loss"][-1], train_log["skipped"].sum())

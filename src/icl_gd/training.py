@@ -110,8 +110,21 @@ def layer_causal(model):
 
 
 def snapshot(model) -> list[torch.Tensor]:
-    """Copies of the K/V parameters: theta0 of a linearized model."""
-    return [item.param.detach().clone() for item in kv_parameters(model)]
+    """Float32 copies of the K/V parameters: theta0 of a linearized model."""
+    return [item.param.detach().float().clone() for item in kv_parameters(model)]
+
+
+def master_weights(model) -> list[torch.Tensor]:
+    """The float32 values of the K/V parameters that training updates (``finetune``'s ``master``).
+
+    A float32 parameter is its own master (no copy). A half-precision one gets a float32 copy: an
+    SGD step below the weight's rounding step (bfloat16 keeps 8 bits) would otherwise be lost or
+    distorted, and the protocol's learning rates make many such steps. The model's own parameter
+    then holds the master rounded, as fairseq's fp16 optimiser (the reference's) left it."""
+    return [
+        item.param.detach() if item.param.dtype == torch.float32 else item.param.detach().float().clone()
+        for item in kv_parameters(model)
+    ]
 
 
 @contextlib.contextmanager
@@ -128,18 +141,25 @@ def substituted(kv: list[KVParameter], tensors: list[torch.Tensor]):
 
 
 @contextlib.contextmanager
-def linearized(model, base: list[torch.Tensor]):
+def linearized(model, base: list[torch.Tensor], current: list[torch.Tensor] | None = None):
     """While inside, the model computes its first-order expansion around the K/V values ``base``
-    in the direction of its current ones: each tensor it produces is a forward-mode dual whose
-    primal + tangent is the linearized value (``capture.realize`` reads it)."""
+    in the direction of ``current`` (default: its parameters; give the float32 masters of a
+    half-precision model, so that the direction is not the difference of two rounded weights):
+    each tensor it produces is a forward-mode dual whose primal + tangent is the linearized value
+    (``capture.realize`` reads it)."""
     kv = kv_parameters(model)
+    if current is None:
+        current = [item.param.detach() for item in kv]
     implementation = model.config._attn_implementation
     fused = implementation in NO_FORWARD_AD  # these kernels have no forward derivative
     if fused:
         model.set_attn_implementation("eager")
     try:
         with fwAD.dual_level(), torch.no_grad():
-            duals = [fwAD.make_dual(b, item.param.detach() - b) for item, b in zip(kv, base)]
+            duals = [
+                fwAD.make_dual(b.to(item.param.dtype), (c.float() - b.float()).to(item.param.dtype))
+                for item, b, c in zip(kv, base, current)
+            ]
             with substituted(kv, duals):
                 yield
     finally:
@@ -147,14 +167,14 @@ def linearized(model, base: list[torch.Tensor]):
             model.set_attn_implementation(implementation)
 
 
-def _linearized_loss_and_grads(model, ids, kv, base):
-    with linearized(model, base):
+def _linearized_loss_and_grads(model, ids, kv, base, current, loss_scale):
+    with linearized(model, base, current):
         primal, tangent = fwAD.unpack_dual(model(input_ids=ids).logits)
         logits = primal + tangent
     logits = logits.detach().requires_grad_()
     loss = _next_token_loss(logits, ids)
-    (dloss,) = torch.autograd.grad(loss, logits)
-    leaves = [b.detach().requires_grad_() for b in base]
+    (dloss,) = torch.autograd.grad(loss * loss_scale, logits)
+    leaves = [b.to(item.param.dtype).requires_grad_() for item, b in zip(kv, base)]
     with substituted(kv, leaves):  # J(theta0)^T dloss: a backward pass at theta0
         grads = torch.autograd.grad(model(input_ids=ids).logits, leaves, grad_outputs=dloss)
     return loss.detach(), grads
@@ -175,48 +195,85 @@ def sequence_loss(model, ids: torch.Tensor, kind: str) -> torch.Tensor:
     raise ValueError(f"unknown training kind {kind!r}")
 
 
-def finetune(model, sequences: list[list[int]], *, lr: float, kind: str, clip_grad_norm: float | None = None, base: list[torch.Tensor] | None = None, progress=None):
+# float16 gradients underflow below 6e-8: the loss is scaled up before the backward pass and the
+# gradients down after it, in float32. The reference scaled dynamically (fairseq: start 4, doubled
+# every 256 clean steps) and skipped a step that overflowed; here an overflowing step is redone at
+# half the scale, so no demonstration is lost, and only a step still non-finite unscaled is skipped.
+FLOAT16_LOSS_SCALE = 2.0**16
+
+
+def finetune(model, sequences: list[list[int]], *, lr: float, kind: str, clip_grad_norm: float | None = None, base: list[torch.Tensor] | None = None, master: list[torch.Tensor] | None = None, progress=None):
     """Train in place, one SGD step per sequence; returns per-step loss, per-layer K/V gradient
     norms (before clipping) and whether the step was skipped for non-finite gradients.
 
+    The steps update float32 ``master`` weights (default: ``master_weights(model)``; pass your own
+    to keep using them afterwards, e.g. for a linearized model's direction), and each step leaves
+    the model's parameters at their value in the model's dtype. On a GPU the steps run without
+    waiting for it (no host synchronisation per step; float16's overflow check excepted).
     ``linearized`` expands around ``base`` (default: the K/V values before training)."""
     kv = kv_parameters(model)
     if kind == "linearized" and base is None:
         base = snapshot(model)
-    n_layers = model.config.num_hidden_layers
+    if master is None:
+        master = master_weights(model)
+    halves = [m.data_ptr() != item.param.data_ptr() for item, m in zip(kv, master)]  # not the parameter itself
+    device = model.device
+    layer_of = torch.tensor([item.layer for item in kv], device=device)
+    masks = [item.mask.to(device) if item.mask is not None else None for item in kv]
+    loss_scale = FLOAT16_LOSS_SCALE if any(item.param.dtype == torch.float16 for item in kv) else 1.0
     for param in model.parameters():
         param.requires_grad_(False)
     for item in kv:
         item.param.requires_grad_(True)
     model.eval()  # dropout off: the reference trained with dropout 0
-    losses, norms, skipped = [], [], []
-    for seq in sequences:
-        ids = torch.tensor([seq], device=model.device)
-        if kind == "linearized":
-            loss, grads = _linearized_loss_and_grads(model, ids, kv, base)
-        else:
-            loss = sequence_loss(model, ids, kind)
-            grads = torch.autograd.grad(loss, [item.param for item in kv])
-        grads = [g if item.mask is None else torch.where(item.mask, g, torch.zeros_like(g)) for item, g in zip(kv, grads)]
-        layer_sq = torch.zeros(n_layers, dtype=torch.float64)
-        for item, g in zip(kv, grads):
-            layer_sq[item.layer] += g.double().pow(2).sum().cpu()
-        total = float(layer_sq.sum().sqrt())
-        bad = not np.isfinite(total)
-        if bad:
-            log.warning("step %d: non-finite K/V gradient, step skipped", len(losses))
-        else:
-            scale = 1.0
-            if clip_grad_norm is not None and total > clip_grad_norm:
-                scale = clip_grad_norm / total
-            with torch.no_grad():
-                for item, g in zip(kv, grads):
-                    item.param.sub_(g.to(item.param.dtype), alpha=lr * scale)
-        losses.append(loss.item())
-        norms.append(layer_sq.sqrt().numpy())
-        skipped.append(bad)
+    # every sequence moves to the device once, not with a blocking copy per step
+    flat = torch.tensor([t for seq in sequences for t in seq], device=device)
+    ends = np.cumsum([len(seq) for seq in sequences]).tolist()
+    losses, norms, finite = [], [], []
+    for start, end in zip([0] + ends[:-1], ends):
+        ids = flat[start:end][None]
+        while True:
+            if kind == "linearized":
+                loss, grads = _linearized_loss_and_grads(model, ids, kv, base, master, loss_scale)
+            else:
+                loss = sequence_loss(model, ids, kind)
+                grads = torch.autograd.grad(loss * loss_scale if loss_scale != 1.0 else loss, [item.param for item in kv])
+            grads = [g.float() for g in grads]
+            if loss_scale != 1.0:
+                torch._foreach_mul_(grads, 1.0 / loss_scale)
+            grads = [g if mask is None else torch.where(mask, g, 0.0) for g, mask in zip(grads, masks)]
+            param_sq = torch.stack(torch._foreach_norm(grads)).double().square()
+            layer_sq = torch.zeros(model.config.num_hidden_layers, dtype=torch.float64, device=device)
+            layer_sq.index_add_(0, layer_of, param_sq)
+            total = layer_sq.sum().sqrt()
+            ok = torch.isfinite(total)
+            if loss_scale <= 1.0 or bool(ok):
+                break
+            loss_scale /= 2  # float16 overflow: redo the step at half the scale
+            log.info("step %d: float16 gradients overflowed; loss scale now %g", len(losses), loss_scale)
+        # a non-finite step is skipped without asking the GPU: its gradients count as zero
+        factor = torch.where(ok, torch.tensor(lr, device=device, dtype=torch.float64), 0.0)
+        if clip_grad_norm is not None:
+            factor = factor * torch.clamp(clip_grad_norm / total, max=1.0)
+        grads = [torch.where(ok, g, 0.0) for g in grads]
+        torch._foreach_mul_(grads, factor.float())
+        with torch.no_grad():
+            torch._foreach_sub_(master, grads)
+            for item, m, half in zip(kv, master, halves):
+                if half:
+                    item.param.copy_(m)
+        losses.append(loss.detach().double())
+        norms.append(layer_sq.sqrt())
+        finite.append(ok)
         if progress is not None:
             progress.update(1)
     for param in model.parameters():
         param.requires_grad_(False)
-    return {"loss": np.array(losses), "grad_norm": np.stack(norms), "skipped": np.array(skipped)}
+    skipped = ~torch.stack(finite).cpu().numpy() if finite else np.zeros(0, bool)
+    for step in np.flatnonzero(skipped):
+        log.warning("step %d: non-finite K/V gradient, step skipped", step)
+    return {
+        "loss": torch.stack(losses).cpu().numpy() if losses else np.zeros(0),
+        "grad_norm": torch.stack(norms).cpu().numpy() if norms else np.zeros((0, model.config.num_hidden_layers)),
+        "skipped": skipped,
+    }
