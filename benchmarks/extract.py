@@ -90,7 +90,7 @@ def main() -> None:
     parser.add_argument("--examples", type=int, default=64, help="examples for ZSL and cached ICL")
     parser.add_argument("--naive-examples", type=int, default=4, help="examples for naive ICL")
     parser.add_argument("--batch-size", type=int, default=16)
-    parser.add_argument("--train-steps", type=int, default=4)
+    parser.add_argument("--train-steps", type=int, default=8)
     args = parser.parse_args()
 
     device, dtype = pick_device(args.device), DTYPES[args.dtype]
@@ -132,6 +132,8 @@ def main() -> None:
         copy = build(args.shape, arch, dtype, device)
         copy.load_state_dict(model.state_dict())
         capture.attach(copy)  # the extraction finetunes the attached model
+        # the first backward pass of a process loads its CUDA kernels and autotunes: not a step's cost
+        training.finetune(copy, [demo] * 2, lr=1e-4, kind=kind)
         run(f"finetune {kind} (steps)", args.train_steps,
             lambda copy=copy, kind=kind: training.finetune(copy, [demo] * args.train_steps, lr=1e-4, kind=kind),
             3 * forward_flops(copy, q + 1, (q + 1) * (q + 2) / 2))

@@ -45,6 +45,29 @@ def test_shared_prefix_gives_the_full_sequence_results(arch, load_tiny, tokenize
     assert np.array_equal(valid.sum(1), lengths)
 
 
+def test_the_cache_keeps_the_query_keys_per_head_and_the_context_keys_summed_over_heads(load_tiny, tokenizer):
+    """Against the recorder's full score rows of each sequence, run one at a time: the query part
+    (from the first query token to the recorded one) per head, NaN after it; the context part
+    (<s> and demonstrations) summed over heads."""
+    model = load_tiny("llama")
+    rec = capture.attach(model)
+    label_ids = prompts.label_token_ids(tokenizer, SPEC)
+    queries = prompts.build_queries(tokenizer, SPEC, rows(5, 3), label_ids, "label_word")
+    context = prompts.icl_context(tokenizer, prompts.demonstration_ids(tokenizer, SPEC, rows(2, 1), label_ids))
+    out = extract.evaluate(model, rec, context, queries, label_ids, batch_size=5, reuse_prefix=True)
+    n_ctx = len(context)
+    for i, query in enumerate(queries):
+        ids = torch.tensor([context + query.ids])
+        with torch.no_grad(), rec.record(torch.tensor([n_ctx + query.record_offset])):
+            model.base_model(input_ids=ids)
+            _, raw = rec.stacked()  # (1, layers, heads, keys)
+        raw = raw[0].numpy()
+        q_len = query.record_offset + 1
+        np.testing.assert_allclose(out["attn_scores"][i, :, :, :q_len], raw[:, :, n_ctx : n_ctx + q_len], rtol=1e-4, atol=1e-5)
+        assert np.isnan(out["attn_scores"][i, :, :, q_len:]).all()
+        np.testing.assert_allclose(out["context_scores"][i], raw[:, :, :n_ctx].sum(axis=1), rtol=1e-4, atol=1e-4)
+
+
 def test_batching_does_not_change_results(load_tiny, tokenizer):
     model = load_tiny("gpt2")
     rec = capture.attach(model)

@@ -73,11 +73,16 @@ def evaluate(model, rec: capture.Recorder, context: list[int], queries: list[Que
             logits = capture.realize(unembed(hidden[rows, answer]))
             logprobs = torch.log_softmax(logits.float(), dim=-1)[:, label_index]
             attn_out, scores = rec.stacked()
-        scores = scores.cpu().numpy()  # keys are absolute positions: context first, then the query
-        for row, i in enumerate(idx):
-            q_len = queries[i].record_offset + 1
-            out["attn_scores"][i, :, :, :q_len] = scores[row, :, :, n_ctx : n_ctx + q_len]
-            out["context_scores"][i] = scores[row, :, :, :n_ctx].sum(axis=1)
+            # Reduce on the device and move only what the cache keeps: the full score rows (batch x
+            # layers x heads x keys) are ~hundreds of MB a batch at the reference's shape. Keys are
+            # absolute positions: the context first, then the query.
+            q_lens = torch.tensor([queries[i].record_offset + 1 for i in idx], device=scores.device)
+            q_max = int(max(queries[i].record_offset + 1 for i in idx))
+            past_query = torch.arange(q_max, device=scores.device) >= q_lens[:, None]  # (batch, q_max)
+            query_scores = scores[..., n_ctx : n_ctx + q_max].masked_fill(past_query[:, None, None], float("nan"))
+            context_scores = scores[..., :n_ctx].sum(dim=2)
+        out["attn_scores"][idx, :, :, :q_max] = query_scores.cpu().numpy()
+        out["context_scores"][idx] = context_scores.cpu().numpy()
         out["label_logprobs"][idx] = logprobs.cpu().numpy()
         out["attn_out"][idx] = attn_out.cpu().numpy()
 
