@@ -160,3 +160,9 @@ def test_two_runs_with_one_seed_give_identical_caches(tmp_path, model_dirs, task
     assert a.meta == b.meta
     for key in ("example_id", "pred", "label_logprobs", "attn_out", "attn_scores", "context_scores"):
         assert np.array_equal(getattr(a, key), getattr(b, key), equal_nan=True), key
+
+
+def test_default_batch_size_is_larger_on_a_gpu():
+    assert extract.batch_size({"batch_size": None}, torch.device("cuda")) == 128
+    assert extract.batch_size({"batch_size": None}, torch.device("cpu")) == 16
+    assert extract.batch_size({"batch_size": 5}, torch.device("cuda")) == 5

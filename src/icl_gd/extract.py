@@ -105,6 +105,13 @@ def evaluate(model, rec: capture.Recorder, context: list[int], queries: list[Que
     return out
 
 
+def batch_size(config: dict, device: torch.device) -> int:
+    """The config's evaluation batch size, or by default one that keeps the device busy."""
+    if config.get("batch_size") is not None:
+        return int(config["batch_size"])
+    return 128 if device.type == "cuda" else 16
+
+
 def run(config: dict, *, model_name: str, variant: str, task: str, seed: int, setting: str, model_dir: str, train_path: str, eval_path: str, out_path: str, train_log_path: str | None = None) -> dict:
     """Extract one run's cache (and, for a training method, its training log)."""
     started = time.time()
@@ -164,7 +171,7 @@ def run(config: dict, *, model_name: str, variant: str, task: str, seed: int, se
             cache.write_train_log(train_log_path, identity, **train_log)
 
     with tqdm(total=len(queries), desc=f"evaluate {setting}", unit="ex", mininterval=1.0) as bar, evaluation_mode:
-        records = evaluate(model, rec, context, queries, label_ids, batch_size=config["batch_size"], progress=bar)
+        records = evaluate(model, rec, context, queries, label_ids, batch_size=batch_size(config, model.device), progress=bar)
     identity["n_context"] = len(context)
     cache.write_cache(out_path, identity, float_dtype=config["cache_dtype"], **records)
     accuracy = float(np.mean(np.argmax(records["label_logprobs"], 1) == records["gold"]))
