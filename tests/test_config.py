@@ -60,7 +60,7 @@ def test_validate_fills_top_level_and_nested_defaults(schema):
     assert given == MINIMAL  # the input is not modified
     assert out["k"] == 32 and out["max_eval"] == 2000 and out["n_seeds"] is None
     assert out["record_position"] == "label_word" and out["ft_demos"] == "all"
-    assert out["dtype"] == "float32" and out["cache_dtype"] == "float16" and out["batch_size"] is None
+    assert out["dtype"] == "float32" and out["cache_dtype"] == "float32" and out["batch_size"] is None
     assert out["variants"] == {"trained": ["gd", "lcgd"]}
     assert out["synthetic"] == {"n_train": 300, "n_eval": 200, "seed": 0}
     assert out["report"] == {"model": None, "grad_norm_task": "subj"}
