@@ -191,7 +191,10 @@ def sequence_loss(model, ids: torch.Tensor, kind: str) -> torch.Tensor:
         unembed, norm = model.get_output_embeddings(), final_norm(model)
         with layer_causal(model) as outputs:
             model.base_model(input_ids=ids)
-        return sum(_next_token_loss(unembed(norm(h)), ids) for h in outputs)
+        # every block's output through the frozen head at once (one product, not one a layer);
+        # the mean over layers x tokens, times the layers, is the sum of the per-layer means
+        logits = unembed(norm(torch.cat(outputs)))  # (layers, tokens, vocab)
+        return _next_token_loss(logits, ids.expand(len(outputs), -1)) * len(outputs)
     raise ValueError(f"unknown training kind {kind!r}")
 
 
