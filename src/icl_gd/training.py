@@ -219,7 +219,7 @@ def finetune(model, sequences: list[list[int]], *, lr: float, kind: str, clip_gr
         base = snapshot(model)
     if master is None:
         master = master_weights(model)
-    halves = [m.data_ptr() != item.param.data_ptr() for item, m in zip(kv, master)]  # not the parameter itself
+    halved = [(item, m) for item, m in zip(kv, master) if m.data_ptr() != item.param.data_ptr()]  # copies
     device = model.device
     layer_of = torch.tensor([item.layer for item in kv], device=device)
     masks = [item.mask.to(device) if item.mask is not None else None for item in kv]
@@ -262,9 +262,8 @@ def finetune(model, sequences: list[list[int]], *, lr: float, kind: str, clip_gr
         torch._foreach_mul_(grads, factor.float())
         with torch.no_grad():
             torch._foreach_sub_(master, grads)
-            for item, m, half in zip(kv, master, halves):
-                if half:
-                    item.param.copy_(m)
+            if halved:
+                torch._foreach_copy_([item.param for item, _ in halved], [m for _, m in halved])
         losses.append(loss.detach().double())
         norms.append(layer_sq.sqrt())
         finite.append(ok)
