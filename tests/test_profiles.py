@@ -1,6 +1,7 @@
 """What the profiles ask of each job, read from dry runs: GPUs only for jobs that run on CUDA
-locally; through profiles/slurm, a GPU and a partition for the extractions, grouped per model
-variant, and a plan even on a machine without SLURM."""
+locally, and the gpu cap shared out over the GPUs; through profiles/slurm, a GPU of its own and a
+partition for each extraction, grouped per model variant, and a plan even on a machine without
+SLURM."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import os
 
 os.environ["HF_HUB_OFFLINE"] = "1"
 
+import math  # noqa: E402
 import re  # noqa: E402
 import shutil  # noqa: E402
 import subprocess  # noqa: E402
@@ -60,6 +62,15 @@ def test_model_jobs_ask_for_a_gpu_only_where_they_run_on_cuda(tmp_path):
         assert groups == {}  # grouping is for cluster runs only
 
 
+def test_the_gpu_cap_is_shared_out_over_the_gpus_in_sight(tmp_path):
+    cap = yaml.safe_load((REPO / "profiles/default/config.yaml").read_text())["resources"]["gpu"]
+    two_gpus = {**os.environ, "CUDA_VISIBLE_DEVICES": "0,1"}
+    for args, share in (((), math.ceil(cap / 2)), (("--resources", "gpu=2"), 1), (("--resources", "gpu=5"), 3)):
+        resources, _ = plan(tmp_path, "--config", "device=cuda", *args, env=two_gpus)
+        for rule in GPU_RULES:
+            assert all({"gpu=1", f"jobs_per_gpu={share}"} <= r for r in resources[rule]), (args, resources[rule])
+
+
 def test_slurm_profile_plans_the_workflow_where_slurm_is_absent(tmp_path):
     # a PATH with Python and the shell tools the SLURM plugin calls, but no SLURM command
     tools = tmp_path / "bin"
@@ -72,7 +83,7 @@ def test_slurm_profile_plans_the_workflow_where_slurm_is_absent(tmp_path):
     resources, groups = plan(tmp_path, "--workflow-profile", str(REPO / "profiles/slurm"), env={**os.environ, "PATH": path})
     for rule in GPU_RULES:
         partition = profile["set-resources"][rule]["slurm_partition"]
-        assert all({"gpu=1", f"slurm_partition={partition}", "cpus_per_gpu=1"} <= r for r in resources[rule])
+        assert all({"gpu=1", f"slurm_partition={partition}", "cpus_per_gpu=1", "jobs_per_gpu=1"} <= r for r in resources[rule])
     for rule in CPU_RULES:  # CPU jobs on the cluster (the login node sees no GPU: gpu=0)
         assert not any(item.startswith("gpu=") and item != "gpu=0" for r in resources[rule] for item in r)
     # a variant's zsl, icl and gd extractions are one group job

@@ -1,5 +1,6 @@
 """Entry points send everything a job prints, from Python or from C, to the rule's log; each GPU
-job gets a device of its own (tested with fake device counts and environments: no GPU needed)."""
+job gets a slot of the least busy device, up to jobs_per_gpu jobs per device (tested with fake
+device counts and environments: no GPU needed)."""
 
 import os
 import subprocess
@@ -97,3 +98,66 @@ def test_a_job_waits_for_the_device_another_process_holds(tmp_path):
     assert runtime.claim_gpu("auto", environ=env, count=1, lock_root=tmp_path, poll_s=0.05, timeout_s=30) == "0"
     assert time.monotonic() - started > 0.5  # it waited for the holder to exit
     assert holder.wait() == 0 and env["CUDA_VISIBLE_DEVICES"] == "0"
+
+
+def test_the_gpu_cap_is_spread_over_the_gpus_rounding_up():
+    assert runtime.jobs_per_gpu(4, 1) == 4 and runtime.jobs_per_gpu(4, 2) == 2
+    assert runtime.jobs_per_gpu(5, 2) == 3 and runtime.jobs_per_gpu(1, 4) == 1
+    # no cap, or no GPU: a device per job, as before sharing
+    assert runtime.jobs_per_gpu(None, 2) == 1 and runtime.jobs_per_gpu(4, 0) == 1
+
+
+def test_jobs_per_gpu_below_one_is_refused(tmp_path):
+    for bad in (0, -1, "2", 1.5):
+        with pytest.raises(ValueError, match="jobs_per_gpu must be a whole number of at least 1"):
+            runtime.claim_gpu("cpu", jobs_per_gpu=bad, environ={}, count=2, lock_root=tmp_path)
+
+
+def hold_gpu(tmp_path, **kwargs):
+    """A job in a process of its own that claims a device and holds it until its stdin closes."""
+    holder = subprocess.Popen(
+        [sys.executable, "-c",
+         "import sys; from icl_gd import runtime\n"
+         f"print(runtime.claim_gpu('auto', environ={{}}, lock_root={str(tmp_path)!r}, **{kwargs!r}), flush=True)\n"
+         "sys.stdin.read()"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )
+    return holder, holder.stdout.readline().strip()
+
+
+def test_jobs_share_a_device_up_to_jobs_per_gpu_spread_over_the_devices(tmp_path):
+    share = dict(count=2, jobs_per_gpu=2)
+    holders = [hold_gpu(tmp_path, **share) for _ in range(4)]
+    assert [gpu for _, gpu in holders] == ["0", "1", "0", "1"]
+    with pytest.raises(TimeoutError, match="held by other jobs"):
+        runtime.claim_gpu("auto", environ={}, lock_root=tmp_path, poll_s=0.01, timeout_s=0.05, **share)
+    ended, _ = holders.pop(1)  # a job on device 1 ends; its slot goes to the next job
+    ended.stdin.close()
+    assert ended.wait() == 0
+    env = {}
+    assert runtime.claim_gpu("auto", environ=env, lock_root=tmp_path, poll_s=0.01, timeout_s=30, **share) == "1"
+    assert env["CUDA_VISIBLE_DEVICES"] == "1"
+    for holder, _ in holders:
+        holder.stdin.close()
+        assert holder.wait() == 0
+
+
+def test_the_extraction_imports_leave_cuda_alone():
+    # workflow/scripts/extract.py imports these before claim_gpu sets CUDA_VISIBLE_DEVICES, which
+    # CUDA reads once, when it starts: every torch.cuda entry that can start it is watched.
+    code = (
+        "import torch, torch.cuda\n"
+        "called = []\n"
+        "entries = [(torch.cuda, n) for n in ('is_available', 'device_count', 'init', '_lazy_init')]\n"
+        "entries += [(torch._C, n) for n in ('_cuda_getDeviceCount', '_cuda_init') if hasattr(torch._C, n)]\n"
+        "for module, name in entries:\n"
+        "    def watch(*a, _name=name, _orig=getattr(module, name), **k):\n"
+        "        called.append(_name)\n"
+        "        return _orig(*a, **k)\n"
+        "    setattr(module, name, watch)\n"
+        "import transformers\n"
+        "from icl_gd import extract\n"
+        "assert not called and not torch.cuda.is_initialized(), called\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-3000:]

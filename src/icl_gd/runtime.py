@@ -1,5 +1,5 @@
 """Process set-up shared by the workflow's entry points: logging into the rule's log file, and a
-CUDA device of a job's own.
+CUDA device for a job, shared with at most a set number of other jobs.
 
 Imports nothing else of the package, and not torch: the Snakefile asks it whether model jobs need
 a GPU.
@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import fcntl
 import logging
+import math
 import os
 import re
 import subprocess
@@ -102,41 +103,81 @@ def lock_dir(environ: MutableMapping[str, str] | None = None, root: Path | str |
     return Path(root or LOCK_ROOT) / name
 
 
-def try_lock(gpus: list[str], folder: Path) -> tuple[str, int] | None:
-    """Lock the first of ``gpus`` no other open lock holds: (device, open lock fd), or None.
+def jobs_per_gpu(cap: int | None, n_gpus: int) -> int:
+    """How many model jobs share one GPU: the gpu cap (model jobs on GPUs at once, over all
+    GPUs) spread over ``n_gpus``, rounded up.
+
+    Without a cap, or without a GPU, 1: a device per job and the other jobs wait, as no one
+    asked for jobs to share a GPU's memory.
+    """
+    if cap is None or n_gpus < 1:
+        return 1
+    return max(1, math.ceil(cap / n_gpus))
+
+
+def _slot_path(folder: Path, gpu: str, slot: int) -> Path:
+    return folder / f"cuda-{re.sub(r'[^A-Za-z0-9_.-]', '_', gpu)}.slot{slot}.lock"
+
+
+def _flock(path: Path, flags: int) -> int | None:
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, flags)
+    except BlockingIOError:
+        os.close(fd)
+        return None
+    return fd
+
+
+def try_lock(gpus: list[str], folder: Path, jobs_per_gpu: int = 1) -> tuple[str, int] | None:
+    """Lock a free slot of the device among ``gpus`` with the fewest slots held: (device, open
+    lock fd), or None when every slot of every device is held. Ties go to the first device.
 
     flock locks go with the open file, so a crashed job never leaves a stale lock behind.
     """
     folder.mkdir(parents=True, exist_ok=True)
-    for gpu in gpus:
-        fd = os.open(folder / f"cuda-{re.sub(r'[^A-Za-z0-9_.-]', '_', gpu)}.lock", os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
-            continue
-        return gpu, fd
-    return None
+    # Counting held slots means taking every free one for a moment; one claim at a time, so that
+    # a job starting alongside neither miscounts nor finds all slots taken by the counting.
+    guard = _flock(folder / "claim.lock", fcntl.LOCK_EX)
+    try:
+        free = {gpu: [] for gpu in gpus}
+        for gpu in gpus:
+            for slot in range(jobs_per_gpu):
+                fd = _flock(_slot_path(folder, gpu, slot), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                if fd is not None:
+                    free[gpu].append(fd)
+        best = max(gpus, key=lambda gpu: len(free[gpu]))  # the first of the least held
+        claim = (best, free[best].pop(0)) if free[best] else None
+        for fds in free.values():
+            for fd in fds:
+                os.close(fd)
+        return claim
+    finally:
+        os.close(guard)
 
 
 def claim_gpu(
     device: str = "auto",
     *,
+    jobs_per_gpu: int = 1,
     environ: MutableMapping[str, str] | None = None,
     count: int | None = None,
     lock_root: Path | str | None = None,
     poll_s: float = 5.0,
     timeout_s: float | None = None,
 ) -> str | None:
-    """Give this job a CUDA device that no other job holds, for the life of the process.
+    """Give this job a CUDA device that at most ``jobs_per_gpu - 1`` other jobs hold, for the
+    life of the process.
 
     Snakemake counts GPUs (``resources: gpu``) but does not say which one a job gets, and CUDA
-    gives every process device 0: two jobs on a several-GPU machine would share it. The device
-    is locked and CUDA_VISIBLE_DEVICES set to it alone, so ``auto`` and ``cuda`` mean that one;
-    call this before CUDA is initialised. Where every device is held (a gpu cap above the number
-    of GPUs), the job waits for one rather than share it. Returns the device, or None for a CPU
-    job or an explicit ``cuda:<n>``, which is left as it is.
+    gives every process device 0: the jobs of a several-GPU machine would pile onto it. A slot of
+    the least busy device is locked and CUDA_VISIBLE_DEVICES set to that device alone, so
+    ``auto`` and ``cuda`` mean that one; call this before CUDA is initialised. Where every slot
+    is held, the job waits for one rather than crowd a device further. Returns the device, or
+    None for a CPU job or an explicit ``cuda:<n>``, which is left as it is.
     """
+    if not isinstance(jobs_per_gpu, int) or jobs_per_gpu < 1:
+        raise ValueError(f"jobs_per_gpu must be a whole number of at least 1, not {jobs_per_gpu!r}")
     environ = os.environ if environ is None else environ
     if device not in ("auto", "cuda"):
         return None
@@ -146,15 +187,21 @@ def claim_gpu(
     folder = lock_dir(environ, lock_root)
     started = time.monotonic()
     waiting = False
-    while (claim := try_lock(gpus, folder)) is None:
+    while (claim := try_lock(gpus, folder, jobs_per_gpu)) is None:
         if timeout_s is not None and time.monotonic() - started >= timeout_s:
-            raise TimeoutError(f"every GPU of {gpus} stayed held by other jobs for {timeout_s} s (locks in {folder})")
+            raise TimeoutError(
+                f"all {jobs_per_gpu} slot(s) of every GPU of {gpus} stayed held by other jobs for {timeout_s} s"
+                f" (locks in {folder})"
+            )
         if not waiting:
-            log.info("every GPU of %s is held by another job (locks in %s); waiting for one", gpus, folder)
+            log.info(
+                "all %d slot(s) of every GPU of %s are held by other jobs (locks in %s); waiting for one",
+                jobs_per_gpu, gpus, folder,
+            )
             waiting = True
         time.sleep(poll_s)
     gpu, fd = claim
     _held_locks.append(fd)
     environ["CUDA_VISIBLE_DEVICES"] = gpu
-    log.info("using GPU %s of %s (CUDA_VISIBLE_DEVICES=%s)", gpu, gpus, gpu)
+    log.info("using GPU %s of %s, shared by up to %d jobs (CUDA_VISIBLE_DEVICES=%s)", gpu, gpus, jobs_per_gpu, gpu)
     return gpu

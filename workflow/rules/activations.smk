@@ -17,6 +17,7 @@ rule extract_base:
     threads: 1
     resources:
         gpu=MODEL_GPUS,
+        jobs_per_gpu=JOBS_PER_GPU,
         mem_mb=8000,
         runtime=60,
     conda:
@@ -42,6 +43,7 @@ rule finetune_and_extract:
     threads: 1
     resources:
         gpu=MODEL_GPUS,
+        jobs_per_gpu=JOBS_PER_GPU,
         mem_mb=16000,
         runtime=120,
     conda:

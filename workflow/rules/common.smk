@@ -61,7 +61,13 @@ VARIANTS = list(config["variants"])
 BUILTIN_TASKS = list(cfg.TASK_PRESETS)
 # A model job asks for the gpu resource only where it will run on CUDA: on a CPU-only machine the
 # profile's gpu cap would otherwise run the extractions one at a time. Cluster profiles set it.
-MODEL_GPUS = int(runtime.wants_gpu(config["device"]))
+_N_GPUS = len(runtime.visible_gpus())  # nvidia-smi once, not per question
+MODEL_GPUS = int(runtime.wants_gpu(config["device"], count=_N_GPUS))
+# The gpu cap (profile or --resources gpu=N) counts model jobs on GPUs at once, over all GPUs;
+# claim_gpu lets that many, spread over the GPUs, share one. Handed over as a resource, not a
+# param: params are a rerun trigger, and how jobs share a GPU does not change what they compute.
+# profiles/slurm sets it to 1 (set-resources), as each SLURM job has a GPU of its own.
+JOBS_PER_GPU = runtime.jobs_per_gpu(getattr(workflow.global_resources.get("gpu"), "value", None), _N_GPUS)
 
 
 wildcard_constraints:

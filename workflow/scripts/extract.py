@@ -7,8 +7,13 @@ sys.path.insert(0, str(Path(snakemake.scriptdir).parents[1] / "src"))
 from icl_gd.runtime import claim_gpu, log_to
 
 log_to(snakemake.log[0], threads=snakemake.threads)
-claim_gpu(snakemake.config["device"])
+# The imports (torch, transformers: the bulk of a job's start-up before its model loads) come
+# before the wait for a GPU slot, so a job that waits starts computing as soon as one frees. They
+# must not touch CUDA (tests/test_runtime.py checks): CUDA fixes the devices it sees when it
+# starts, even for torch.cuda.is_available(), and claim_gpu has yet to choose them.
 from icl_gd import extract
+
+claim_gpu(snakemake.config["device"], jobs_per_gpu=snakemake.resources.jobs_per_gpu)
 
 w = snakemake.wildcards
 extract.run(
