@@ -53,7 +53,6 @@ def evaluate(model, rec: capture.Recorder, context: list[int], queries: list[Que
             model.base_model(input_ids=torch.tensor([context], device=model.device))
     shift = n_ctx if reuse_prefix else 0  # where the query starts in the tokens that are run
     order = sorted(range(n), key=lambda i: len(queries[i].ids))  # similar lengths share a batch
-    unembed = model.get_output_embeddings()
     label_index = torch.tensor(label_ids, device=model.device)
     def run_batch(idx: list[int]) -> None:
         run_ctx = [] if reuse_prefix else context
@@ -70,7 +69,7 @@ def evaluate(model, rec: capture.Recorder, context: list[int], queries: list[Que
         with torch.no_grad(), rec.record(record), mode:
             hidden = model.base_model(input_ids=ids.to(model.device), **kwargs).last_hidden_state
             rows = torch.arange(len(idx), device=model.device)
-            logits = capture.realize(unembed(hidden[rows, answer]))
+            logits = capture.realize(models.output_logits(model, hidden[rows, answer]))
             logprobs = torch.log_softmax(logits.float(), dim=-1)[:, label_index]
             attn_out, scores = rec.stacked()
             # Reduce on the device and move only what the cache keeps: the full score rows (batch x

@@ -151,6 +151,22 @@ def context_length(model) -> int:
     raise UnsupportedModelError(f"{type(config).__name__} names no context length (max_position_embeddings)")
 
 
+def output_logits(model, hidden: torch.Tensor) -> torch.Tensor:
+    """The model's logits from its last hidden states: the output embedding, then what the causal
+    LM's own forward does after it (Gemma 2/3's final tanh soft-capping, Cohere's logit scale,
+    Granite's logit scaling). ``capture.attach`` checks the result against the model's forward."""
+    logits = model.get_output_embeddings()(hidden)
+    config = model.config
+    cap = getattr(config, "final_logit_softcapping", None)
+    if cap:
+        logits = torch.tanh(logits / cap) * cap
+    if config.model_type in ("cohere", "cohere2") and getattr(config, "logit_scale", None) is not None:
+        logits = logits * config.logit_scale
+    if getattr(config, "logits_scaling", None):
+        logits = logits / config.logits_scaling
+    return logits
+
+
 def decoder_layers(model) -> nn.ModuleList:
     """The list of transformer blocks, found by shape rather than by per-architecture name."""
     n = model.config.num_hidden_layers

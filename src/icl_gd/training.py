@@ -4,7 +4,7 @@ Both are plain SGD (no momentum, no weight decay, constant learning rate), batch
 per demonstration, on the K and V projections only (weights and biases, every layer).
 - ``gd``: next-token cross-entropy of the model's output, averaged over the sequence;
 - ``lcgd``: every block's input is detached and the loss is the sum over blocks l of the
-  cross-entropy of U(h_l), U the frozen final norm + unembedding, h_l block l's output; each
+  cross-entropy of U(h_l), U the frozen final norm + output head, h_l block l's output; each
   block therefore gets gradient from its own layer's loss only.
 - ``linearized`` (paper 002): the loss of the first-order Taylor expansion of the model around
   its pretrained K/V values theta0, f_lin(theta) = f(theta0) + J(theta0)(theta - theta0). Each
@@ -24,7 +24,7 @@ import torch
 import torch.autograd.forward_ad as fwAD
 import torch.nn.functional as F
 
-from .models import UnsupportedModelError, decoder_layers, final_norm
+from .models import UnsupportedModelError, decoder_layers, final_norm, output_logits
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +50,13 @@ def _fused_gpt2_mask(param: torch.Tensor, d_model: int) -> torch.Tensor:
     return mask
 
 
+def _fused_rows_mask(param: torch.Tensor, q_size: int) -> torch.Tensor:
+    # a Linear whose output rows are [Q | K | V]: everything after the first q_size rows
+    mask = torch.zeros_like(param, dtype=torch.bool)
+    mask[q_size:] = True
+    return mask
+
+
 def _fused_neox_mask(param: torch.Tensor, n_heads: int) -> torch.Tensor:
     # GPT-NeoX's query_key_value output is laid out per head as [q | k | v].
     mask = torch.zeros_like(param, dtype=torch.bool)
@@ -70,17 +77,22 @@ def kv_parameters(model) -> list[KVParameter]:
                 name = f"layer{layer}.{mod_name}.{p_name}"
                 if leaf in ("k_proj", "v_proj", "key", "value"):
                     mask = None
-                elif leaf == "c_attn":
+                elif leaf == "c_attn" and type(module).__name__ == "Conv1D":
                     mask = _fused_gpt2_mask(param, d_model)
-                elif leaf == "query_key_value":
+                elif leaf == "c_attn" and getattr(model.config, "multi_query", False):
+                    mask = _fused_rows_mask(param, d_model)  # GPT-BigCode, multi-query: [Q | K | V]
+                elif leaf in ("query_key_value", "c_attn"):  # per head [q | k | v]: NeoX, BigCode
                     mask = _fused_neox_mask(param, model.config.num_attention_heads)
+                elif leaf == "qkv_proj":  # Phi-3: [Q | K | V], K and V of the key/value heads
+                    head_dim = getattr(model.config, "head_dim", None) or d_model // model.config.num_attention_heads
+                    mask = _fused_rows_mask(param, model.config.num_attention_heads * head_dim)
                 else:
                     continue
                 found.append(KVParameter(layer, name, param, mask, module, p_name))
         if len(found) == before:
             raise UnsupportedModelError(
                 f"{type(model).__name__}: found no key/value projection in block {layer} "
-                "(looked for k_proj/v_proj, key/value, c_attn, query_key_value)"
+                "(looked for k_proj/v_proj, key/value, c_attn, query_key_value, qkv_proj)"
             )
     return found
 
@@ -152,8 +164,12 @@ def linearized(model, base: list[torch.Tensor], current: list[torch.Tensor] | No
         current = [item.param.detach() for item in kv]
     implementation = model.config._attn_implementation
     fused = implementation in NO_FORWARD_AD  # these kernels have no forward derivative
+    experts = getattr(model.config, "_experts_implementation", None)
+    grouped = experts not in (None, "eager")  # nor have mixture-of-experts' grouped products
     if fused:
         model.set_attn_implementation("eager")
+    if grouped:
+        model.set_experts_implementation("eager")
     try:
         with fwAD.dual_level(), torch.no_grad():
             duals = [
@@ -165,6 +181,8 @@ def linearized(model, base: list[torch.Tensor], current: list[torch.Tensor] | No
     finally:
         if fused:
             model.set_attn_implementation(implementation)
+        if grouped:
+            model.set_experts_implementation(experts)
 
 
 def _linearized_loss_and_grads(model, ids, kv, base, current, loss_scale):
@@ -188,12 +206,12 @@ def sequence_loss(model, ids: torch.Tensor, kind: str) -> torch.Tensor:
     if kind == "gd":
         return _next_token_loss(model(input_ids=ids).logits, ids)
     if kind == "lcgd":
-        unembed, norm = model.get_output_embeddings(), final_norm(model)
+        norm = final_norm(model)
         with layer_causal(model) as outputs:
             model.base_model(input_ids=ids)
         # every block's output through the frozen head at once (one product, not one a layer);
         # the mean over layers x tokens, times the layers, is the sum of the per-layer means
-        logits = unembed(norm(torch.cat(outputs)))  # (layers, tokens, vocab)
+        logits = output_logits(model, norm(torch.cat(outputs)))  # (layers, tokens, vocab)
         return _next_token_loss(logits, ids.expand(len(outputs), -1)) * len(outputs)
     raise ValueError(f"unknown training kind {kind!r}")
 
