@@ -31,7 +31,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import numpy as np  # noqa: E402
 import yaml  # noqa: E402
 
-from icl_gd import cache, config as cfg, extract, scoring, validation  # noqa: E402
+from icl_gd import cache, config as cfg, extract, plan, scoring, validation  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 COMPARED = ("simaou", "simaou_norm", "simam_delta")
@@ -93,8 +93,8 @@ def main() -> None:
             config = run_config(task, args.method, dtype, args.max_eval, args.device)
             for setting in settings:
                 path = out / f"{task}-{dtype}-{setting}.parquet"
-                extract.run(config, model_name="m", variant="trained", task=task, seed=seed, setting=setting,
-                            model_dir=args.model, out_path=str(path), **files)
+                extract.run(plan.run_spec(config, task, setting, seed), model_name="m", variant="trained",
+                            model_dir=args.model, out_path=str(path), device=args.device, **files)
                 caches[dtype, setting] = cache.read_cache(path)
         per_layer, ratio = change_agreement(caches["float32", "zsl"], caches["float32", args.method],
                                             caches[args.half, "zsl"], caches[args.half, args.method])

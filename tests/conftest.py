@@ -143,3 +143,12 @@ def sentences(tokenizer) -> list[list[int]]:
     texts = ["Sentence: the movie was dull Label: Negative", "Review: the plot is clever Sentiment: Positive",
              "the team felt slow Answer: False"]
     return [[tokenizer.bos_token_id] + tokenizer.encode(t, add_special_tokens=False) for t in texts]
+
+
+def run_extraction(config: dict, *, task: str, seed: int, setting: str, **kwargs):
+    """One extraction job as the workflow runs it: the run spec planned from ``config``, executed
+    with the config's device and batch size."""
+    from icl_gd import extract, plan
+
+    return extract.run(plan.run_spec(config, task, setting, seed), device=config.get("device", "cpu"),
+                       batch_size=config.get("batch_size"), **kwargs)

@@ -7,6 +7,8 @@ import torch
 
 from icl_gd import cache, capture, config as cfg, extract, prompts
 
+from conftest import run_extraction  # noqa: E402
+
 SPEC = cfg.task_spec({"tasks": {"sst2": {}}}, "sst2")
 WORDS = ["good", "bad", "dull", "fun", "odd", "warm", "slow", "loud"]
 
@@ -99,13 +101,14 @@ def test_run_writes_caches_that_identify_the_run(tmp_path, model_dirs, task_file
     train, evaluation = task_files
     common = dict(model_name="tiny", variant="trained", task="sst2", seed=2, model_dir=str(model_dirs["gpt2"]),
                   train_path=train, eval_path=evaluation)
-    extract.run(_config(), setting="zsl", out_path=str(tmp_path / "zsl.parquet"), **common)
-    extract.run(_config(), setting="icl", out_path=str(tmp_path / "icl.parquet"), **common)
-    extract.run(_config(), setting="gd", out_path=str(tmp_path / "gd.parquet"),
+    run_extraction(_config(), setting="zsl", out_path=str(tmp_path / "zsl.parquet"), **common)
+    run_extraction(_config(), setting="icl", out_path=str(tmp_path / "icl.parquet"), **common)
+    run_extraction(_config(), setting="gd", out_path=str(tmp_path / "gd.parquet"),
                 train_log_path=str(tmp_path / "gd_log.parquet"), **common)
     zsl, icl, gd = (cache.read_cache(tmp_path / f"{s}.parquet") for s in ("zsl", "icl", "gd"))
     assert zsl.n_examples == 5 and zsl.meta["setting"] == "zsl" and gd.meta["lr"] == 0.5
-    assert zsl.meta["demo_ids"] == icl.meta["demo_ids"] == gd.meta["demo_ids"]
+    assert icl.meta["demo_ids"] == gd.meta["demo_ids"] and "demo_ids" not in zsl.meta  # ZSL has none
+    assert (gd.meta["method"], gd.meta["kind"]) == ("gd", "gd")
     assert 0 < icl.meta["true_k"] <= 3  # the 64-token context leaves room for few demonstrations
     assert icl.meta["n_context"] > zsl.meta["n_context"] == 1
     assert np.array_equal(zsl.example_id, gd.example_id)
@@ -121,7 +124,7 @@ def test_run_rejects_a_query_longer_than_the_context(tmp_path, model_dirs):
     long.to_parquet(tmp_path / "eval.parquet")
     rows(12, 3).to_parquet(tmp_path / "train.parquet")
     with pytest.raises(prompts.PromptError, match="longest evaluation prompt"):
-        extract.run(_config(), model_name="tiny", variant="trained", task="sst2", seed=2, setting="zsl",
+        run_extraction(_config(), model_name="tiny", variant="trained", task="sst2", seed=2, setting="zsl",
                     model_dir=str(model_dirs["gpt2"]), train_path=str(tmp_path / "train.parquet"),
                     eval_path=str(tmp_path / "eval.parquet"), out_path=str(tmp_path / "zsl.parquet"))
     assert not (tmp_path / "zsl.parquet").exists()
@@ -155,7 +158,7 @@ def test_two_runs_with_one_seed_give_identical_caches(tmp_path, model_dirs, task
     common = dict(model_name="tiny", variant="trained", task="sst2", seed=3, model_dir=str(model_dirs[arch]),
                   train_path=train, eval_path=evaluation, setting=setting)
     for name in ("a", "b"):
-        extract.run(_config(), out_path=str(tmp_path / f"{name}.parquet"), **common)
+        run_extraction(_config(), out_path=str(tmp_path / f"{name}.parquet"), **common)
     a, b = cache.read_cache(tmp_path / "a.parquet"), cache.read_cache(tmp_path / "b.parquet")
     assert a.meta == b.meta
     for key in ("example_id", "pred", "label_logprobs", "attn_out", "attn_scores", "context_scores"):
@@ -163,6 +166,6 @@ def test_two_runs_with_one_seed_give_identical_caches(tmp_path, model_dirs, task
 
 
 def test_default_batch_size_is_larger_on_a_gpu():
-    assert extract.batch_size({"batch_size": None}, torch.device("cuda")) == 128
-    assert extract.batch_size({"batch_size": None}, torch.device("cpu")) == 16
-    assert extract.batch_size({"batch_size": 5}, torch.device("cuda")) == 5
+    assert extract.evaluation_batch_size(None, torch.device("cuda")) == 128
+    assert extract.evaluation_batch_size(None, torch.device("cpu")) == 16
+    assert extract.evaluation_batch_size(5, torch.device("cuda")) == 5

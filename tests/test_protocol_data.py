@@ -30,7 +30,9 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 import yaml  # noqa: E402
 
-from icl_gd import cache, config as cfg, data, extract, prompts  # noqa: E402
+from icl_gd import cache, config as cfg, data, prompts  # noqa: E402
+
+from conftest import run_extraction  # noqa: E402
 from icl_gd.prompts import PromptError  # noqa: E402
 
 # --------------------------------------------------------------------------------------------------
@@ -459,7 +461,7 @@ def extracted(tmp_path_factory, model_dirs):
     for name, (config, setting) in runs.items():
         torch.manual_seed(0)
         log = str(tmp / f"{name}_log.parquet") if setting.startswith("gd") else None
-        extract.run(config, setting=setting, out_path=str(tmp / f"{name}.parquet"), train_log_path=log, **common)
+        run_extraction(config, setting=setting, out_path=str(tmp / f"{name}.parquet"), train_log_path=log, **common)
         out[name] = cache.read_cache(tmp / f"{name}.parquet")
         if log:
             out[name + "_log"] = cache.read_train_log(log)
@@ -530,7 +532,7 @@ def test_run_refuses_a_label_word_of_several_tokens(tmp_path, model_dirs):
     sst2_rows(6, 1, 0).to_parquet(tmp_path / "eval.parquet")
     config = extract_config(tasks={"sst2": {"label_words": ["Negative", "Zebrafishy"]}})
     with pytest.raises(PromptError) as err:
-        extract.run(config, model_name="tiny", variant="trained", task="sst2", seed=2, setting="zsl",
+        run_extraction(config, model_name="tiny", variant="trained", task="sst2", seed=2, setting="zsl",
                     model_dir=str(model_dirs["gpt2"]), train_path=str(tmp_path / "train.parquet"),
                     eval_path=str(tmp_path / "eval.parquet"), out_path=str(tmp_path / "zsl.parquet"))
     assert "'sst2'" in str(err.value) and "'Zebrafishy'" in str(err.value)

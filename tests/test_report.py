@@ -48,12 +48,13 @@ def test_write_tables_and_figures(tmp_path):
         assert (tmp_path / path).stat().st_size > 1000
 
 
-def test_grad_norm_figure_from_training_logs(tmp_path, monkeypatch):
-    norms = {"gd": np.full((3, 2), 2.0), "lcgd": np.full((3, 2), 1e-3)}
+def test_grad_norm_figure_from_training_logs_of_user_named_methods(tmp_path, monkeypatch):
+    """Methods named by the user: the log colour scale follows a method's kind, not its name."""
+    norms = {"vanilla": np.full((3, 2), 2.0), "causal": np.full((3, 2), 1e-3)}
     logs = []
-    for method, kind in (("gd", "gd"), ("lcgd", "lcgd")):
+    for method, kind in (("vanilla", "gd"), ("causal", "lcgd")):
         path = tmp_path / f"{method}.parquet"
-        meta = dict(model="m", variant="trained", task="subj", seed=4, setting=method, method=kind, lr=0.003)
+        meta = dict(model="m", variant="trained", task="subj", seed=4, setting=method, method=method, kind=kind, lr=0.003)
         cache.write_train_log(path, meta, loss=np.ones(3), grad_norm=norms[method], skipped=np.zeros(3, bool))
         logs.append(str(path))
     drawn = {}
@@ -66,8 +67,8 @@ def test_grad_norm_figure_from_training_logs(tmp_path, monkeypatch):
     monkeypatch.setattr(report.figures, "grad_norm_figure", spy)
     outputs = [str(tmp_path / f"grad_norms.{ext}") for ext in ("png", "pdf")]
     # no metrics tables: the gradient-norm job does not read them
-    report.write_figures(None, None, outputs, model="m", variant="trained", methods=["gd", "lcgd"], train_logs=logs)
-    assert list(drawn["norms"]) == ["gd", "lcgd"] and drawn["log_scale"] == {"lcgd"}
-    np.testing.assert_allclose(drawn["norms"]["lcgd"], norms["lcgd"])
+    report.write_figures(None, None, outputs, model="m", variant="trained", methods=["vanilla", "causal"], train_logs=logs)
+    assert list(drawn["norms"]) == ["vanilla", "causal"] and drawn["log_scale"] == {"causal"}
+    np.testing.assert_allclose(drawn["norms"]["causal"], norms["causal"])
     assert "Subj, seed 4" in drawn["title"]
     assert all((tmp_path / f"grad_norms.{ext}").stat().st_size > 1000 for ext in ("png", "pdf"))

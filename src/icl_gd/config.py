@@ -192,27 +192,3 @@ def learning_rate(config: dict, task: str, method: str) -> float:
     lr = spec.get("lr")
     base = float(lr) if lr is not None else task_spec(config, task).lr
     return base * float(spec.get("lr_scale") or 1.0)
-
-
-def run_params(config: dict, task: str, setting: str) -> dict:
-    """Every config value a cache of ``setting`` on ``task`` depends on, and nothing else.
-
-    The extraction rules pass it as a parameter, so Snakemake's params trigger reruns exactly the
-    caches a config edit changes: a new ``k`` reruns ICL and the training methods but not ZSL.
-    ``batch_size`` and ``device`` are left out on purpose: they must not change the results.
-    """
-    spec = task_spec(config, task)
-    params = {
-        "template": spec.template, "label_words": list(spec.label_words), "source": spec.source,
-        "hub_id": spec.hub_id, "hub_config": spec.hub_config, "path": spec.path, "splits": spec.splits,
-        "max_eval": config.get("max_eval"), "record_position": config.get("record_position"),
-        "dtype": config.get("dtype"), "cache_dtype": config.get("cache_dtype"),
-    }
-    if setting == "zsl":
-        return params
-    params.update(k=config.get("k"), seeds=list(spec.seeds), demo_labels=demo_labels(config, setting))
-    if setting not in BASE_SETTINGS:
-        params.update(method=method_spec(config, setting), lr=learning_rate(config, task, setting),
-                      ft_demos=config.get("ft_demos"))
-    return params
-

@@ -104,31 +104,36 @@ def evaluate(model, rec: capture.Recorder, context: list[int], queries: list[Que
     return out
 
 
-def batch_size(config: dict, device: torch.device) -> int:
-    """The config's evaluation batch size, or by default one that keeps the device busy."""
-    if config.get("batch_size") is not None:
-        return int(config["batch_size"])
+def evaluation_batch_size(requested: int | None, device: torch.device) -> int:
+    """The evaluation batch size asked for, or by default one that keeps the device busy."""
+    if requested is not None:
+        return int(requested)
     return 128 if device.type == "cuda" else 16
 
 
-def run(config: dict, *, model_name: str, variant: str, task: str, seed: int, setting: str, model_dir: str, train_path: str, eval_path: str, out_path: str, train_log_path: str | None = None) -> dict:
-    """Extract one run's cache (and, for a training method, its training log)."""
-    started = time.time()
-    torch.manual_seed(seed)
-    spec = cfg.task_spec(config, task)
-    train = pd.read_parquet(train_path)
-    eval_rows = data.select_eval(pd.read_parquet(eval_path), config["max_eval"])
-    demos = data.select_demos(train, seed, config["k"], cfg.permutation_index(config, task, seed))
-    demo_labels = cfg.demo_labels(config, setting)
-    if demo_labels == "switched":
-        demos = data.switch_labels(demos, spec.n_labels, seed)
+def _task_spec(spec: dict) -> cfg.TaskSpec:
+    """The task as prompts.py reads it (its seeds and learning rate are the spec's business)."""
+    return cfg.TaskSpec(name=spec["task"], source=spec["source"], template=spec["template"],
+                        label_words=tuple(spec["label_words"]), seeds=(), lr=0.0,
+                        splits=spec["splits"], hub_id=spec["hub_id"], hub_config=spec["hub_config"], path=spec["path"])
 
-    model = models.load_model(model_dir, dtype=config["dtype"], device=config["device"])
+
+def run(spec: dict, *, model_name: str, variant: str, model_dir: str, train_path: str, eval_path: str, out_path: str, train_log_path: str | None = None, device: str = "auto", batch_size: int | None = None) -> dict:
+    """Extract one run's cache (and, for a training method, its training log).
+
+    ``spec`` is the run (``plan.run_spec``): everything it reads of the config. ``device`` and
+    ``batch_size`` say how to run it; they do not change the results."""
+    started = time.time()
+    task, seed, setting = spec["task"], spec["seed"], spec["setting"]
+    torch.manual_seed(seed)
+    task_spec = _task_spec(spec)
+    eval_rows = data.select_eval(pd.read_parquet(eval_path), spec["max_eval"])
+
+    model = models.load_model(model_dir, dtype=spec["dtype"], device=device)
     tokenizer = models.load_tokenizer(model_dir)
     rec = capture.attach(model)
-    label_ids = prompts.label_token_ids(tokenizer, spec)
-    queries = prompts.build_queries(tokenizer, spec, eval_rows, label_ids, config["record_position"])
-    demo_ids = prompts.demonstration_ids(tokenizer, spec, demos, label_ids)
+    label_ids = prompts.label_token_ids(tokenizer, task_spec)
+    queries = prompts.build_queries(tokenizer, task_spec, eval_rows, label_ids, spec["record_position"])
     max_len = models.context_length(model)
     longest = max(len(q.ids) for q in queries)
     if 1 + longest > max_len:
@@ -136,43 +141,45 @@ def run(config: dict, *, model_name: str, variant: str, task: str, seed: int, se
             f"task {task!r}: the longest evaluation prompt is {longest} tokens, over the model's "
             f"context of {max_len}; shorten the template or drop long examples"
         )
-    k_true = prompts.true_k([len(d) + 1 for d in demo_ids], longest, max_len)
-
     identity = {
         "model": model_name, "variant": variant, "task": task, "seed": seed, "setting": setting,
-        "k": config["k"], "true_k": k_true, "record_position": config["record_position"],
-        "label_words": list(spec.label_words), "dtype": config["dtype"],
-        "demo_ids": [int(x) for x in demos["example_id"]],
-        "demo_labels": demo_labels, "demo_label_ids": [int(x) for x in demos["label"]],
+        "record_position": spec["record_position"], "label_words": list(task_spec.label_words),
+        "dtype": spec["dtype"],
     }
     context = [tokenizer.bos_token_id]
     evaluation_mode = contextlib.nullcontext()
+    if setting != "zsl":  # ZSL uses no demonstrations
+        demos = data.select_demos(pd.read_parquet(train_path), seed, spec["k"], spec["permutation"])
+        if spec["demo_labels"] == "switched":
+            demos = data.switch_labels(demos, task_spec.n_labels, seed)
+        demo_ids = prompts.demonstration_ids(tokenizer, task_spec, demos, label_ids)
+        k_true = prompts.true_k([len(d) + 1 for d in demo_ids], longest, max_len)
+        identity.update(k=spec["k"], true_k=k_true, demo_ids=[int(x) for x in demos["example_id"]],
+                        demo_labels=spec["demo_labels"], demo_label_ids=[int(x) for x in demos["label"]])
     if setting in ("icl", "icl_switched"):
         context = prompts.icl_context(tokenizer, demo_ids[:k_true])
-    elif setting not in cfg.BASE_SETTINGS:
-        method = cfg.method_spec(config, setting)
-        lr = cfg.learning_rate(config, task, setting)
-        train_demos = demo_ids if config["ft_demos"] == "all" else demo_ids[:k_true]
+    elif setting != "zsl":
+        train_demos = demo_ids if spec["ft_demos"] == "all" else demo_ids[:k_true]
         sequences = prompts.ft_sequences(tokenizer, train_demos)
-        base = training.snapshot(model) if method["kind"] == "linearized" else None
+        base = training.snapshot(model) if spec["kind"] == "linearized" else None
         master = training.master_weights(model)  # float32 even where the model is not
         with tqdm(total=len(sequences), desc=f"train {setting}", unit="step", mininterval=1.0) as bar:
             train_log = training.finetune(
-                model, sequences, lr=lr, kind=method["kind"], clip_grad_norm=method.get("clip_grad_norm"),
+                model, sequences, lr=spec["lr"], kind=spec["kind"], clip_grad_norm=spec["clip_grad_norm"],
                 base=base, master=master, progress=bar,
             )
         if base is not None:  # a linearized model is evaluated as the linear model it was trained as
             evaluation_mode = training.linearized(model, base, master)
-        identity.update(method=method["kind"], lr=lr, clip_grad_norm=method.get("clip_grad_norm"),
-                        n_train_steps=len(sequences), ft_demos=config["ft_demos"])
+        identity.update(method=setting, kind=spec["kind"], lr=spec["lr"], clip_grad_norm=spec["clip_grad_norm"],
+                        n_train_steps=len(sequences), ft_demos=spec["ft_demos"])
         log.info("trained %d steps, final loss %.4f, skipped %d", len(sequences), train_log["loss"][-1], train_log["skipped"].sum())
         if train_log_path is not None:
             cache.write_train_log(train_log_path, identity, **train_log)
 
     with tqdm(total=len(queries), desc=f"evaluate {setting}", unit="ex", mininterval=1.0) as bar, evaluation_mode:
-        records = evaluate(model, rec, context, queries, label_ids, batch_size=batch_size(config, model.device), progress=bar)
+        records = evaluate(model, rec, context, queries, label_ids, batch_size=evaluation_batch_size(batch_size, model.device), progress=bar)
     identity["n_context"] = len(context)
-    cache.write_cache(out_path, identity, float_dtype=config["cache_dtype"], **records)
+    cache.write_cache(out_path, identity, float_dtype=spec["cache_dtype"], **records)
     accuracy = float(np.mean(np.argmax(records["label_logprobs"], 1) == records["gold"]))
-    log.info("%s/%s/%s seed %d %s: accuracy %.3f, true k %d, %.1fs", model_name, variant, task, seed, setting, accuracy, k_true, time.time() - started)
+    log.info("%s/%s/%s seed %d %s: accuracy %.3f, true k %s, %.1fs", model_name, variant, task, seed, setting, accuracy, identity.get("true_k"), time.time() - started)
     return identity

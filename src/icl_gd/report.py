@@ -82,7 +82,7 @@ def _grad_norm_figure(train_logs: list[str], *, model: str, variant: str):
     for path in train_logs:
         meta, log_ = cache.read_train_log(path)
         norms[meta["setting"]] = log_["grad_norm"]
-        if meta["method"] == "lcgd":
+        if meta["kind"] == "lcgd":
             log_scale.add(meta["setting"])
         runs.add((meta["task"], meta["seed"]))
     if len(runs) > 1:

@@ -13,7 +13,7 @@ rule extract_base:
     wildcard_constraints:
         setting="|".join(cfg.BASE_SETTINGS),
     params:
-        run=run_params,
+        run=run_spec,
     threads: 1
     resources:
         gpu=MODEL_GPUS,
@@ -39,7 +39,7 @@ rule finetune_and_extract:
     wildcard_constraints:
         setting=_names_regex(METHODS),
     params:
-        run=run_params,
+        run=run_spec,
     threads: 1
     resources:
         gpu=MODEL_GPUS,

@@ -1,4 +1,5 @@
-# Config validation, the run grid, and the path and input helpers every stage uses.
+# Config validation, and the paths, wildcards and input functions every stage uses. What runs and
+# why (the runs, the report's tables and figures, the pairings) is planned in icl_gd/plan.py.
 
 import json
 import re
@@ -10,7 +11,7 @@ import yaml
 sys.path.insert(0, str(Path(workflow.basedir) / "src"))  # works before `pip install -e .` too
 
 from icl_gd import config as cfg
-from icl_gd import labels, runtime, validation
+from icl_gd import plan, runtime, validation
 
 
 # A config file named on the command line replaces config.yaml rather than being merged into it:
@@ -32,7 +33,7 @@ SRC = Path(workflow.basedir) / "src" / "icl_gd"
 # only the metrics and what follows.
 EXTRACTION_CODE = [
     str(SRC / f"{m}.py")
-    for m in ("config", "cache", "data", "models", "prompts", "capture", "training", "extract")
+    for m in ("config", "plan", "cache", "data", "models", "prompts", "capture", "training", "extract")
 ]
 MODEL_CODE = [str(SRC / f"{m}.py") for m in ("config", "data", "models", "prompts", "builtin")]
 METRICS_CODE = [str(SRC / f"{m}.py") for m in ("cache", "metrics", "scoring")]
@@ -78,14 +79,7 @@ wildcard_constraints:
     seed=r"\d+",
 
 
-def runs():
-    """Every (model, variant, task, seed, method) of the config."""
-    for model in MODELS:
-        for variant, methods in config["variants"].items():
-            for task in TASKS:
-                for seed in cfg.task_seeds(config, task):
-                    for method in methods:
-                        yield dict(model=model, variant=variant, task=task, seed=seed, method=method)
+RUNS = plan.runs(config)
 
 
 def variant_dir(model, variant):
@@ -121,191 +115,66 @@ def synthetic_source(wildcards):
     }
 
 
-def run_params(wildcards):
-    """The config values a cache depends on (params trigger: a config edit reruns just those)."""
-    return cfg.run_params(config, wildcards.task, wildcards.setting)
+def run_spec(wildcards):
+    """The run an extraction job executes; as a parameter, also its rerun trigger (plan.run_spec)."""
+    return plan.run_spec(config, wildcards.task, wildcards.setting, int(wildcards.seed))
 
 
 def task_config(wildcards):
     return config["tasks"][wildcards.task]
 
 
-def run_settings(method):
-    """The caches a run compares: ZSL, ICL on the method's demonstrations, and the method."""
-    return ["zsl", cfg.icl_setting(config, method), method]
-
-
-def baseline_of(variant, method):
-    """The method a run is compared with (alpha, paired tests), if its variant runs it."""
-    baseline = config["statistics"]["baseline_method"]
-    if baseline is None or method == baseline or baseline not in config["variants"][variant]:
-        return None
-    return baseline
-
-
 def setting_caches(wildcards):
     """ZSL, ICL and FT caches of a run, and its baseline method's cache for alpha."""
     base = "results/activations/{model}/{variant}/{task}/seed{seed}".format(**wildcards)
-    caches = {role: f"{base}/{s}.parquet" for role, s in zip(("zsl", "icl", "ft"), run_settings(wildcards.method))}
-    baseline = baseline_of(wildcards.variant, wildcards.method)
+    settings = plan.run_settings(config, wildcards.method)
+    caches = {role: f"{base}/{s}.parquet" for role, s in zip(("zsl", "icl", "ft"), settings)}
+    baseline = plan.baseline_of(config, wildcards.variant, wildcards.method)
     if baseline is not None:
         caches["base"] = f"{base}/{baseline}.parquet"
     return caches
 
 
 def all_activations():
-    files = set()
-    for run in runs():
-        base = "results/activations/{model}/{variant}/{task}/seed{seed}".format(**run)
-        files.update(f"{base}/{s}.parquet" for s in run_settings(run["method"]))
-    return sorted(files)
+    return ["results/activations/{model}/{variant}/{task}/seed{seed}/{setting}.parquet".format(**e) for e in plan.extractions(config)]
 
 
 def all_run_metrics():
-    return ["results/metrics/runs/{model}/{variant}/{task}/seed{seed}/{method}.parquet".format(**r) for r in runs()]
+    return ["results/metrics/runs/{model}/{variant}/{task}/seed{seed}/{method}.parquet".format(**r) for r in RUNS]
 
 
 def all_run_examples():
-    return ["results/metrics/examples/{model}/{variant}/{task}/seed{seed}/{method}.parquet".format(**r) for r in runs()]
-
-
-def all_training_logs():
-    return ["results/training/{model}/{variant}/{task}/seed{seed}/{method}.parquet".format(**r) for r in runs()]
-
-
-def report_model():
-    return config["report"]["model"] or MODELS[0]
+    return ["results/metrics/examples/{model}/{variant}/{task}/seed{seed}/{method}.parquet".format(**r) for r in RUNS]
 
 
 def model_spec(wildcards):
     return config["models"][wildcards.model]
 
 
-def report_variant():
-    """The variant the per-method tables and figures show: trained, when it runs."""
-    return "trained" if "trained" in config["variants"] else VARIANTS[0]
-
-
-def report_methods():
-    return config["variants"][report_variant()] or METHODS[:1]
-
-
-def report_baseline():
-    """The method alpha is measured against in the report variant, if that variant runs it."""
-    variant = report_variant()
-    return next((baseline_of(variant, m) for m in report_methods() if baseline_of(variant, m)), None)
-
-
-def _spec(method, **changes):
-    return {**cfg.method_spec(config, method), **changes}
-
-
-def layer_causal_methods(clipped):
-    """The report variant's layer-causal methods on gold labels, with or without clipping."""
-    specs = {m: _spec(m) for m in report_methods()}
-    return [
-        m for m, spec in specs.items()
-        if spec["kind"] == "lcgd" and spec["demo_labels"] == "gold" and (spec["clip_grad_norm"] is not None) == clipped
-    ]
-
-
-def paper002_methods():
-    """Label-switched and linearized methods, each after its plain counterpart (the method whose
-    spec differs only in demo_labels / kind), as paper 002 compares them."""
-    ordered = []
-    for m in report_methods():
-        spec = _spec(m)
-        if spec["demo_labels"] == "gold" and spec["kind"] != "linearized":
-            continue
-        plain = _spec(m, demo_labels="gold", kind="gd" if spec["kind"] == "linearized" else spec["kind"])
-        twins = [p for p in report_methods() if p != m and _spec(p) == plain]
-        ordered += [p for p in twins[:1] if p not in ordered] + [m]
-    return ordered
-
-
-def report_tables():
-    """The tables that the config has data for."""
-    tables = ["accuracy", "methods", "intervals", "data"]  # 003 Table 1, 001 Table 2, CIs, 001 Table 3
-    if len(VARIANTS) > 1:
-        tables.append("variants")  # paper 001 Table 1
-    if report_baseline() and layer_causal_methods(clipped=False):
-        tables.append("layer_causal")  # paper 003 Table 2
-    if report_baseline() and layer_causal_methods(clipped=True):
-        tables.append("clipping")  # paper 003 Table 3
-    if paper002_methods():
-        tables.append("paper002")  # label switching and linearized FT
-    if report_baseline() and len(report_methods()) > 1:
-        tables.append("comparisons")
-    return tables
-
-
-TABLES = report_tables()
+REPORT_MODEL = plan.report_model(config)
+REPORT_VARIANT = plan.report_variant(config)
+REPORT_METHODS = plan.report_methods(config)
+TABLES = plan.tables(config)
+FIGURES = plan.figures(config)
+with open(Path(workflow.basedir) / "workflow/schemas/config.schema.yaml") as _schema:
+    _GRAD_NORM_DEFAULT = yaml.safe_load(_schema)["properties"]["report"]["properties"]["grad_norm_task"]["default"]
 
 
 def grad_norm_run():
-    """Task and seed of the gradient-norm heatmaps: ``report.grad_norm_task`` and its first seed.
-    The default (Subj, as in the papers) falls back to the first task when the config does not
-    run Subj; a task named on purpose must be one of the config's."""
-    task = config["report"]["grad_norm_task"]
-    if task not in TASKS:
-        with open(Path(workflow.basedir) / "workflow/schemas/config.schema.yaml") as schema:
-            default = yaml.safe_load(schema)["properties"]["report"]["properties"]["grad_norm_task"]["default"]
-        if task != default:
-            raise cfg.ConfigError(f"config key report.grad_norm_task: {task!r} is not one of the tasks {TASKS}")
-        task = TASKS[0]
-    return task, cfg.task_seeds(config, task)[0]
-
-
-def lr_sweeps():
-    """The report variant's methods grouped by everything but their learning rate (``lr``,
-    ``lr_scale``): one row (group, method, task, lr) per method and task of every group whose
-    methods train some task at different rates. Empty when the config sweeps nothing."""
-    groups = {}
-    for method in report_methods():
-        spec = cfg.method_spec(config, method)
-        key = json.dumps({k: v for k, v in spec.items() if k not in ("lr", "lr_scale")}, sort_keys=True, default=str)
-        groups.setdefault(key, []).append(method)
-    rows = []
-    for members in groups.values():
-        if not any(len({cfg.learning_rate(config, t, m) for m in members}) > 1 for t in TASKS):
-            continue
-        # named after the method that trains at the tasks' own rates, when the sweep has one
-        plain = [m for m in members if config["methods"][m].get("lr") is None and config["methods"][m].get("lr_scale", 1.0) == 1.0]
-        group = labels.method_label(plain[0] if plain else members[0])
-        rows += [dict(group=group, method=m, task=t, lr=cfg.learning_rate(config, t, m)) for m in members for t in TASKS]
-    return rows
-
-
-# What the report's figures show; a figure that does not apply to the config is not planned.
-FIGURES = ["per_layer", "accuracy"]  # paper 001 Fig. 3; accuracy per task
-FIGURES += ["alpha"] if report_baseline() else []  # paper 001 Fig. 2
-FIGURES += ["grad_norms", "prediction_changes"]  # paper 001 Fig. 4 / 003 Fig. 3; paper 003 Fig. 1
-FIGURES += ["lr_sweep"] if lr_sweeps() else []
-FIGURES += ["models"] if len(MODELS) > 1 else []
+    return plan.grad_norm_run(config, _GRAD_NORM_DEFAULT)
 
 
 def figure_inputs(wildcards):
     """The gradient-norm heatmaps read training logs only; every other figure the metrics."""
     if wildcards.figure == "grad_norms":
         task, seed = grad_norm_run()
-        base = f"results/training/{report_model()}/{report_variant()}/{task}/seed{seed}"
-        return {"train_logs": [f"{base}/{method}.parquet" for method in report_methods()], "code": FIGURE_CODE}
+        base = f"results/training/{REPORT_MODEL}/{REPORT_VARIANT}/{task}/seed{seed}"
+        return {"train_logs": [f"{base}/{method}.parquet" for method in REPORT_METHODS], "code": FIGURE_CODE}
     return {"runs": "results/metrics/runs.parquet", "summary": "results/metrics/summary.parquet", "code": FIGURE_CODE}
 
 
 def figure_params(wildcards):
-    """What ``report.write_figures`` needs for one figure, and nothing more: a config edit then
-    reruns only the figures it changes (params trigger)."""
-    params = dict(model=report_model(), variant=report_variant(), methods=report_methods())
-    if wildcards.figure in ("per_layer", "accuracy", "alpha", "lr_sweep", "models"):
-        params["ci_level"] = config["statistics"]["ci_level"]
-    if wildcards.figure == "alpha":
-        params["baseline"] = report_baseline()
-    if wildcards.figure == "lr_sweep":
-        params["lr_sweep"] = lr_sweeps()
-    if wildcards.figure == "models":
-        params["models"] = MODELS
-    return params
+    return plan.figure_params(config, wildcards.figure)
 
 
 def figure_about(wildcards):
@@ -338,7 +207,7 @@ def data_statistics_files():
     files = {}
     for task in TASKS:
         seed = cfg.task_seeds(config, task)[0]
-        base = f"results/activations/{report_model()}/{report_variant()}/{task}/seed{seed}"
+        base = f"results/activations/{REPORT_MODEL}/{REPORT_VARIANT}/{task}/seed{seed}"
         files[task] = {
             "train": f"resources/datasets/{task}/train.parquet",
             "eval": f"resources/datasets/{task}/eval.parquet",

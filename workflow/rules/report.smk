@@ -21,14 +21,14 @@ rule table:
     wildcard_constraints:
         table="|".join(TABLES),
     params:
-        model=report_model(),
-        variant=report_variant(),
-        methods=report_methods(),
+        model=REPORT_MODEL,
+        variant=REPORT_VARIANT,
+        methods=REPORT_METHODS,
         n_seeds=max(len(cfg.task_seeds(config, t)) for t in TASKS),
-        baseline=report_baseline(),
-        layer_causal=layer_causal_methods(clipped=False),
-        clipped=layer_causal_methods(clipped=True),
-        paper002=paper002_methods(),
+        baseline=plan.report_baseline(config),
+        layer_causal=plan.layer_causal_methods(config, clipped=False),
+        clipped=plan.layer_causal_methods(config, clipped=True),
+        paper002=plan.paper002_methods(config),
         significance=config["statistics"]["significance_level"],
         configfiles=[Path(f).name for f in workflow.configfiles] or ["config.yaml"],
     conda:

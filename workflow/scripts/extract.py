@@ -17,15 +17,14 @@ claim_gpu(snakemake.config["device"], jobs_per_gpu=snakemake.resources.jobs_per_
 
 w = snakemake.wildcards
 extract.run(
-    snakemake.config,
+    snakemake.params.run,
     model_name=w.model,
     variant=w.variant,
-    task=w.task,
-    seed=int(w.seed),
-    setting=w.setting,
     model_dir=snakemake.input.model,
     train_path=snakemake.input.train,
     eval_path=snakemake.input.eval,
     out_path=snakemake.output.cache,
     train_log_path=snakemake.output.get("train_log"),
+    device=snakemake.config["device"],
+    batch_size=snakemake.config["batch_size"],
 )

@@ -1,0 +1,210 @@
+"""The plan of a run: why each job, table and figure exists, as plain functions of the validated
+config. ``workflow/rules/common.smk`` turns these into paths and input functions; nothing here
+knows of files or of Snakemake.
+
+- the runs: every (model, variant, task, seed, method), and the settings each compares (ZSL, ICL
+  on the method's demonstrations, the method);
+- the run spec of each extraction job (``run_spec``): everything the job reads from the config,
+  and the very object that Snakemake's params trigger compares, so a config edit reruns exactly
+  the caches it changes;
+- the report: its model, variant, methods and baseline method; the layer-causal and paper 002
+  pairings; the tables and figures the config has data for; learning-rate sweeps; the run of the
+  gradient-norm heatmaps.
+
+Stands on ``config`` and ``labels`` only.
+"""
+
+from __future__ import annotations
+
+import json
+
+from . import config as cfg, labels
+
+# ---------------------------------------------------------------------------------------------
+# runs
+
+
+def runs(config: dict) -> list[dict]:
+    """Every (model, variant, task, seed, method) of the config, in config order."""
+    return [
+        dict(model=model, variant=variant, task=task, seed=seed, method=method)
+        for model in config["models"]
+        for variant, methods in config["variants"].items()
+        for task in config["tasks"]
+        for seed in cfg.task_seeds(config, task)
+        for method in methods
+    ]
+
+
+def run_settings(config: dict, method: str) -> list[str]:
+    """The caches a run compares: ZSL, ICL on the method's demonstrations, and the method."""
+    return ["zsl", cfg.icl_setting(config, method), method]
+
+
+def extractions(config: dict) -> list[dict]:
+    """Every cache the runs need, once: (model, variant, task, seed, setting), sorted."""
+    seen = set()
+    for run in runs(config):
+        for setting in run_settings(config, run["method"]):
+            seen.add((run["model"], run["variant"], run["task"], run["seed"], setting))
+    return [dict(model=m, variant=v, task=t, seed=s, setting=x) for m, v, t, s, x in sorted(seen)]
+
+
+def baseline_of(config: dict, variant: str, method: str) -> str | None:
+    """The method a run is compared with (alpha, paired tests), if its variant runs it."""
+    baseline = config["statistics"]["baseline_method"]
+    if baseline is None or method == baseline or baseline not in config["variants"][variant]:
+        return None
+    return baseline
+
+
+def run_spec(config: dict, task: str, setting: str, seed: int) -> dict:
+    """Everything an extraction job of ``setting`` on ``task`` and ``seed`` reads from the config,
+    resolved, and nothing else: the job executes this object, and the rule passes it as a
+    parameter, so Snakemake's params trigger reruns exactly the caches a config edit changes (a
+    new ``k`` reruns ICL and the training methods, not ZSL, which uses no demonstrations).
+
+    How a job runs (``device``, ``batch_size``) is not part of it: it must not change results."""
+    task_spec = cfg.task_spec(config, task)
+    spec = {
+        "task": task, "seed": int(seed), "setting": setting,
+        "template": task_spec.template, "label_words": list(task_spec.label_words),
+        "source": task_spec.source, "hub_id": task_spec.hub_id, "hub_config": task_spec.hub_config,
+        "path": task_spec.path, "splits": task_spec.splits,
+        "max_eval": config["max_eval"], "record_position": config["record_position"],
+        "dtype": config["dtype"], "cache_dtype": config["cache_dtype"],
+    }
+    if setting == "zsl":
+        return spec
+    spec.update(k=config["k"], permutation=cfg.permutation_index(config, task, seed),
+                demo_labels=cfg.demo_labels(config, setting))
+    if setting not in cfg.BASE_SETTINGS:
+        method = cfg.method_spec(config, setting)
+        spec.update(kind=method["kind"], clip_grad_norm=method.get("clip_grad_norm"),
+                    lr=cfg.learning_rate(config, task, setting), ft_demos=config["ft_demos"])
+    return spec
+
+
+# ---------------------------------------------------------------------------------------------
+# the report
+
+
+def report_model(config: dict) -> str:
+    return config["report"]["model"] or next(iter(config["models"]))
+
+
+def report_variant(config: dict) -> str:
+    """The variant the per-method tables and figures show: trained, when it runs."""
+    return "trained" if "trained" in config["variants"] else next(iter(config["variants"]))
+
+
+def report_methods(config: dict) -> list[str]:
+    return config["variants"][report_variant(config)] or list(config["methods"])[:1]
+
+
+def report_baseline(config: dict) -> str | None:
+    """The method alpha is measured against in the report variant, if that variant runs it."""
+    variant = report_variant(config)
+    return next((b for m in report_methods(config) if (b := baseline_of(config, variant, m))), None)
+
+
+def _spec(config: dict, method: str, **changes) -> dict:
+    return {**cfg.method_spec(config, method), **changes}
+
+
+def layer_causal_methods(config: dict, clipped: bool) -> list[str]:
+    """The report variant's layer-causal methods on gold labels, with or without clipping."""
+    found = []
+    for method in report_methods(config):
+        spec = _spec(config, method)
+        if spec["kind"] == "lcgd" and spec["demo_labels"] == "gold" and (spec["clip_grad_norm"] is not None) == clipped:
+            found.append(method)
+    return found
+
+
+def paper002_methods(config: dict) -> list[str]:
+    """Label-switched and linearized methods, each after its plain counterpart (the method whose
+    spec differs only in demo_labels / kind), as paper 002 compares them."""
+    methods = report_methods(config)
+    ordered = []
+    for method in methods:
+        spec = _spec(config, method)
+        if spec["demo_labels"] == "gold" and spec["kind"] != "linearized":
+            continue
+        plain = _spec(config, method, demo_labels="gold", kind="gd" if spec["kind"] == "linearized" else spec["kind"])
+        twins = [p for p in methods if p != method and _spec(config, p) == plain]
+        ordered += [p for p in twins[:1] if p not in ordered] + [method]
+    return ordered
+
+
+def tables(config: dict) -> list[str]:
+    """The tables the config has data for."""
+    planned = ["accuracy", "methods", "intervals", "data"]  # 003 Table 1, 001 Table 2, CIs, 001 Table 3
+    if len(config["variants"]) > 1:
+        planned.append("variants")  # paper 001 Table 1
+    if report_baseline(config) and layer_causal_methods(config, clipped=False):
+        planned.append("layer_causal")  # paper 003 Table 2
+    if report_baseline(config) and layer_causal_methods(config, clipped=True):
+        planned.append("clipping")  # paper 003 Table 3
+    if paper002_methods(config):
+        planned.append("paper002")  # label switching and linearized FT
+    if report_baseline(config) and len(report_methods(config)) > 1:
+        planned.append("comparisons")
+    return planned
+
+
+def lr_sweeps(config: dict) -> list[dict]:
+    """The report variant's methods grouped by everything but their learning rate (``lr``,
+    ``lr_scale``): one row (group, method, task, lr) per method and task of every group whose
+    methods train some task at different rates. Empty when the config sweeps nothing."""
+    groups: dict[str, list[str]] = {}
+    for method in report_methods(config):
+        spec = cfg.method_spec(config, method)
+        key = json.dumps({k: v for k, v in spec.items() if k not in ("lr", "lr_scale")}, sort_keys=True, default=str)
+        groups.setdefault(key, []).append(method)
+    rows = []
+    for members in groups.values():
+        if not any(len({cfg.learning_rate(config, t, m) for m in members}) > 1 for t in config["tasks"]):
+            continue
+        # named after the method that trains at the tasks' own rates, when the sweep has one
+        plain = [m for m in members if config["methods"][m].get("lr") is None and config["methods"][m].get("lr_scale", 1.0) == 1.0]
+        group = labels.method_label(plain[0] if plain else members[0])
+        rows += [dict(group=group, method=m, task=t, lr=cfg.learning_rate(config, t, m)) for m in members for t in config["tasks"]]
+    return rows
+
+
+def figures(config: dict) -> list[str]:
+    """The figures the config has data for."""
+    planned = ["per_layer", "accuracy"]  # paper 001 Fig. 3; accuracy per task
+    planned += ["alpha"] if report_baseline(config) else []  # paper 001 Fig. 2
+    planned += ["grad_norms", "prediction_changes"]  # paper 001 Fig. 4 / 003 Fig. 3; paper 003 Fig. 1
+    planned += ["lr_sweep"] if lr_sweeps(config) else []
+    planned += ["models"] if len(config["models"]) > 1 else []
+    return planned
+
+
+def grad_norm_run(config: dict, default_task: str) -> tuple[str, int]:
+    """Task and seed of the gradient-norm heatmaps: ``report.grad_norm_task`` and its first seed.
+    The schema's default (``default_task``, Subj as in the papers) falls back to the first task
+    when the config does not run it; a task named on purpose must be one of the config's."""
+    task, tasks = config["report"]["grad_norm_task"], list(config["tasks"])
+    if task not in tasks:
+        if task != default_task:
+            raise cfg.ConfigError(f"config key report.grad_norm_task: {task!r} is not one of the tasks {tasks}")
+        task = tasks[0]
+    return task, cfg.task_seeds(config, task)[0]
+
+
+def figure_params(config: dict, figure: str) -> dict:
+    """What ``report.write_figures`` needs for one figure, and nothing more: a config edit then
+    reruns only the figures it changes (params trigger)."""
+    params = dict(model=report_model(config), variant=report_variant(config), methods=report_methods(config))
+    if figure in ("per_layer", "accuracy", "alpha", "lr_sweep", "models"):
+        params["ci_level"] = config["statistics"]["ci_level"]
+    if figure == "alpha":
+        params["baseline"] = report_baseline(config)
+    if figure == "lr_sweep":
+        params["lr_sweep"] = lr_sweeps(config)
+    if figure == "models":
+        params["models"] = list(config["models"])
+    return params
