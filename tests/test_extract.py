@@ -84,7 +84,7 @@ def test_batching_does_not_change_results(load_tiny, tokenizer):
 def _config(**overrides):
     base = {"tasks": {"sst2": {}}, "methods": {"gd": {"kind": "gd", "lr": 0.5}}, "k": 3, "max_eval": 5,
             "record_position": "label_word", "ft_demos": "all", "dtype": "float32", "cache_dtype": "float32",
-            "batch_size": 2, "device": "cpu"}
+            "batch_size": 2, "device": "cpu", "min_true_k": 1}
     return {**base, **overrides}
 
 
@@ -169,3 +169,66 @@ def test_default_batch_size_is_larger_on_a_gpu():
     assert extract.evaluation_batch_size(None, torch.device("cuda")) == 128
     assert extract.evaluation_batch_size(None, torch.device("cpu")) == 16
     assert extract.evaluation_batch_size(5, torch.device("cuda")) == 5
+
+
+def test_a_cache_says_how_to_rebuild_every_token_sequence_it_was_computed_from(tmp_path, model_dirs, task_files):
+    """From the cache's metadata, the data files and the tokenizer alone (no config, no code of the
+    extraction): the ICL context and each query, rebuilt, have the recorded lengths, and running
+    them reproduces the recorded attention output."""
+    from icl_gd import models
+
+    train, evaluation = task_files
+    run_extraction(_config(methods={"gd": {"kind": "gd", "lr": 0.5, "demo_labels": "switched"}}), task="sst2",
+                   seed=3, setting="gd", model_name="tiny", variant="trained", model_dir=str(model_dirs["gpt2"]),
+                   train_path=train, eval_path=evaluation, out_path=str(tmp_path / "gd.parquet"))
+    run_extraction(_config(), task="sst2", seed=3, setting="icl", model_name="tiny", variant="trained",
+                   model_dir=str(model_dirs["gpt2"]), train_path=train, eval_path=evaluation,
+                   out_path=str(tmp_path / "icl.parquet"))
+    icl, gd = cache.read_cache(tmp_path / "icl.parquet"), cache.read_cache(tmp_path / "gd.parquet")
+    meta = icl.meta
+    tokenizer = models.load_tokenizer(meta["tokenizer"]["model_dir"])
+    assert tokenizer.bos_token_id == meta["tokenizer"]["bos_token_id"] and len(tokenizer) == meta["tokenizer"]["vocab_size"]
+    assert meta["data"]["train_sha256"] == extract._sha256(train) and meta["data"]["splits"] == {"train": "train", "eval": "validation"}
+    assert set(meta["prompt_rules"]) >= {"example_id", "eval_set", "demonstrations", "prompt", "icl", "finetuning"}
+
+    def encode(row):  # the prompt rule: template, newlines as EOS
+        text = meta["template"].format(**{k: row[k] for k in ("sentence",)})
+        ids = []
+        for i, line in enumerate(text.split("\n")):
+            ids += ([tokenizer.eos_token_id] if i else []) + tokenizer.encode(line, add_special_tokens=False)
+        return ids
+
+    train_rows = pd.read_parquet(train).set_index("example_id")
+    eval_rows = pd.read_parquet(evaluation).set_index("example_id")
+    context = [meta["tokenizer"]["bos_token_id"]]
+    for demo_id, label in list(zip(meta["demo_ids"], meta["demo_label_ids"]))[: meta["true_k"]]:
+        context += encode(train_rows.loc[demo_id]) + [meta["label_ids"][label], meta["tokenizer"]["eos_token_id"]]
+    assert len(context) == meta["n_context"]
+    queries = [encode(eval_rows.loc[i]) + [meta["label_ids"][0]] for i in icl.example_id]  # record_position label_word
+    assert meta["record_position"] == "label_word" and [len(q) for q in queries] == list(icl.query_len)
+    # the finetuning run says which labels it trained on (switched) and how many steps
+    assert gd.meta["demo_labels"] == "switched" and gd.meta["n_train_steps"] == len(gd.meta["demo_ids"]) == 3
+    assert all(a != b for a, b in zip(gd.meta["demo_label_ids"], train_rows.loc[gd.meta["demo_ids"], "label"]))
+    model = models.load_model(meta["tokenizer"]["model_dir"], device="cpu")
+    rec = capture.attach(model)
+    ids = torch.tensor([context + queries[0]])
+    with torch.no_grad(), rec.record(torch.tensor([ids.shape[1] - 1])):
+        model.base_model(input_ids=ids)
+        attn_out, _ = rec.stacked()
+    np.testing.assert_allclose(attn_out[0].numpy(), icl.attn_out[0], rtol=1e-4, atol=1e-5)
+
+
+def test_a_run_where_no_demonstration_fits_stops_and_says_why(tmp_path, model_dirs, task_files):
+    """The prompts fit the 64-token context, but beside the longest one no demonstration does."""
+    train, _ = task_files
+    long = rows(4, 5)
+    long.loc[0, "sentence"] = " ".join(WORDS * 5)
+    long.to_parquet(tmp_path / "eval.parquet")
+    common = dict(task="sst2", seed=2, setting="icl", model_name="tiny", variant="trained",
+                  model_dir=str(model_dirs["gpt2"]), train_path=train, eval_path=str(tmp_path / "eval.parquet"))
+    with pytest.raises(prompts.PromptError, match=r"'sst2', seed 2: only 0 of k = 3 demonstrations fit \(min_true_k = 1\)"
+                                                  r".*longest evaluation prompt is \d+ tokens and the model's context 64"):
+        run_extraction(_config(), out_path=str(tmp_path / "icl.parquet"), **common)
+    assert not (tmp_path / "icl.parquet").exists()
+    run_extraction(_config(min_true_k=0), out_path=str(tmp_path / "icl.parquet"), **common)  # on purpose
+    assert cache.read_meta(tmp_path / "icl.parquet")["true_k"] == 0

@@ -8,6 +8,7 @@ zero-shot. Everything else of the run (k, true k, learning rate, ...) is recorde
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import logging
 import time
 
@@ -104,6 +105,29 @@ def evaluate(model, rec: capture.Recorder, context: list[int], queries: list[Que
     return out
 
 
+# How the token sequences of a cache were made, for a reader who has only the cache and the data
+# files (the demonstration ids, their labels and true k are in the metadata beside this).
+PROMPT_RULES = {
+    "example_id": "the split's idx column, else the row number of the split as loaded (data.normalise_split)",
+    "eval_set": "numpy.random.RandomState(1).permutation(len(eval split))[:max_eval] (data.select_eval); "
+                "the cache's example_id column lists them in that order",
+    "demonstrations": "numpy.random.RandomState(seed).permutation(len(train split))[:k], reordered for "
+                      "permutation p > 0 (data.select_demos); demo_ids lists them in the order used",
+    "prompt": "template.format(**row), each newline in a text replaced by the EOS token (prompts.encode_text)",
+    "zsl": "<s> + prompt [+ first label word where record_position is label_word]",
+    "icl": "<s> + the first true_k demonstrations (prompt + label word + </s>) + the ZSL query without <s>",
+    "finetuning": "one sequence per demonstration: <s> + prompt + label word (prompts.ft_sequences)",
+}
+
+
+def _sha256(path: str) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
 def evaluation_batch_size(requested: int | None, device: torch.device) -> int:
     """The evaluation batch size asked for, or by default one that keeps the device busy."""
     if requested is not None:
@@ -144,7 +168,16 @@ def run(spec: dict, *, model_name: str, variant: str, model_dir: str, train_path
     identity = {
         "model": model_name, "variant": variant, "task": task, "seed": seed, "setting": setting,
         "record_position": spec["record_position"], "label_words": list(task_spec.label_words),
-        "dtype": spec["dtype"],
+        "label_ids": [int(i) for i in label_ids], "dtype": spec["dtype"],
+        # enough to rebuild every token sequence from this file and the data files alone
+        "template": task_spec.template, "max_eval": spec["max_eval"],
+        "data": {"source": spec["source"], "hub_id": spec["hub_id"], "hub_config": spec["hub_config"],
+                 "path": spec["path"], "splits": spec["splits"],
+                 "train_sha256": _sha256(train_path), "eval_sha256": _sha256(eval_path)},
+        "tokenizer": {"class": type(tokenizer).__name__, "vocab_size": len(tokenizer),
+                      "bos_token_id": tokenizer.bos_token_id, "eos_token_id": tokenizer.eos_token_id,
+                      "pad_token_id": tokenizer.pad_token_id, "model_dir": str(model_dir)},
+        "prompt_rules": PROMPT_RULES,
     }
     context = [tokenizer.bos_token_id]
     evaluation_mode = contextlib.nullcontext()
@@ -154,6 +187,16 @@ def run(spec: dict, *, model_name: str, variant: str, model_dir: str, train_path
             demos = data.switch_labels(demos, task_spec.n_labels, seed)
         demo_ids = prompts.demonstration_ids(tokenizer, task_spec, demos, label_ids)
         k_true = prompts.true_k([len(d) + 1 for d in demo_ids], longest, max_len)
+        if k_true < spec["min_true_k"]:
+            # ICL with no demonstration is ZSL under another name: say so rather than report it
+            first = len(demo_ids[0]) + 1 if demo_ids else 0
+            raise prompts.PromptError(
+                f"task {task!r}, seed {seed}: only {k_true} of k = {spec['k']} demonstrations fit (min_true_k = "
+                f"{spec['min_true_k']}): the longest evaluation prompt is {longest} tokens and the model's "
+                f"context {max_len}, leaving {max_len - 1 - longest} tokens, and the first demonstration takes "
+                f"{first}. Use a model with a longer context, drop the longest examples (max_eval, your data), "
+                "or set min_true_k: 0 to run ICL with fewer demonstrations on purpose"
+            )
         identity.update(k=spec["k"], true_k=k_true, demo_ids=[int(x) for x in demos["example_id"]],
                         demo_labels=spec["demo_labels"], demo_label_ids=[int(x) for x in demos["label"]])
     if setting in ("icl", "icl_switched"):

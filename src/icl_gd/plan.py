@@ -77,7 +77,7 @@ def run_spec(config: dict, task: str, setting: str, seed: int) -> dict:
     if setting == "zsl":
         return spec
     spec.update(k=config["k"], permutation=cfg.permutation_index(config, task, seed),
-                demo_labels=cfg.demo_labels(config, setting))
+                demo_labels=cfg.demo_labels(config, setting), min_true_k=config["min_true_k"])
     if setting not in cfg.BASE_SETTINGS:
         method = cfg.method_spec(config, setting)
         spec.update(kind=method["kind"], clip_grad_norm=method.get("clip_grad_norm"),
