@@ -142,6 +142,18 @@ def test_unknown_task_with_everything_is_accepted(schema):
     assert spec.text_fields == ["question"] and spec.n_labels == 2 and spec.path == "d"
 
 
+def test_a_task_without_data_says_where_to_get_it(schema):
+    """A task that is none of the six twins and names no source is an error at validation (not a
+    missing-input error of a synthetic file later), saying which sources to give."""
+    task = {"template": "Q: {question} A:", "label_words": ["no", "yes"], "seeds": [1], "lr": 0.01}
+    with pytest.raises(ConfigError, match=r"tasks\.foo: 'foo' is not a built-in synthetic twin.*source: local with a path.*source: hub with a hub_id"):
+        validate(schema, tasks={"foo": task})
+    with pytest.raises(ConfigError, match=r"tasks\.foo: source hub needs a hub_id"):
+        validate(schema, tasks={"foo": {**task, "source": "hub"}})
+    with pytest.raises(ConfigError, match=r"tasks\.foo: source local needs a path"):
+        validate(schema, tasks={"foo": {**task, "source": "local"}})
+
+
 def test_check_names_without_schema():
     # check_names alone also catches an unknown variant and a method without a valid kind
     with pytest.raises(ConfigError, match=r"variants\.pretrained"):

@@ -243,3 +243,16 @@ def test_download_saves_model_and_tokenizer_for_offline_jobs(tmp_path, model_dir
         assert torch.equal(p, q), name
     with pytest.raises(ValueError, match="models.<name>.id"):
         download({"id": None}, tmp_path / "none")
+
+
+def test_a_hub_model_that_cannot_be_fetched_names_the_key_the_id_and_the_fix(tmp_path, monkeypatch):
+    """Offline (HF_HUB_OFFLINE, as in every test), a hub id that is not in the local cache."""
+    from icl_gd.models import ModelNotAvailableError, download
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(ModelNotAvailableError) as err:
+        download({"id": "no-such-org/no-such-model", "revision": None}, tmp_path / "trained", name="mymodel")
+    message = str(err.value)
+    assert "models.mymodel.id" in message and "'no-such-org/no-such-model'" in message
+    assert "HF_HUB_OFFLINE is set" in message and "source: local" in message
+    assert not (tmp_path / "trained").exists()

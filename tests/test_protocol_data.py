@@ -429,7 +429,7 @@ def extract_config(**overrides) -> dict:
         "methods": {"gd": {"kind": "gd", "lr": 0.1},
                     "gd_switched": {"kind": "gd", "lr": 0.1, "demo_labels": "switched"}},
         "k": K, "max_eval": MAX_EVAL, "record_position": "label_word", "ft_demos": "all",
-        "dtype": "float32", "cache_dtype": "float32", "batch_size": 4, "device": "cpu",
+        "dtype": "float32", "cache_dtype": "float32", "batch_size": 4, "device": "cpu", "min_true_k": 1,
     }
     return {**base, **overrides}
 

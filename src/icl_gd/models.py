@@ -11,6 +11,7 @@ Variants (PROTOCOL.md, "Model variants"):
 from __future__ import annotations
 
 import logging
+import os
 import shutil
 from pathlib import Path
 
@@ -244,13 +245,28 @@ def make_variant(trained_dir: str | Path, variant: str, seed: int, out_dir: str 
     return {"variant": variant, "kept": kept}
 
 
-def download(spec: dict, out_dir: str | Path) -> None:
+class ModelNotAvailableError(RuntimeError):
+    """A hub model that cannot be fetched; the message names the config key, the id and the fix."""
+
+
+def download(spec: dict, out_dir: str | Path, name: str = "<name>") -> None:
     """Fetch a hub model and its tokenizer once, and save them where offline jobs read them."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     if not spec.get("id"):
-        raise ValueError("a model with source 'hub' needs models.<name>.id, e.g. KoboldAI/fairseq-dense-1.3B")
-    tokenizer = AutoTokenizer.from_pretrained(spec["id"], revision=spec.get("revision"))
-    model = AutoModelForCausalLM.from_pretrained(spec["id"], revision=spec.get("revision"), dtype="auto")
+        raise ValueError(f"a model with source 'hub' needs models.{name}.id, e.g. KoboldAI/fairseq-dense-1.3B")
+    model_id, revision = spec["id"], spec.get("revision")
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(model_id, revision=revision)
+        model = AutoModelForCausalLM.from_pretrained(model_id, revision=revision, dtype="auto")
+    except (OSError, ValueError) as err:  # the hub client's offline, missing-repo and network errors
+        offline = os.environ.get("HF_HUB_OFFLINE", "0").lower() in ("1", "true", "yes")
+        raise ModelNotAvailableError(
+            f"models.{name}.id: cannot fetch {model_id!r}{f' (revision {revision})' if revision else ''} from the "
+            f"hub{' (HF_HUB_OFFLINE is set)' if offline else ''}: {str(err).splitlines()[0]}. Fetch it once where "
+            f"the hub is reachable (`snakemake --cores 1 {Path(out_dir).as_posix()}` there, then copy the folder "
+            f"here), or point the model at a saved copy: models.{name}: {{source: local, path: <folder of "
+            "save_pretrained>}}"
+        ) from err
     model.save_pretrained(out_dir)
     tokenizer.save_pretrained(out_dir)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import copy
 import re
 
-from .config import BASE_SETTINGS, MODEL_VARIANTS, NAME_PATTERN, ConfigError, method_spec, task_spec
+from .config import BASE_SETTINGS, MODEL_VARIANTS, NAME_PATTERN, TASK_PRESETS, ConfigError, method_spec, task_spec
 
 __all__ = ["ConfigError", "check_names", "validate"]
 
@@ -38,7 +38,17 @@ def check_names(config: dict) -> None:
                     f"variants.{variant} lists method {method!r}, which is not defined under 'methods'"
                 )
     for task in config.get("tasks", {}):
-        task_spec(config, task)
+        spec = task_spec(config, task)
+        if spec.source == "synthetic" and task not in TASK_PRESETS:
+            raise ConfigError(
+                f"tasks.{task}: {task!r} is not a built-in synthetic twin ({', '.join(TASK_PRESETS)}); give its "
+                "data: source: local with a path (a folder of <split>.parquet|jsonl|csv files or a "
+                "save_to_disk folder), or source: hub with a hub_id"
+            )
+        if spec.source == "hub" and not spec.hub_id:
+            raise ConfigError(f"tasks.{task}: source hub needs a hub_id (a dataset id on the hub, e.g. nyu-mll/glue)")
+        if spec.source == "local" and not spec.path:
+            raise ConfigError(f"tasks.{task}: source local needs a path (a folder of <split>.parquet|jsonl|csv files)")
     baseline = config.get("statistics", {}).get("baseline_method")
     if baseline is not None and baseline not in config.get("methods", {}):
         raise ConfigError(

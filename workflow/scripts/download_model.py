@@ -9,4 +9,4 @@ from icl_gd.runtime import log_to
 log_to(snakemake.log[0])
 from icl_gd import models
 
-models.download(snakemake.params.spec, snakemake.output[0])
+models.download(snakemake.params.spec, snakemake.output[0], name=snakemake.wildcards.model)
