@@ -55,3 +55,10 @@ def test_zero_pretraining_steps_give_the_seeded_random_model(built, tmp_path):
     fresh = models.build_gpt2(tokenizer, n_layer=1, n_embd=32, n_head=2, n_positions=256, seed=SPEC["seed"])
     for (name, a), b in zip(model.state_dict().items(), fresh.state_dict().values()):
         assert torch.equal(a, b), name
+
+
+def test_a_vocabulary_too_small_for_the_label_words_is_the_vocab_size_keys_fault(built, tmp_path):
+    root = built[0].parent
+    paths = {task: str(root / f"{task}.parquet") for task in cfg.TASK_PRESETS}
+    with pytest.raises(cfg.ConfigError, match=r"models\.tiny\.vocab_size: 320 tokens are too few.*'Technology'"):
+        builtin.build(paths, tmp_path / "model", {**SPEC, "vocab_size": 320, "pretrain_steps": 0}, device="cpu", name="tiny")

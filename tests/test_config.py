@@ -9,6 +9,8 @@ os.environ["HF_HUB_OFFLINE"] = "1"
 import copy  # noqa: E402
 from pathlib import Path  # noqa: E402
 
+import re  # noqa: E402
+
 import pytest  # noqa: E402
 import yaml  # noqa: E402
 
@@ -253,3 +255,60 @@ def test_baseline_method_must_be_a_method(schema):
     with pytest.raises(ConfigError, match=r"statistics.baseline_method: 'sgd' is not defined under 'methods'.*or null"):
         validate(schema, statistics={"baseline_method": "sgd"})
     assert validate(schema, statistics={"baseline_method": None})["statistics"]["baseline_method"] is None
+
+
+# --------------------------------------------------------------------------------------------
+# every numeric key at the edges of what the schema allows
+
+
+def _numeric_keys(node, schema, path=()):
+    """(dotted path, its schema) of every integer or number key, maps entered through a sample name."""
+    node = validation._resolve(node, schema)
+    for key, sub in node.get("properties", {}).items():
+        sub = validation._resolve(sub, schema)
+        types = sub.get("type") if isinstance(sub.get("type"), list) else [sub.get("type")]
+        if {"integer", "number"} & set(types):
+            yield path + (key,), sub
+        yield from _numeric_keys(sub, schema, path + (key,))
+    extra = node.get("additionalProperties")
+    if isinstance(extra, dict) and "$ref" in extra:
+        yield from _numeric_keys(extra, schema, path + ("x",))
+
+
+def _with(path, value):
+    """A config that sets one key (in a sample model 'x' / method 'x' / task sst2 where in a map)."""
+    base = {"methods": {"gd": {"kind": "gd"}, "lcgd": {"kind": "lcgd"}, "x": {"kind": "gd"}},
+            "models": {"x": {"source": "builtin"}}, "tasks": {"sst2": {}}}
+    node = base
+    for part in path[:-1]:
+        part = "sst2" if part == "x" and node is base.get("tasks") else part
+        node = node.setdefault(part, {})
+    node[path[-1]] = value
+    return base
+
+
+def test_every_numeric_key_takes_its_bounds_and_refuses_past_them_by_name(schema):
+    keys = list(_numeric_keys(schema, schema))
+    assert len(keys) >= 20  # the walk reached into models, methods and tasks
+    for path, sub in keys:
+        dotted = ".".join(path)
+        integer = "integer" in (sub["type"] if isinstance(sub["type"], list) else [sub["type"]])
+        step = 1 if integer else 1e-9
+        for bound, inside, outside in (("minimum", 0, -step), ("exclusiveMinimum", step, 0),
+                                       ("maximum", 0, step), ("exclusiveMaximum", -step, 0)):
+            if bound not in sub:
+                continue
+            edge = sub[bound]
+            out = validate(schema, **_with(path, edge + inside))
+            node = out
+            for part in path:
+                node = node["sst2" if part == "x" and "sst2" in node and "x" not in node else part]
+            assert node == edge + inside, dotted
+            pattern = r"\.".join("(x|sst2)" if part == "x" else re.escape(part) for part in path)
+            with pytest.raises(ConfigError, match=f"config key {pattern}: "):
+                validate(schema, **_with(path, edge + outside))
+
+
+def test_cross_key_limits_of_the_builtin_model_are_named(schema):
+    with pytest.raises(ConfigError, match=r"models\.x\.n_embd: 10 does not split into n_head = 4"):
+        validate(schema, models={"x": {"source": "builtin", "n_embd": 10, "n_head": 4}})

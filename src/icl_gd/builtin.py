@@ -52,7 +52,25 @@ def _episodes(tokenizer, frames: dict[str, pd.DataFrame], n_episodes: int, max_l
     return episodes
 
 
-def build(train_paths: dict[str, str], out_dir: str | Path, spec: dict, device: str = "auto") -> dict:
+def _check_label_words(tokenizer, spec: dict, name: str) -> None:
+    """Every label word of the six tasks must be one token; a vocabulary too small to hold them
+    is the config's fault (``vocab_size``), not the tasks'."""
+    split = {}
+    for task in cfg.TASK_PRESETS:
+        task_spec = cfg.task_spec({"tasks": {task: {}}}, task)
+        for word in task_spec.label_words:
+            ids = tokenizer.encode(" " + word, add_special_tokens=False)
+            if len(ids) != 1:
+                split[word] = len(ids)
+    if split:
+        raise cfg.ConfigError(
+            f"models.{name}.vocab_size: {spec['vocab_size']} tokens are too few for the built-in tokenizer to "
+            f"hold every label word as one token ({', '.join(f'{w!r}: {n} tokens' for w, n in split.items())}); "
+            "use a larger vocab_size (1000, the default, always does)"
+        )
+
+
+def build(train_paths: dict[str, str], out_dir: str | Path, spec: dict, device: str = "auto", name: str = "<name>") -> dict:
     """Train the tokenizer and the model on the twins' train splits; save both in ``out_dir``.
 
     The weights are initialised on the CPU (the same on every machine) and pretrained on
@@ -63,6 +81,7 @@ def build(train_paths: dict[str, str], out_dir: str | Path, spec: dict, device: 
     tokenizer = models.train_tokenizer(
         _corpus(frames), spec["vocab_size"], out_dir, model_max_length=spec["n_positions"]
     )
+    _check_label_words(tokenizer, spec, name)
     model = models.build_gpt2(
         tokenizer,
         n_layer=spec["n_layer"],

@@ -37,6 +37,12 @@ def check_names(config: dict) -> None:
                 raise ConfigError(
                     f"variants.{variant} lists method {method!r}, which is not defined under 'methods'"
                 )
+    for name, model in config.get("models", {}).items():
+        if model.get("source", "builtin") == "builtin" and model.get("n_embd", 64) % model.get("n_head", 4):
+            raise ConfigError(
+                f"models.{name}.n_embd: {model.get('n_embd', 64)} does not split into n_head = {model.get('n_head', 4)} "
+                "heads of equal width; make n_embd a multiple of n_head"
+            )
     for task in config.get("tasks", {}):
         spec = task_spec(config, task)
         if spec.source == "synthetic" and task not in TASK_PRESETS:

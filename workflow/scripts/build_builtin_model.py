@@ -15,4 +15,5 @@ builtin.build(
     snakemake.output[0],
     snakemake.params.spec,
     device=snakemake.config["device"],
+    name=snakemake.wildcards.model,
 )
