@@ -7,9 +7,8 @@ import os
 os.environ["HF_HUB_OFFLINE"] = "1"
 
 import copy  # noqa: E402
-from pathlib import Path  # noqa: E402
-
 import re  # noqa: E402
+from pathlib import Path  # noqa: E402
 
 import pytest  # noqa: E402
 import yaml  # noqa: E402
