@@ -24,13 +24,13 @@ Inputs are the tidy runs table (``results/metrics/runs.parquet``: model, variant
 method, metric, layer, value, ci_low, ci_high), the summary table
 (``results/metrics/summary.parquet``: model, variant, task, method, metric, layer, mean, std, n,
 ci_low, ci_high) and gradient-norm arrays. This module imports nothing of the package but the
-display names and reads no config; it renders with the non-interactive Agg backend.
+display labels and the atomic writer, and reads no config; it renders with the non-interactive Agg
+backend.
 """
 
 from __future__ import annotations
 
 import os
-import tempfile
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from pathlib import Path
 
@@ -48,6 +48,7 @@ from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
+from .atomic import atomic_path  # noqa: E402
 from .labels import method_label, order_tasks, task_label  # noqa: E402
 
 __all__ = [
@@ -784,32 +785,19 @@ def models_figure(
 # --------------------------------------------------------------------------------- writing
 
 
-_UMASK = os.umask(0)
-os.umask(_UMASK)
-
-
-def _atomic_savefig(fig: Figure, path: Path, fmt: str, **kwargs) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.close(fd)
-    try:
+def _save(fig: Figure, path: Path, fmt: str, **kwargs) -> None:
+    with atomic_path(path) as tmp:
         fig.savefig(tmp, format=fmt, bbox_inches="tight", **kwargs)
-        os.chmod(tmp, 0o666 & ~_UMASK)  # mkstemp's 0600 would hide the figure from other readers
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
 
 
 def write_figure(fig: Figure, stem: str | os.PathLike) -> list[Path]:
     """Save ``stem.png`` (150 dpi) and ``stem.pdf`` (no creation date, so reruns give the same
     bytes), each atomically, then close the figure; returns the two paths."""
     stem = Path(stem)
-    stem.parent.mkdir(parents=True, exist_ok=True)
     png, pdf = stem.with_name(stem.name + ".png"), stem.with_name(stem.name + ".pdf")
     try:
-        _atomic_savefig(fig, png, "png", dpi=150)
-        _atomic_savefig(fig, pdf, "pdf", metadata={"CreationDate": None})
+        _save(fig, png, "png", dpi=150)
+        _save(fig, pdf, "pdf", metadata={"CreationDate": None})
     finally:
         plt.close(fig)
     return [png, pdf]

@@ -22,21 +22,21 @@ never 0). What the string cells cannot carry travels in ``DataFrame.attrs``:
 :func:`to_markdown` / :func:`to_latex` render a table (best values in bold), and
 :func:`write_table` writes ``stem.md``, ``stem.tex`` and ``stem.csv`` atomically.
 
-This module imports nothing of the package: functions take DataFrames and return DataFrames or
-strings; nothing reads the config.
+This module imports nothing of the package but the display labels and the atomic writer: functions
+take DataFrames and return DataFrames or strings; nothing reads the config.
 """
 
 from __future__ import annotations
 
 import math
 import os
-import tempfile
 from collections.abc import Hashable, Iterable, Sequence
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from .atomic import write_text
 from .labels import TASK_ORDER, method_label, order_tasks, task_label
 
 __all__ = [
@@ -683,19 +683,6 @@ def to_latex(table_df: pd.DataFrame, caption: str | None = None, label: str | No
 # ---------------------------------------------------------------------------------- writing
 
 
-def _atomic_write_text(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
 def write_table(
     table_df: pd.DataFrame, stem: str | os.PathLike, caption: str | None = None
 ) -> list[Path]:
@@ -704,7 +691,7 @@ def write_table(
     stem = Path(stem)
     paths = [stem.with_name(stem.name + ext) for ext in (".md", ".tex", ".csv")]
     label = "tab:" + stem.name.replace("_", "-")
-    _atomic_write_text(paths[0], to_markdown(table_df, caption))
-    _atomic_write_text(paths[1], to_latex(table_df, caption, label=label))
-    _atomic_write_text(paths[2], table_df.reset_index().to_csv(index=False, lineterminator="\n"))
+    write_text(paths[0], to_markdown(table_df, caption))
+    write_text(paths[1], to_latex(table_df, caption, label=label))
+    write_text(paths[2], table_df.reset_index().to_csv(index=False, lineterminator="\n"))
     return paths
