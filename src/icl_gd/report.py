@@ -88,7 +88,7 @@ def _grad_norm_figure(train_logs: list[str], *, model: str, variant: str):
     if len(runs) > 1:
         raise ValueError(f"gradient-norm logs of several runs given: {sorted(runs)}; expected one task and seed")
     which = ", ".join(f"task {labels.task_label(task)}, seed {seed}" for task, seed in runs) or "no training log given"
-    title = f"{model} ({variant}): $\\ell_2$ norm of each layer's K/V gradient per training step\n{which}"
+    title = f"{model} ({labels.variant_label(variant, in_text=True)}): $\\ell_2$ norm of each layer's K/V gradient per training step\n{which}"
     return figures.grad_norm_figure(norms, log_scale=log_scale, title=title)
 
 

@@ -37,7 +37,7 @@ import numpy as np
 import pandas as pd
 
 from .atomic import write_text
-from .labels import TASK_ORDER, method_label, order_tasks, task_label
+from .labels import TASK_ORDER, method_label, metric_label, order_tasks, task_label, variant_label
 
 __all__ = [
     "TASK_ORDER",
@@ -67,30 +67,6 @@ MISSING = "—"  # a cell without data (never shown as 0)
 SEEDS_MARK = "†"  # the cell was computed from fewer seeds than expected
 PARTIAL_MARK = "‡"  # an Average over the tasks that have data only
 
-_METRIC_LABELS = {
-    "simaou": "SimAOU",
-    "simaou_norm": "SimAOU_norm",
-    "simaou_random": "Random SimAOU",
-    "simaou_random_gaussian": "Random SimAOU (Gaussian)",
-    "simam_before": "SimAM_before",
-    "simam_after": "SimAM_after",
-    "simam_delta": "SimAM_delta",
-    "alpha": "alpha",
-    "rec2ftp": "Rec2FTP (%)",
-    "acc_zsl": "ZSL Accuracy (%)",
-    "acc_ft": "FT Accuracy (%)",
-    "acc_icl": "ICL Accuracy (%)",
-    "jaccard_all": "Jaccard Index (%)",
-    "jaccard_correct": "Jaccard - Correct (%)",
-    "jaccard_incorrect": "Jaccard - Incorrect (%)",
-}
-_VARIANT_LABELS = {
-    "trained": "Trained",
-    "trained_embeddings": "Trained Embeddings",
-    "untrained": "No Training",
-    "layernorm_only": "LayerNorm Only",
-}
-
 # The paper 001 Table 1 rows, in order; other variants found in the data are appended.
 PAPER_VARIANTS: tuple[str, ...] = ("trained", "trained_embeddings", "untrained")
 
@@ -110,19 +86,6 @@ _FRACTION_METRICS = frozenset(
 _ACCURACY_GROUP = frozenset({"acc_zsl", "acc_ft", "acc_icl"})
 
 _REQUIRED = ("model", "variant", "task", "method", "metric", "mean")
-
-
-# ----------------------------------------------------------------------------------- labels
-
-
-def metric_label(metric: str) -> str:
-    """Display name of a metric ("simaou_norm" -> "SimAOU_norm")."""
-    return _METRIC_LABELS.get(metric, metric)
-
-
-def variant_label(variant: str) -> str:
-    """Display name of a model variant ("untrained" -> "No Training")."""
-    return _VARIANT_LABELS.get(variant, variant.replace("_", " ").title())
 
 
 # ------------------------------------------------------------------------------- formatting
