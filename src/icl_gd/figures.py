@@ -54,6 +54,7 @@ from .labels import (  # noqa: E402
     figure_metric_label,
     method_label,
     order_tasks,
+    percent,
     task_label,
     variant_label,
 )
@@ -177,7 +178,7 @@ def _dash_ci(cont: ErrorbarContainer, from_ci) -> None:
 
 def _error_note(used_std: bool, used_ci: bool, *, over: str, ci_level: float) -> str:
     """What the error bars of a figure are, for its title."""
-    ci = f"{ci_level:.0%} bootstrap CI over examples"
+    ci = f"{percent(ci_level)} bootstrap CI over examples"
     one = "seed" if over == "seeds" else "run"
     if used_std and used_ci:
         return f"error bars: ± std over {over}; dashed: {ci} where only one {one} ran"

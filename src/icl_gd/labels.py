@@ -1,9 +1,14 @@
-"""Display names of tasks, methods, metrics and model variants, for the tables, figures and report.
+"""Display text of the tables, figures and report: the names of tasks, methods, metrics and model
+variants, and the tables' captions.
 
 One dictionary per kind of name. Metrics have two renderings, because the tables are plain text
 (Markdown, LaTeX after escaping, CSV) and the figures are drawn with matplotlib's mathtext; each
 figure axis that would be ambiguous with a legend's short name has a label of its own. A name that
 is not in a dictionary is shown as it is (a user's task), or in a form derived from it.
+
+A table's caption is written into its .md and .tex files and shown in the Snakemake report
+(``workflow/report/tables.rst`` renders the table rule's ``caption`` parameter): both come from
+:func:`table_caption`, with the configured interval level.
 
 Imports nothing else of the package.
 """
@@ -60,6 +65,32 @@ VARIANT_LABELS = {
     "untrained": "No Training",
     "layernorm_only": "LayerNorm Only",
 }
+
+
+# "{ci}": the bootstrap intervals' level, e.g. "95%" (config key statistics.ci_level).
+TABLE_CAPTIONS = {
+    "accuracy": "ZSL / FT / ICL accuracy, Jaccard index of prediction changes and Rec2FTP (%), after paper 003 Table 1.",
+    "methods": "Similarity of ICL and finetuning per method, layer mean, mean ± std over seeds, after paper 001 Table 2, with the random SimAOU baselines.",
+    "variants": "SimAOU and SimAM_delta of GD for trained and untrained models, after paper 001 Table 1.",
+    "layer_causal": "SimAOU (normalised, as the reference reports it) and SimAM of standard and layer-causal finetuning, after paper 003 Table 2.",
+    "clipping": "Layer-causal finetuning with gradient clipping against standard finetuning, after paper 003 Table 3.",
+    "paper002": "Label-switched and linearized finetuning against their plain counterparts (paper 002): accuracies (%) and similarities.",
+    "comparisons": "Each method minus the baseline method, paired by example, with {ci} bootstrap intervals; * marks p < the significance level.",
+    "intervals": "Layer-mean scores with {ci} bootstrap intervals over the evaluation examples (mean over seeds).",
+    "data": "Data statistics with the model's own token counts and the sizes actually evaluated, after paper 001 Table 3.",
+}
+
+
+def percent(level: float) -> str:
+    """A confidence level as a percentage: 0.95 -> "95%", 0.975 -> "97.5%"."""
+    return f"{level * 100:g}%"
+
+
+def table_caption(table: str, *, ci_level: float = 0.95) -> str:
+    """The caption of a report table (a key of :data:`TABLE_CAPTIONS`)."""
+    if table not in TABLE_CAPTIONS:
+        raise ValueError(f"no caption for table {table!r}; known tables: {sorted(TABLE_CAPTIONS)}")
+    return TABLE_CAPTIONS[table].format(ci=percent(ci_level))
 
 
 def task_label(task: str) -> str:

@@ -37,7 +37,7 @@ import numpy as np
 import pandas as pd
 
 from .atomic import write_text
-from .labels import TASK_ORDER, method_label, metric_label, order_tasks, task_label, variant_label
+from .labels import TASK_ORDER, method_label, metric_label, order_tasks, percent, task_label, variant_label
 
 __all__ = [
     "TASK_ORDER",
@@ -466,12 +466,14 @@ def comparisons_table(
     *,
     tasks: Sequence[str] | None = None,
     significance: float = 0.05,
+    ci_level: float = 0.95,
     decimals: int = 3,
 ) -> pd.DataFrame:
     """Each method against the baseline, paired by example: rows (metric, "method − baseline"),
     columns tasks, cells the mean difference with its bootstrap interval, marked with
     :data:`SIGNIFICANT_MARK` where the sign-flip test's p-value is below ``significance``
-    (``comparisons.parquet``, :func:`icl_gd.scoring.compare_methods`). Accuracy in points (%)."""
+    (``comparisons.parquet``, :func:`icl_gd.scoring.compare_methods`); ``ci_level`` is the
+    intervals' level, for the footnote. Accuracy in points (%)."""
     df = comparisons[(comparisons["model"] == model) & (comparisons["variant"] == variant)]
     tasks = list(tasks) if tasks is not None else order_tasks(df["task"].unique())
     index = df.set_index(["method", "metric", "task"])
@@ -497,7 +499,7 @@ def comparisons_table(
             rows.append(cells)
             keys.append((metric_label(metric), f"{method_label(method)} − {method_label(baseline)}"))
     notes = [f"{SIGNIFICANT_MARK} p < {significance:g}, two-sided paired sign-flip test over examples "
-             "(per-example differences averaged over seeds); [95% bootstrap interval]"]
+             f"(per-example differences averaged over seeds); [{percent(ci_level)} bootstrap interval]"]
     return _keyed_table(rows, keys, ("Metric", "Comparison"), tasks, "comparisons", notes if keys else [])
 
 

@@ -357,3 +357,12 @@ def table_inputs(wildcards):
     else:
         inputs["summary"] = "results/metrics/summary.parquet"
     return inputs
+
+
+# ------------------------------------------------------------------------------------------------
+# Table captions. The caption of a table in the Snakemake report (workflow/report/tables.rst) is
+# this parameter, and the table job writes the same text into its .md and .tex: one source.
+
+
+def table_caption(wildcards):
+    return labels.table_caption(wildcards.table, ci_level=config["statistics"]["ci_level"])

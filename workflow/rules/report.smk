@@ -30,6 +30,8 @@ rule table:
         clipped=layer_causal_methods(clipped=True),
         paper002=paper002_methods(),
         significance=config["statistics"]["significance_level"],
+        ci_level=config["statistics"]["ci_level"],
+        caption=table_caption,
         configfiles=[Path(f).name for f in workflow.configfiles] or ["config.yaml"],
     conda:
         "../../envs/analysis.yaml"
