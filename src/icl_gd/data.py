@@ -21,7 +21,7 @@ Sources (``TaskSpec.source``):
   ``<split>.parquet``, ``<split>.jsonl`` or ``<split>.csv`` file (or ``<split>/`` folder saved with
   ``Dataset.save_to_disk``) per split named in ``splits``.
 
-Selection follows shared/PROTOCOL.md ("Datasets"): the evaluation set is the evaluation split
+Selection follows docs/protocol.md ("Tasks and data"): the evaluation set is the evaluation split
 shuffled with seed 1, first ``max_eval`` rows; the demonstrations are the train split shuffled with
 the run's seed, first k rows, then optionally permuted again. The shuffles use
 ``numpy.random.RandomState(seed).permutation``; the reference's exact RNG stream (and so its exact
@@ -253,7 +253,7 @@ def load_task_splits(spec: TaskSpec, cache_dir: str | None = None) -> dict[str, 
 
 
 # --------------------------------------------------------------------------------------------------
-# Selection (PROTOCOL.md, "Datasets")
+# Selection (docs/protocol.md, "Tasks and data")
 # --------------------------------------------------------------------------------------------------
 
 

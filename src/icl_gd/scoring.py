@@ -61,7 +61,7 @@ class RunExamples:
 
     @property
     def f2t(self) -> np.ndarray:
-        """ZSL wrong, ICL and FT right (PROTOCOL.md)."""
+        """ZSL wrong, ICL and FT right (docs/protocol.md, "Metrics")."""
         return metrics.f2t_mask(self.pred_zsl, self.pred_icl, self.pred_ft, self.gold)
 
     def ratio_terms(self, name: str) -> tuple[np.ndarray, np.ndarray]:

@@ -389,7 +389,7 @@ def layer_causal_table(
     (``layer_causal`` = the clipped ones): SimAOU (Random), SimAOU per method, SimAM (ZSL) and
     SimAM per method, columns tasks + Average, four decimals as in the paper.
 
-    Paper 003 reports the reference's "SimAOU", which is SimAOU_norm here (PROTOCOL.md); its
+    Paper 003 reports the reference's "SimAOU", which is SimAOU_norm here (docs/protocol.md); its
     SimAM (ZSL) is cos(m_ICL, m_ZSL) (``simam_before``), SimAM (method) cos(m_ICL, m_method).
     Best values are marked among the SimAOU rows and among the SimAM rows (ZSL included).
     """
