@@ -5,7 +5,7 @@ import json
 import pytest
 import torch
 
-from icl_gd import builtin, config as cfg, data, models, prompts
+from icl_gd import builtin, config as cfg, models, prompts, twins
 
 SPEC = {"n_layer": 1, "n_embd": 32, "n_head": 2, "n_positions": 256, "vocab_size": 400,
         "pretrain_steps": 30, "pretrain_lr": 3e-3, "pretrain_len": 64, "seed": 0}
@@ -17,7 +17,7 @@ def built(tmp_path_factory):
     paths = {}
     for task in cfg.TASK_PRESETS:
         path = root / f"{task}.parquet"
-        data.make_synthetic_task(task, n_train=30, n_eval=8, seed=0)["train"].to_parquet(path)
+        twins.make_synthetic_task(task, n_train=30, n_eval=8, seed=0)["train"].to_parquet(path)
         paths[task] = str(path)
     summary = builtin.build(paths, root / "model", SPEC)
     return root / "model", summary

@@ -20,7 +20,7 @@ from icl_gd.config import ConfigError  # noqa: E402
 SCHEMA_PATH = Path(__file__).resolve().parents[1] / "workflow" / "schemas" / "config.schema.yaml"
 MINIMAL = {"tasks": {"sst2": None}}
 
-# PROTOCOL.md, "Datasets" and "Settings", written out again by hand.
+# docs/protocol.md, "Tasks and data", written out again by hand.
 PROTOCOL = {
     "sst2": ("Sentence: {sentence} Label:", ("Negative", "Positive"), (2, 3, 4), 5e-4),
     "sst5": ("Sentence: {text} Label:", ("terrible", "bad", "neutral", "good", "great"), (5, 6, 7), 1.6e-4),
@@ -179,6 +179,33 @@ def test_task_presets_follow_the_protocol(schema, task):
     assert spec.seeds == seeds
     assert spec.lr == lr
     assert spec.source == "synthetic"
+
+
+def protocol_task_table() -> dict[str, dict]:
+    """docs/protocol.md's table of the six tasks, parsed."""
+    text = (Path(__file__).resolve().parents[1] / "docs" / "protocol.md").read_text()
+    rows = {}
+    for line in text.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) != 7 or cells[0] not in cfg.TASK_PRESETS:
+            continue
+        task, hub, splits, template, words, seeds, lr = cells
+        hub_id, _, hub_config = hub.partition(", config ")
+        train, eval_ = splits.split(" (")[0].split(" / ")
+        rows[task] = dict(
+            hub_id=hub_id.strip("`"), hub_config=hub_config.strip("`") or None, splits={"train": train, "eval": eval_},
+            template=template.strip("`"), label_words=words.split(", "), seeds=[int(x) for x in seeds.split(", ")],
+            lr=float(lr),
+        )
+    return rows
+
+
+def test_the_protocol_document_and_the_presets_agree():
+    """docs/protocol.md is read by people, TASK_PRESETS by the code: neither may drift."""
+    table = protocol_task_table()
+    assert sorted(table) == sorted(cfg.TASK_PRESETS)
+    for task, row in table.items():
+        assert row == {k: cfg.TASK_PRESETS[task][k] for k in row}, task
 
 
 def test_task_preset_hub_ids():

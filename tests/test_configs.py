@@ -27,7 +27,7 @@ PAPER = REPO / "configs" / "paper.yaml"
 BENCH = REPO / "configs" / "benchmark-1.3b.yaml"
 SHIPPED = [REPO / "config.yaml", *sorted((REPO / "configs").glob("*.yaml"))]
 
-# PROTOCOL.md, "Datasets": three seeds per task, typed again by hand.
+# docs/protocol.md, "Tasks and data": three seeds per task, typed again by hand.
 PROTOCOL_SEEDS = {"sst2": [2, 3, 4], "sst5": [5, 6, 7], "mr": [5, 6, 7], "subj": [4, 5, 6], "agnews": [3, 4, 5], "cb": [3, 4, 5]}
 
 

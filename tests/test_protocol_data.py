@@ -1,4 +1,5 @@
-"""The data stage against shared/PROTOCOL.md ("Datasets", "Settings"), on tiny offline hub look-alikes.
+"""The data stage against docs/protocol.md ("Tasks and data", "The three settings"), on tiny offline
+hub look-alikes.
 
 Each of the six tasks gets a few rows in its hub dataset's own schema (column names, dtypes, class
 labels, configs, splits), written as a local dataset repository laid out like the hub one: parquet
@@ -9,7 +10,7 @@ folder with the same metadata-config logic it applies to a hub repository, so
 presets (hub config, splits, template, label words, seeds) are used as shipped; only ``hub_id``
 points at the folder.
 
-Then: exact prompt strings typed from PROTOCOL.md's template table, exact token ids of ZSL, ICL and
+Then: exact prompt strings typed from docs/protocol.md's template table, exact token ids of ZSL, ICL and
 FT, the evaluation set, demonstrations and their permutations, label switching (alone and through
 ``extract.run``), ``ft_demos``, and the errors of bad data.
 """
@@ -68,7 +69,7 @@ CB_PROBE_PREMISE = (
 )
 CB_PROBE_HYPOTHESIS = "Valence was helping"
 
-# PROTOCOL.md's template table, applied by hand to the probe rows.
+# docs/protocol.md's template table, applied by hand to the probe rows.
 EXPECTED_PROMPTS = {
     "sst2": "Sentence: it 's a charming and often affecting journey . Label:",
     "sst5": "Sentence: a gorgeous , witty , seductive movie . Label:",

@@ -3,7 +3,7 @@
 import numpy as np
 import pandas as pd
 
-from icl_gd import cache, report, scoring
+from icl_gd import cache, labels, report, scoring
 
 METRICS = ["acc_zsl", "acc_icl", "acc_ft", "jaccard_all", "jaccard_correct", "jaccard_incorrect",
            "simaou", "simaou_norm", "simam_after", "simam_delta"]
@@ -72,3 +72,36 @@ def test_grad_norm_figure_from_training_logs_of_user_named_methods(tmp_path, mon
     np.testing.assert_allclose(drawn["norms"]["causal"], norms["causal"])
     assert "Subj, seed 4" in drawn["title"]
     assert all((tmp_path / f"grad_norms.{ext}").stat().st_size > 1000 for ext in ("png", "pdf"))
+
+
+def test_captions_take_the_configured_interval_level(tmp_path):
+    runs = _runs()
+    summary = scoring.aggregate(runs)
+    summary.assign(ci_low=summary["mean"] - 0.1, ci_high=summary["mean"] + 0.1).to_parquet(tmp_path / "summary.parquet")
+    common = dict(model="m", methods=["gd", "lcgd"], variant="trained", n_seeds=2, baseline="gd",
+                  configfiles=["paper.yaml"])
+    # what the default run's reports/tables/intervals.md carries
+    assert labels.table_caption("intervals") == (
+        "Layer-mean scores with 95% bootstrap intervals over the evaluation examples (mean over seeds).")
+    for level, text in ((0.95, "95%"), (0.9, "90%"), (0.975, "97.5%")):
+        report.write_table("intervals", {"summary": str(tmp_path / "summary.parquet")},
+                           str(tmp_path / f"{level}/intervals.md"), ci_level=level, **common)
+        md = (tmp_path / f"{level}/intervals.md").read_text()
+        assert md.startswith(f"**Layer-mean scores with {text} bootstrap intervals over the evaluation examples "
+                             "(mean over seeds). Model: m, variant: trained; config: paper.yaml.**")
+        tex = text.replace("%", r"\%")
+        assert f"with {tex} bootstrap intervals" in (tmp_path / f"{level}/intervals.tex").read_text()
+
+    # the comparisons table's footnote says the level too
+    comparisons = pd.DataFrame([dict(model="m", variant="trained", task="cb", method="lcgd", baseline="gd",
+                                     metric="acc_ft", diff=0.1, ci_low=0.0, ci_high=0.2, significant=True)])
+    comparisons.to_parquet(tmp_path / "comparisons.parquet")
+    report.write_table("comparisons", {"comparisons": str(tmp_path / "comparisons.parquet")},
+                       str(tmp_path / "c/comparisons.md"), ci_level=0.9, **common)
+    md = (tmp_path / "c/comparisons.md").read_text()
+    assert md.count("90%") == 2 and "95%" not in md  # caption and footnote
+
+    # the rule hands over the caption the Snakemake report shows: the table carries that very text
+    report.write_table("intervals", {"summary": str(tmp_path / "summary.parquet")}, str(tmp_path / "r/intervals.md"),
+                       caption="As in the report.", ci_level=0.9, **common)
+    assert (tmp_path / "r/intervals.md").read_text().startswith("**As in the report. Model: m,")

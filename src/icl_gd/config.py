@@ -9,7 +9,7 @@ from __future__ import annotations
 import string
 from dataclasses import dataclass, field
 
-# The reference protocol (shared/PROTOCOL.md, "Datasets" and "Settings"). Hub ids are the current
+# The reference protocol (docs/protocol.md, "Datasets" and "Settings"). Hub ids are the current
 # canonical ones; the reference used the legacy ids of the same data.
 TASK_PRESETS: dict[str, dict] = {
     "sst2": {
@@ -156,7 +156,7 @@ def task_seeds(config: dict, task: str) -> list[int]:
 
 
 def permutation_index(config: dict, task: str, seed: int) -> int:
-    """The i-th seed of a task is paired with demonstration permutation i-1 (PROTOCOL.md)."""
+    """The i-th seed of a task is paired with demonstration permutation i-1 (docs/protocol.md)."""
     seeds = list(task_spec(config, task).seeds)
     if seed not in seeds:
         raise ConfigError(f"seed {seed} is not among tasks.{task}.seeds {seeds}")
@@ -186,7 +186,7 @@ def icl_setting(config: dict, method: str) -> str:
 
 
 def learning_rate(config: dict, task: str, method: str) -> float:
-    """A method's own ``lr`` wins; otherwise the task's learning rate (PROTOCOL.md). Either is
+    """A method's own ``lr`` wins; otherwise the task's learning rate (docs/protocol.md). Either is
     multiplied by the method's ``lr_scale``, so that one method name sweeps every task's rate."""
     spec = method_spec(config, method)
     lr = spec.get("lr")

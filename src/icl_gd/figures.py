@@ -24,13 +24,13 @@ Inputs are the tidy runs table (``results/metrics/runs.parquet``: model, variant
 method, metric, layer, value, ci_low, ci_high), the summary table
 (``results/metrics/summary.parquet``: model, variant, task, method, metric, layer, mean, std, n,
 ci_low, ci_high) and gradient-norm arrays. This module imports nothing of the package but the
-display names and reads no config; it renders with the non-interactive Agg backend.
+display labels and the atomic writer, and reads no config; it renders with the non-interactive Agg
+backend.
 """
 
 from __future__ import annotations
 
 import os
-import tempfile
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from pathlib import Path
 
@@ -48,7 +48,16 @@ from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
-from .labels import method_label, order_tasks, task_label  # noqa: E402
+from .atomic import atomic_path  # noqa: E402
+from .labels import (  # noqa: E402
+    axis_label,
+    figure_metric_label,
+    method_label,
+    order_tasks,
+    percent,
+    task_label,
+    variant_label,
+)
 
 __all__ = [
     "per_layer_figure",
@@ -64,28 +73,6 @@ __all__ = [
     "CHANGE_PARTS",
 ]
 
-# Display names of metrics and variants: mathtext here, plain text in the tables.
-_METRIC_LABELS = {
-    "simaou": "SimAOU",
-    "simaou_norm": r"SimAOU$_\mathrm{norm}$",
-    "simaou_random": "Random SimAOU (reference, uniform $r$)",
-    "simaou_random_gaussian": "Random SimAOU (Gaussian $r$)",
-    "simam_before": "SimAM (before FT)",
-    "simam_after": "SimAM (after FT)",
-    "simam_delta": r"SimAM$_\Delta$",
-    "alpha": r"$\alpha$",
-    "acc_zsl": "ZSL",
-    "acc_ft": "FT",
-    "acc_icl": "ICL",
-}
-# Axis labels where the short legend names above would be ambiguous.
-_AXIS_LABELS = {"acc_ft": "FT accuracy (%)", "acc_icl": "ICL accuracy (%)", "acc_zsl": "ZSL accuracy (%)"}
-_VARIANT_LABELS = {
-    "trained": "trained",
-    "trained_embeddings": "trained embeddings",
-    "untrained": "no training",
-    "layernorm_only": "layer-norm only",
-}
 # Paper 001 Fig. 3 colours: layer-causal GD blue, vanilla GD orange.
 _METHOD_COLORS = {"gd": "tab:orange", "lcgd": "tab:blue"}
 _SETTING_COLORS = {"acc_zsl": "0.65", "acc_ft": "tab:orange", "acc_icl": "tab:blue"}
@@ -105,18 +92,6 @@ _INCORRECT_HATCH = "////"
 
 _NO_DATA = "no data"
 _NOT_AVAILABLE = "n/a"
-
-
-def _metric_label(metric: str) -> str:
-    return _METRIC_LABELS.get(metric, metric)
-
-
-def _axis_label(metric: str) -> str:
-    return _AXIS_LABELS.get(metric, _metric_label(metric))
-
-
-def _variant_label(variant: str) -> str:
-    return _VARIANT_LABELS.get(variant, variant.replace("_", " "))
 
 
 def _percent(metric: str) -> float:
@@ -203,7 +178,7 @@ def _dash_ci(cont: ErrorbarContainer, from_ci) -> None:
 
 def _error_note(used_std: bool, used_ci: bool, *, over: str, ci_level: float) -> str:
     """What the error bars of a figure are, for its title."""
-    ci = f"{ci_level:.0%} bootstrap CI over examples"
+    ci = f"{percent(ci_level)} bootstrap CI over examples"
     one = "seed" if over == "seeds" else "run"
     if used_std and used_ci:
         return f"error bars: ± std over {over}; dashed: {ci} where only one {one} ran"
@@ -357,11 +332,11 @@ def per_layer_figure(
             rand = df[df["metric"] == baseline].groupby("layer")["value"].mean()
             if not rand.empty:
                 (line,) = ax.plot(rand.index.to_numpy(dtype=float), rand.to_numpy(), color="0.45",
-                                  ls="--", lw=1.1, label=_metric_label(baseline))
+                                  ls="--", lw=1.1, label=figure_metric_label(baseline))
                 handles.setdefault(line.get_label(), line)
         if not drawn:
             _no_data(ax)
-        ax.set_ylabel(_metric_label(metric))
+        ax.set_ylabel(figure_metric_label(metric))
         _style(ax)
     axes[-1].set_xlabel("Layer")
     axes[-1].xaxis.set_major_locator(MaxNLocator(integer=True))
@@ -370,7 +345,7 @@ def per_layer_figure(
     if handles:
         _legend_above(axes[0], list(handles.values()), list(handles.keys()), ncol=min(len(handles), 3))
     fig.suptitle(
-        f"{model} ({_variant_label(variant)}): per-layer similarity, mean over runs "
+        f"{model} ({variant_label(variant, in_text=True)}): per-layer similarity, mean over runs "
         f"({_plural(n_tasks, 'task')} × seeds)\n"
         + _error_note(used_std, used_ci, over="runs", ci_level=ci_level),
         fontsize=11,
@@ -406,7 +381,7 @@ def accuracy_figure(
 
     fig, ax = plt.subplots(figsize=(max(5.0, 1.1 * len(tasks) + 2.0), 3.9), layout="constrained")
     series = [
-        {"label": _metric_label(m), "color": _SETTING_COLORS.get(m, f"C{i + 2}"),
+        {"label": figure_metric_label(m), "color": _SETTING_COLORS.get(m, f"C{i + 2}"),
          **_series_from(stats, [(t, m) for t in tasks], scale=100.0)}
         for i, m in enumerate(metrics)
     ]
@@ -421,7 +396,7 @@ def accuracy_figure(
         _no_data(ax)
     ax.legend(loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=max(len(metrics), 1), frameon=False)
     fig.suptitle(
-        f"{model} ({_variant_label(variant)}, {method_label(method)}): accuracy per task, mean over seeds\n"
+        f"{model} ({variant_label(variant, in_text=True)}, {method_label(method)}): accuracy per task, mean over seeds\n"
         + _error_note(used_std, used_ci, over="seeds", ci_level=ci_level),
         fontsize=11,
     )
@@ -463,7 +438,7 @@ def alpha_figure(
     used_std, used_ci = _grouped_bars(ax, [task_label(t) for t in tasks], series)
     if df.empty:
         _no_data(ax)
-    ax.set_ylabel(r"$\alpha$ (mean over layers)")
+    ax.set_ylabel(axis_label("alpha") + " (mean over layers)")
     ax.set_xlabel("Task")
     _style(ax)
     if len(methods) > 1:
@@ -471,7 +446,7 @@ def alpha_figure(
     shown = ", ".join(method_label(m) for m in methods) or "no method"
     base = method_label(baseline)
     fig.suptitle(
-        f"{model} ({_variant_label(variant)}): "
+        f"{model} ({variant_label(variant, in_text=True)}): "
         rf"$\alpha$ = cos($m_\mathrm{{{shown}}} - m_\mathrm{{ZSL}}$, $m_\mathrm{{{base}}} - m_\mathrm{{ZSL}}$)"
         " per task, mean over seeds\n"
         + _error_note(used_std, used_ci, over="seeds", ci_level=ci_level),
@@ -615,7 +590,7 @@ def prediction_changes_figure(
     else:
         seed_text = _plural(n_seeds[0] if n_seeds else 0, "seed")
     fig.suptitle(
-        f"{model} ({_variant_label(variant)}): ZSL predictions changed by ICL and FT\n"
+        f"{model} ({variant_label(variant, in_text=True)}): ZSL predictions changed by ICL and FT\n"
         f"numbers of evaluation examples (total on top), mean over {seed_text}, no error bars",
         fontsize=11,
     )
@@ -691,13 +666,13 @@ def lr_sweep_figure(
                 rates = sweep.loc[sweep["task"] == task, "lr"]
                 if rand.notna().any() and not rates.empty:
                     (line,) = ax.plot([rates.min(), rates.max()], [rand.mean()] * 2, color=task_colors[task],
-                                      ls=":", lw=1.3, label=_metric_label(baseline))
+                                      ls=":", lw=1.3, label=figure_metric_label(baseline))
                     random_lines.setdefault(line.get_label(), line)
         if not drawn:
             _no_data(ax)
         ax.set_xscale("log")
         ax.set_xlabel("Learning rate")
-        ax.set_ylabel(_axis_label(metric) + (" (mean over layers)" if scale == 1.0 else ""))
+        ax.set_ylabel(axis_label(metric) + (" (mean over layers)" if scale == 1.0 else ""))
         _style(ax, grid_axis="both")
     handles = [Line2D([], [], color=task_colors[t], lw=2, label=task_label(t)) for t in tasks]
     if len(groups) > 1:
@@ -707,7 +682,7 @@ def lr_sweep_figure(
                 for label in random_lines]
     fig.legend(handles=handles, loc="outside right upper", frameon=False)
     fig.suptitle(
-        f"{model} ({_variant_label(variant)}): learning-rate sweep, mean over seeds\n"
+        f"{model} ({variant_label(variant, in_text=True)}): learning-rate sweep, mean over seeds\n"
         + _error_note(used_std, used_ci, over="seeds", ci_level=ci_level),
         fontsize=11,
     )
@@ -765,16 +740,16 @@ def models_figure(
                 rand = df.loc[(df["model"] == mo) & (df["metric"] == baseline), "value"]
                 if rand.notna().any():
                     (line,) = ax.plot([i - 0.45, i + 0.45], [rand.mean()] * 2, color="0.45", ls="--",
-                                      lw=1.2, label=_metric_label(baseline))
+                                      lw=1.2, label=figure_metric_label(baseline))
                     handles.setdefault(line.get_label(), line)
-        ax.set_ylabel(_axis_label(metric) + ("\n(mean over layers)" if scale == 1.0 else ""))
+        ax.set_ylabel(axis_label(metric) + ("\n(mean over layers)" if scale == 1.0 else ""))
         _style(ax)
     axes[-1].set_xlabel("Model")
     bar_handles = [Patch(facecolor=colors[m], label=method_label(m)) for m in methods]
     legend = bar_handles + list(handles.values())
     _legend_above(axes[0], legend, [h.get_label() for h in legend], ncol=min(len(legend), 4))
     fig.suptitle(
-        f"Models compared ({_variant_label(variant)}): mean over runs ({_plural(n_tasks, 'task')} × seeds)\n"
+        f"Models compared ({variant_label(variant, in_text=True)}): mean over runs ({_plural(n_tasks, 'task')} × seeds)\n"
         + _error_note(used_std, used_ci, over="runs", ci_level=ci_level),
         fontsize=11,
     )
@@ -784,32 +759,19 @@ def models_figure(
 # --------------------------------------------------------------------------------- writing
 
 
-_UMASK = os.umask(0)
-os.umask(_UMASK)
-
-
-def _atomic_savefig(fig: Figure, path: Path, fmt: str, **kwargs) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.close(fd)
-    try:
+def _save(fig: Figure, path: Path, fmt: str, **kwargs) -> None:
+    with atomic_path(path) as tmp:
         fig.savefig(tmp, format=fmt, bbox_inches="tight", **kwargs)
-        os.chmod(tmp, 0o666 & ~_UMASK)  # mkstemp's 0600 would hide the figure from other readers
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
 
 
 def write_figure(fig: Figure, stem: str | os.PathLike) -> list[Path]:
     """Save ``stem.png`` (150 dpi) and ``stem.pdf`` (no creation date, so reruns give the same
     bytes), each atomically, then close the figure; returns the two paths."""
     stem = Path(stem)
-    stem.parent.mkdir(parents=True, exist_ok=True)
     png, pdf = stem.with_name(stem.name + ".png"), stem.with_name(stem.name + ".pdf")
     try:
-        _atomic_savefig(fig, png, "png", dpi=150)
-        _atomic_savefig(fig, pdf, "pdf", metadata={"CreationDate": None})
+        _save(fig, png, "png", dpi=150)
+        _save(fig, pdf, "pdf", metadata={"CreationDate": None})
     finally:
         plt.close(fig)
     return [png, pdf]

@@ -1,4 +1,17 @@
-"""Display names shared by the tables and the figures. Imports nothing else of the package."""
+"""Display text of the tables, figures and report: the names of tasks, methods, metrics and model
+variants, and the tables' captions.
+
+One dictionary per kind of name. Metrics have two renderings, because the tables are plain text
+(Markdown, LaTeX after escaping, CSV) and the figures are drawn with matplotlib's mathtext; each
+figure axis that would be ambiguous with a legend's short name has a label of its own. A name that
+is not in a dictionary is shown as it is (a user's task), or in a form derived from it.
+
+A table's caption is written into its .md and .tex files and shown in the Snakemake report
+(``workflow/report/tables.rst`` renders the table rule's ``caption`` parameter): both come from
+:func:`table_caption`, with the configured interval level.
+
+Imports nothing else of the package.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +22,76 @@ TASK_ORDER: tuple[str, ...] = ("sst2", "sst5", "mr", "subj", "agnews", "cb")
 TASK_LABELS = {"sst2": "SST2", "sst5": "SST5", "mr": "MR", "subj": "Subj", "agnews": "AGNews", "cb": "CB"}
 METHOD_LABELS = {"gd": "GD", "lcgd": "LCGD"}
 
+# Plain text: table rows, as the papers' tables name them.
+METRIC_LABELS = {
+    "simaou": "SimAOU",
+    "simaou_norm": "SimAOU_norm",
+    "simaou_random": "Random SimAOU",
+    "simaou_random_gaussian": "Random SimAOU (Gaussian)",
+    "simam_before": "SimAM_before",
+    "simam_after": "SimAM_after",
+    "simam_delta": "SimAM_delta",
+    "alpha": "alpha",
+    "rec2ftp": "Rec2FTP (%)",
+    "acc_zsl": "ZSL Accuracy (%)",
+    "acc_ft": "FT Accuracy (%)",
+    "acc_icl": "ICL Accuracy (%)",
+    "jaccard_all": "Jaccard Index (%)",
+    "jaccard_correct": "Jaccard - Correct (%)",
+    "jaccard_incorrect": "Jaccard - Incorrect (%)",
+}
+# Mathtext: figure panels and legends. An accuracy is named by its setting alone, as a bar beside
+# the others on an axis that says "Accuracy (%)".
+FIGURE_METRIC_LABELS = {
+    "simaou": "SimAOU",
+    "simaou_norm": r"SimAOU$_\mathrm{norm}$",
+    "simaou_random": "Random SimAOU (reference, uniform $r$)",
+    "simaou_random_gaussian": "Random SimAOU (Gaussian $r$)",
+    "simam_before": "SimAM (before FT)",
+    "simam_after": "SimAM (after FT)",
+    "simam_delta": r"SimAM$_\Delta$",
+    "alpha": r"$\alpha$",
+    "acc_zsl": "ZSL",
+    "acc_ft": "FT",
+    "acc_icl": "ICL",
+}
+# A figure axis that shows one metric, where the short legend name above would be ambiguous.
+AXIS_LABELS = {"acc_ft": "FT accuracy (%)", "acc_icl": "ICL accuracy (%)", "acc_zsl": "ZSL accuracy (%)"}
+
+# Paper 001 Table 1's row names ("No Training" is its untrained model).
+VARIANT_LABELS = {
+    "trained": "Trained",
+    "trained_embeddings": "Trained Embeddings",
+    "untrained": "No Training",
+    "layernorm_only": "LayerNorm Only",
+}
+
+
+# "{ci}": the bootstrap intervals' level, e.g. "95%" (config key statistics.ci_level).
+TABLE_CAPTIONS = {
+    "accuracy": "ZSL / FT / ICL accuracy, Jaccard index of prediction changes and Rec2FTP (%), after paper 003 Table 1.",
+    "methods": "Similarity of ICL and finetuning per method, layer mean, mean ± std over seeds, after paper 001 Table 2, with the random SimAOU baselines.",
+    "variants": "SimAOU and SimAM_delta of GD for trained and untrained models, after paper 001 Table 1.",
+    "layer_causal": "SimAOU (normalised, as the reference reports it) and SimAM of standard and layer-causal finetuning, after paper 003 Table 2.",
+    "clipping": "Layer-causal finetuning with gradient clipping against standard finetuning, after paper 003 Table 3.",
+    "paper002": "Label-switched and linearized finetuning against their plain counterparts (paper 002): accuracies (%) and similarities.",
+    "comparisons": "Each method minus the baseline method, paired by example, with {ci} bootstrap intervals; * marks p < the significance level.",
+    "intervals": "Layer-mean scores with {ci} bootstrap intervals over the evaluation examples (mean over seeds).",
+    "data": "Data statistics with the model's own token counts and the sizes actually evaluated, after paper 001 Table 3.",
+}
+
+
+def percent(level: float) -> str:
+    """A confidence level as a percentage: 0.95 -> "95%", 0.975 -> "97.5%"."""
+    return f"{level * 100:g}%"
+
+
+def table_caption(table: str, *, ci_level: float = 0.95) -> str:
+    """The caption of a report table (a key of :data:`TABLE_CAPTIONS`)."""
+    if table not in TABLE_CAPTIONS:
+        raise ValueError(f"no caption for table {table!r}; known tables: {sorted(TABLE_CAPTIONS)}")
+    return TABLE_CAPTIONS[table].format(ci=percent(ci_level))
+
 
 def task_label(task: str) -> str:
     """Display name of a task ("sst2" -> "SST2"); user tasks are shown as named."""
@@ -18,6 +101,31 @@ def task_label(task: str) -> str:
 def method_label(method: str) -> str:
     """Display name of a training method ("lcgd" -> "LCGD")."""
     return METHOD_LABELS.get(method, method.upper())
+
+
+def metric_label(metric: str) -> str:
+    """Plain-text name of a metric ("simaou_norm" -> "SimAOU_norm")."""
+    return METRIC_LABELS.get(metric, metric)
+
+
+def figure_metric_label(metric: str) -> str:
+    """Mathtext name of a metric in a figure ("simam_delta" -> "SimAM$_\\Delta$")."""
+    return FIGURE_METRIC_LABELS.get(metric, metric)
+
+
+def axis_label(metric: str) -> str:
+    """A figure axis showing ``metric`` ("acc_ft" -> "FT accuracy (%)")."""
+    return AXIS_LABELS.get(metric, figure_metric_label(metric))
+
+
+def variant_label(variant: str, *, in_text: bool = False) -> str:
+    """Display name of a model variant: a heading ("untrained" -> "No Training"), or, ``in_text``,
+    within a sentence or title ("no training"): every word in lower case but a name with inner
+    capitals ("LayerNorm only")."""
+    label = VARIANT_LABELS.get(variant, variant.replace("_", " ").title())
+    if not in_text:
+        return label
+    return " ".join(w if any(c.isupper() for c in w[1:]) else w.lower() for w in label.split(" "))
 
 
 def order_tasks(tasks: Iterable[str]) -> list[str]:

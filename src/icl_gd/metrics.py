@@ -2,7 +2,7 @@
 
 Pure array functions: numpy and the standard library only, no I/O, no config, nothing else of the
 package. Every function takes arrays and returns arrays or floats. The definitions follow
-shared/PROTOCOL.md ("Metrics"); the papers are
+docs/protocol.md ("Metrics"); the papers are
 
 * Dai et al. 2023, "Why Can GPT Learn In-Context? Language Models Secretly Perform Gradient
   Descent as Meta-Optimizers" (SimAOU, SimAM, Rec2FTP);

@@ -1,6 +1,6 @@
 """Models: the built-in tiny GPT-2, loading any Hugging Face causal LM, and the model variants.
 
-Variants (PROTOCOL.md, "Model variants"):
+Variants (docs/protocol.md, "Model variants"):
 - ``trained``: the model as given;
 - ``untrained``: every weight freshly initialised (seeded);
 - ``trained_embeddings``: token and position embeddings, every norm and the unembedding kept from

@@ -1,4 +1,4 @@
-"""Token sequences for ZSL, ICL and FT, exactly as PROTOCOL.md ("Settings") lays them out.
+"""Token sequences for ZSL, ICL and FT, exactly as docs/protocol.md ("The three settings") lays them out.
 
 - ZSL:  <s> + query prompt [+ first label word, when recording at the label word]
 - ICL:  <s> + demos (prompt + label word + </s> each) + query prompt [+ first label word]
@@ -79,7 +79,7 @@ def demonstration_ids(tokenizer, spec: TaskSpec, demos: pd.DataFrame, label_ids:
 
 def true_k(demo_lengths: list[int], longest_query: int, max_len: int) -> int:
     """How many demonstrations fit: add them in order while <s> + context + next + longest query
-    stays below the context length, stop at the first that does not fit (PROTOCOL.md)."""
+    stays below the context length, stop at the first that does not fit (docs/protocol.md)."""
     used, k = 1, 0
     for length in demo_lengths:
         if used + length + longest_query >= max_len:

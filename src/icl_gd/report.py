@@ -15,19 +15,6 @@ from . import cache, figures, labels, tables
 
 log = logging.getLogger(__name__)
 
-CAPTIONS = {
-    "accuracy": "ZSL / FT / ICL accuracy, Jaccard index of prediction changes and Rec2FTP (%), after paper 003 Table 1.",
-    "methods": "Similarity of ICL and finetuning per method, layer mean, mean ± std over seeds, after paper 001 Table 2, with the random SimAOU baselines.",
-    "variants": "SimAOU and SimAM_delta of GD for trained and untrained models, after paper 001 Table 1.",
-    "layer_causal": "SimAOU (normalised, as the reference reports it) and SimAM of standard and layer-causal finetuning, after paper 003 Table 2.",
-    "clipping": "Layer-causal finetuning with gradient clipping against standard finetuning, after paper 003 Table 3.",
-    "paper002": "Label-switched and linearized finetuning against their plain counterparts (paper 002): accuracies (%) and similarities.",
-    "comparisons": "Each method minus the baseline method, paired by example, with 95% bootstrap intervals; * marks p < the significance level.",
-    "intervals": "Layer-mean scores with 95% bootstrap intervals over the evaluation examples (mean over seeds).",
-    "data": "Data statistics with the model's own token counts and the sizes actually evaluated, after paper 001 Table 3.",
-}
-
-
 def _stems(outputs: list[str]) -> dict[str, Path]:
     """Output files -> {name: path without extension}, in output order."""
     stems: dict[str, Path] = {}
@@ -38,14 +25,14 @@ def _stems(outputs: list[str]) -> dict[str, Path]:
 
 def build_table(name: str, inputs: dict, *, model: str, variant: str, methods: list[str], n_seeds: int,
                 baseline: str | None = None, layer_causal=(), clipped=(), paper002=(),
-                significance: float = 0.05, **_) -> pd.DataFrame:
+                significance: float = 0.05, ci_level: float = 0.95, **_) -> pd.DataFrame:
     """The table ``name`` of the report, from the files in ``inputs`` (summary, comparisons or
     data statistics)."""
     if name == "data":
         return tables.data_table(pd.read_parquet(inputs["data"]))
     if name == "comparisons":
         return tables.comparisons_table(pd.read_parquet(inputs["comparisons"]), model, variant,
-                                        significance=significance)
+                                        significance=significance, ci_level=ci_level)
     summary = pd.read_parquet(inputs["summary"])
     first = baseline or methods[0]
     common = dict(n_seeds_expected=n_seeds)
@@ -66,12 +53,17 @@ def build_table(name: str, inputs: dict, *, model: str, variant: str, methods: l
     return builders[name]()
 
 
-def write_table(name: str, inputs: dict, output: str, *, configfiles=(), **params) -> None:
-    """Build the table ``name`` and write its .md, .tex and .csv beside ``output``."""
+def write_table(name: str, inputs: dict, output: str, *, configfiles=(), caption: str | None = None,
+                **params) -> None:
+    """Build the table ``name`` and write its .md, .tex and .csv beside ``output``. ``caption``:
+    the one the Snakemake report shows (the table rule's parameter); by default
+    :func:`labels.table_caption` at ``params["ci_level"]``, which is what the rule passes."""
     table = build_table(name, inputs, **params)
+    if caption is None:
+        caption = labels.table_caption(name, ci_level=params.get("ci_level", 0.95))
     source = f" Model: {params['model']}, variant: {params['variant']}; config: {', '.join(configfiles)}."
     stem = Path(output).with_suffix("")
-    tables.write_table(table, stem, CAPTIONS[name] + source)
+    tables.write_table(table, stem, caption + source)
     log.info("wrote table %s", stem)
 
 
@@ -88,7 +80,7 @@ def _grad_norm_figure(train_logs: list[str], *, model: str, variant: str):
     if len(runs) > 1:
         raise ValueError(f"gradient-norm logs of several runs given: {sorted(runs)}; expected one task and seed")
     which = ", ".join(f"task {labels.task_label(task)}, seed {seed}" for task, seed in runs) or "no training log given"
-    title = f"{model} ({variant}): $\\ell_2$ norm of each layer's K/V gradient per training step\n{which}"
+    title = f"{model} ({labels.variant_label(variant, in_text=True)}): $\\ell_2$ norm of each layer's K/V gradient per training step\n{which}"
     return figures.grad_norm_figure(norms, log_scale=log_scale, title=title)
 
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import warnings
 from dataclasses import dataclass
 
@@ -19,6 +18,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from . import metrics
+from .atomic import atomic_path
 from .cache import METADATA_KEY, RunCache, atomic_write_frame, atomic_write_table, read_meta
 
 log = logging.getLogger(__name__)
@@ -61,7 +61,7 @@ class RunExamples:
 
     @property
     def f2t(self) -> np.ndarray:
-        """ZSL wrong, ICL and FT right (PROTOCOL.md)."""
+        """ZSL wrong, ICL and FT right (docs/protocol.md, "Metrics")."""
         return metrics.f2t_mask(self.pred_zsl, self.pred_icl, self.pred_ft, self.gold)
 
     def ratio_terms(self, name: str) -> tuple[np.ndarray, np.ndarray]:
@@ -314,10 +314,9 @@ def aggregate(runs: pd.DataFrame, intervals: pd.DataFrame | None = None) -> pd.D
     return summary
 
 
-def _atomic_csv(frame: pd.DataFrame, path) -> None:
-    tmp = f"{path}.tmp"
-    frame.to_csv(tmp, index=False)
-    os.replace(tmp, path)
+def _write_csv(frame: pd.DataFrame, path) -> None:
+    with atomic_path(path) as tmp:
+        frame.to_csv(tmp, index=False)
 
 
 def write_aggregates(
@@ -334,7 +333,7 @@ def write_aggregates(
     summary = aggregate(runs, intervals)
     atomic_write_frame(runs, runs_path)
     atomic_write_frame(summary, summary_path)
-    _atomic_csv(summary, csv_path)
+    _write_csv(summary, csv_path)
     log.info("%d runs, %d summary rows", runs[RUN_KEYS].drop_duplicates().shape[0], len(summary))
     return summary
 
@@ -418,7 +417,7 @@ def write_comparisons(example_paths: list[str], parquet_path: str, csv_path: str
     examples = [read_examples(p) for p in example_paths] if baseline else []
     table = compare_methods(examples, baseline, **kwargs)
     atomic_write_frame(table, parquet_path)
-    _atomic_csv(table, csv_path)
+    _write_csv(table, csv_path)
     log.info("%d comparisons (%d significant)", len(table), int(table["significant"].sum()))
     return table
 

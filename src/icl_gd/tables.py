@@ -22,22 +22,22 @@ never 0). What the string cells cannot carry travels in ``DataFrame.attrs``:
 :func:`to_markdown` / :func:`to_latex` render a table (best values in bold), and
 :func:`write_table` writes ``stem.md``, ``stem.tex`` and ``stem.csv`` atomically.
 
-This module imports nothing of the package: functions take DataFrames and return DataFrames or
-strings; nothing reads the config.
+This module imports nothing of the package but the display labels and the atomic writer: functions
+take DataFrames and return DataFrames or strings; nothing reads the config.
 """
 
 from __future__ import annotations
 
 import math
 import os
-import tempfile
-from collections.abc import Hashable, Iterable, Sequence
+from collections.abc import Hashable, Sequence
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from .labels import TASK_ORDER, method_label, order_tasks, task_label
+from .atomic import write_text
+from .labels import TASK_ORDER, method_label, metric_label, order_tasks, percent, task_label, variant_label
 
 __all__ = [
     "TASK_ORDER",
@@ -67,30 +67,6 @@ MISSING = "—"  # a cell without data (never shown as 0)
 SEEDS_MARK = "†"  # the cell was computed from fewer seeds than expected
 PARTIAL_MARK = "‡"  # an Average over the tasks that have data only
 
-_METRIC_LABELS = {
-    "simaou": "SimAOU",
-    "simaou_norm": "SimAOU_norm",
-    "simaou_random": "Random SimAOU",
-    "simaou_random_gaussian": "Random SimAOU (Gaussian)",
-    "simam_before": "SimAM_before",
-    "simam_after": "SimAM_after",
-    "simam_delta": "SimAM_delta",
-    "alpha": "alpha",
-    "rec2ftp": "Rec2FTP (%)",
-    "acc_zsl": "ZSL Accuracy (%)",
-    "acc_ft": "FT Accuracy (%)",
-    "acc_icl": "ICL Accuracy (%)",
-    "jaccard_all": "Jaccard Index (%)",
-    "jaccard_correct": "Jaccard - Correct (%)",
-    "jaccard_incorrect": "Jaccard - Incorrect (%)",
-}
-_VARIANT_LABELS = {
-    "trained": "Trained",
-    "trained_embeddings": "Trained Embeddings",
-    "untrained": "No Training",
-    "layernorm_only": "LayerNorm Only",
-}
-
 # The paper 001 Table 1 rows, in order; other variants found in the data are appended.
 PAPER_VARIANTS: tuple[str, ...] = ("trained", "trained_embeddings", "untrained")
 
@@ -110,19 +86,6 @@ _FRACTION_METRICS = frozenset(
 _ACCURACY_GROUP = frozenset({"acc_zsl", "acc_ft", "acc_icl"})
 
 _REQUIRED = ("model", "variant", "task", "method", "metric", "mean")
-
-
-# ----------------------------------------------------------------------------------- labels
-
-
-def metric_label(metric: str) -> str:
-    """Display name of a metric ("simaou_norm" -> "SimAOU_norm")."""
-    return _METRIC_LABELS.get(metric, metric)
-
-
-def variant_label(variant: str) -> str:
-    """Display name of a model variant ("untrained" -> "No Training")."""
-    return _VARIANT_LABELS.get(variant, variant.replace("_", " ").title())
 
 
 # ------------------------------------------------------------------------------- formatting
@@ -426,7 +389,7 @@ def layer_causal_table(
     (``layer_causal`` = the clipped ones): SimAOU (Random), SimAOU per method, SimAM (ZSL) and
     SimAM per method, columns tasks + Average, four decimals as in the paper.
 
-    Paper 003 reports the reference's "SimAOU", which is SimAOU_norm here (PROTOCOL.md); its
+    Paper 003 reports the reference's "SimAOU", which is SimAOU_norm here (docs/protocol.md); its
     SimAM (ZSL) is cos(m_ICL, m_ZSL) (``simam_before``), SimAM (method) cos(m_ICL, m_method).
     Best values are marked among the SimAOU rows and among the SimAM rows (ZSL included).
     """
@@ -503,12 +466,14 @@ def comparisons_table(
     *,
     tasks: Sequence[str] | None = None,
     significance: float = 0.05,
+    ci_level: float = 0.95,
     decimals: int = 3,
 ) -> pd.DataFrame:
     """Each method against the baseline, paired by example: rows (metric, "method − baseline"),
     columns tasks, cells the mean difference with its bootstrap interval, marked with
     :data:`SIGNIFICANT_MARK` where the sign-flip test's p-value is below ``significance``
-    (``comparisons.parquet``, :func:`icl_gd.scoring.compare_methods`). Accuracy in points (%)."""
+    (``comparisons.parquet``, :func:`icl_gd.scoring.compare_methods`); ``ci_level`` is the
+    intervals' level, for the footnote. Accuracy in points (%)."""
     df = comparisons[(comparisons["model"] == model) & (comparisons["variant"] == variant)]
     tasks = list(tasks) if tasks is not None else order_tasks(df["task"].unique())
     index = df.set_index(["method", "metric", "task"])
@@ -534,7 +499,7 @@ def comparisons_table(
             rows.append(cells)
             keys.append((metric_label(metric), f"{method_label(method)} − {method_label(baseline)}"))
     notes = [f"{SIGNIFICANT_MARK} p < {significance:g}, two-sided paired sign-flip test over examples "
-             "(per-example differences averaged over seeds); [95% bootstrap interval]"]
+             f"(per-example differences averaged over seeds); [{percent(ci_level)} bootstrap interval]"]
     return _keyed_table(rows, keys, ("Metric", "Comparison"), tasks, "comparisons", notes if keys else [])
 
 
@@ -683,19 +648,6 @@ def to_latex(table_df: pd.DataFrame, caption: str | None = None, label: str | No
 # ---------------------------------------------------------------------------------- writing
 
 
-def _atomic_write_text(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
 def write_table(
     table_df: pd.DataFrame, stem: str | os.PathLike, caption: str | None = None
 ) -> list[Path]:
@@ -704,7 +656,7 @@ def write_table(
     stem = Path(stem)
     paths = [stem.with_name(stem.name + ext) for ext in (".md", ".tex", ".csv")]
     label = "tab:" + stem.name.replace("_", "-")
-    _atomic_write_text(paths[0], to_markdown(table_df, caption))
-    _atomic_write_text(paths[1], to_latex(table_df, caption, label=label))
-    _atomic_write_text(paths[2], table_df.reset_index().to_csv(index=False, lineterminator="\n"))
+    write_text(paths[0], to_markdown(table_df, caption))
+    write_text(paths[1], to_latex(table_df, caption, label=label))
+    write_text(paths[2], table_df.reset_index().to_csv(index=False, lineterminator="\n"))
     return paths

@@ -1,4 +1,4 @@
-"""Finetuning the attention keys and values: vanilla GD and layer-causal GD (PROTOCOL.md).
+"""Finetuning the attention keys and values: vanilla GD and layer-causal GD (docs/protocol.md).
 
 Both are plain SGD (no momentum, no weight decay, constant learning rate), batch size 1, one step
 per demonstration, on the K and V projections only (weights and biases, every layer).

@@ -11,7 +11,7 @@ import yaml
 sys.path.insert(0, str(Path(workflow.basedir) / "src"))  # works before `pip install -e .` too
 
 from icl_gd import config as cfg
-from icl_gd import plan, runtime, validation
+from icl_gd import labels, plan, runtime, validation
 
 
 # A config file named on the command line replaces config.yaml rather than being merged into it:
@@ -35,7 +35,7 @@ EXTRACTION_CODE = [
     str(SRC / f"{m}.py")
     for m in ("config", "plan", "cache", "data", "models", "prompts", "capture", "training", "extract")
 ]
-MODEL_CODE = [str(SRC / f"{m}.py") for m in ("config", "data", "models", "prompts", "builtin")]
+MODEL_CODE = [str(SRC / f"{m}.py") for m in ("config", "models", "prompts", "builtin")]
 METRICS_CODE = [str(SRC / f"{m}.py") for m in ("cache", "metrics", "scoring")]
 REPORT_CODE = [str(SRC / f"{m}.py") for m in ("labels", "tables", "figures", "report")]
 # the gradient-norm figure reads training logs through the cache module
@@ -226,3 +226,12 @@ def table_inputs(wildcards):
     else:
         inputs["summary"] = "results/metrics/summary.parquet"
     return inputs
+
+
+# ------------------------------------------------------------------------------------------------
+# Table captions. The caption of a table in the Snakemake report (workflow/report/tables.rst) is
+# this parameter, and the table job writes the same text into its .md and .tex: one source.
+
+
+def table_caption(wildcards):
+    return labels.table_caption(wildcards.table, ci_level=config["statistics"]["ci_level"])

@@ -8,6 +8,10 @@ localrules:
 
 
 rule synthetic_twin:
+    input:
+        # the twins' word pools and generators: editing them regenerates the twins, and so reruns
+        # what reads them (their normalised splits, the built-in model, the extractions)
+        code=[str(SRC / "twins.py"), str(SRC / "config.py")],
     output:
         train="resources/synthetic/{twin}/train.parquet",
         eval="resources/synthetic/{twin}/eval.parquet",

@@ -30,6 +30,8 @@ rule table:
         clipped=plan.layer_causal_methods(config, clipped=True),
         paper002=plan.paper002_methods(config),
         significance=config["statistics"]["significance_level"],
+        ci_level=config["statistics"]["ci_level"],
+        caption=table_caption,
         configfiles=[Path(f).name for f in workflow.configfiles] or ["config.yaml"],
     conda:
         "../../envs/analysis.yaml"

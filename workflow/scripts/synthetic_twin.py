@@ -7,10 +7,10 @@ sys.path.insert(0, str(Path(snakemake.scriptdir).parents[1] / "src"))
 from icl_gd.runtime import log_to
 
 log_to(snakemake.log[0])
-from icl_gd import cache, data
+from icl_gd import cache, twins
 
 params = snakemake.params.synthetic
-splits = data.make_synthetic_task(
+splits = twins.make_synthetic_task(
     snakemake.wildcards.twin, n_train=params["n_train"], n_eval=params["n_eval"], seed=params["seed"]
 )
 for split, frame in splits.items():
