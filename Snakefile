@@ -22,3 +22,7 @@ rule all:
         "results/metrics/comparisons.csv",
         report_outputs(),
     default_target: True
+
+
+onsuccess:
+    remove_stale_reports()

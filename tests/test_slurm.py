@@ -294,4 +294,4 @@ def test_cluster_outputs_equal_a_local_run(runs):
     pd.testing.assert_frame_equal(
         pd.read_parquet(local / "results/metrics/summary.parquet"), pd.read_parquet(cluster / "results/metrics/summary.parquet")
     )
-    assert (local / "reports/tables/methods.md").read_text() == (cluster / "reports/tables/methods.md").read_text()
+    assert (local / "results/reports/tables/methods.md").read_text() == (cluster / "results/reports/tables/methods.md").read_text()

@@ -4,6 +4,7 @@ import os
 
 os.environ["HF_HUB_OFFLINE"] = "1"
 
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -16,7 +17,9 @@ import yaml
 from icl_gd import cache, config as cfg, metrics
 
 REPO = Path(__file__).resolve().parents[1]
-SNAKEMAKE = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile")]
+# what a clone holds that the workflow runs from (the end-to-end test runs in a copy of it, as a
+# user runs in their clone, so that it can edit the code and move the whole run)
+CHECKOUT = ("Snakefile", "config.yaml", "workflow", "src", "profiles", "envs")
 
 TINY = {
     "models": {
@@ -34,8 +37,22 @@ TINY = {
 }
 
 
+def checkout(folder: Path) -> Path:
+    """A copy of the repository's workflow and package in ``folder``, as a user's clone."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for name in CHECKOUT:
+        source = REPO / name
+        if source.is_dir():
+            shutil.copytree(source, folder / name, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+        else:
+            shutil.copy2(source, folder / name)
+    return folder
+
+
 def snakemake(workdir: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
-    cmd = [*SNAKEMAKE, "--directory", str(workdir), "--configfile", str(workdir / "config.yaml"), *args]
+    snakefile = workdir / "Snakefile" if (workdir / "Snakefile").exists() else REPO / "Snakefile"
+    cmd = [sys.executable, "-m", "snakemake", "-s", str(snakefile), "--directory", str(workdir),
+           "--configfile", str(workdir / "config.yaml"), *args]
     proc = subprocess.run(cmd, capture_output=True, text=True, cwd=workdir)
     if check and proc.returncode != 0:
         raise AssertionError(f"snakemake failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}")
@@ -59,7 +76,7 @@ def jobs_planned(workdir: Path) -> dict[str, int]:
 
 @pytest.fixture(scope="module")
 def finished_run(tmp_path_factory):
-    workdir = tmp_path_factory.mktemp("workflow")
+    workdir = checkout(tmp_path_factory.mktemp("workflow") / "clone")
     (workdir / "config.yaml").write_text(yaml.safe_dump(TINY))
     snakemake(workdir, "--cores", "2")
     return workdir
@@ -169,28 +186,28 @@ def test_methods_are_compared_with_gd_paired_by_example(finished_run):
 @pytest.mark.slow
 def test_report_tables_and_figures(finished_run):
     summary = pd.read_parquet(finished_run / "results/metrics/summary.parquet")
-    md = (finished_run / "reports/tables/methods.md").read_text()
+    md = (finished_run / "results/reports/tables/methods.md").read_text()
     assert "SST2" in md.upper() and "CB" in md.upper()
     mean = summary.query(
         "variant == 'trained' and task == 'sst2' and method == 'gd' and metric == 'simaou_norm' and layer.isna()"
     )["mean"].item()
     assert f"{mean:.2f}".replace("-0.00", "0.00") in md
-    assert "\\begin{tabular}" in (finished_run / "reports/tables/methods.tex").read_text()
+    assert "\\begin{tabular}" in (finished_run / "results/reports/tables/methods.tex").read_text()
     for stem in ("accuracy", "methods", "variants"):
-        assert (finished_run / f"reports/tables/{stem}.csv").stat().st_size > 0
+        assert (finished_run / f"results/reports/tables/{stem}.csv").stat().st_size > 0
     # one model, no learning-rate sweep: neither the models nor the lr_sweep figure is planned
     planned = ("per_layer", "accuracy", "alpha", "grad_norms", "prediction_changes")
-    assert sorted(p.name for p in (finished_run / "reports/figures").iterdir()) == sorted(
+    assert sorted(p.name for p in (finished_run / "results/reports/figures").iterdir()) == sorted(
         f"{stem}.{ext}" for stem in planned for ext in ("png", "pdf"))
     for stem in planned:
-        png = (finished_run / f"reports/figures/{stem}.png").read_bytes()
+        png = (finished_run / f"results/reports/figures/{stem}.png").read_bytes()
         assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10_000
-        assert (finished_run / f"reports/figures/{stem}.pdf").read_bytes()[:5] == b"%PDF-"
+        assert (finished_run / f"results/reports/figures/{stem}.pdf").read_bytes()[:5] == b"%PDF-"
         assert (finished_run / f"results/logs/figures/{stem}.log").exists()
 
 
 def _csv(finished_run, stem):
-    return pd.read_csv(finished_run / f"reports/tables/{stem}.csv", dtype=str, keep_default_na=False)
+    return pd.read_csv(finished_run / f"results/reports/tables/{stem}.csv", dtype=str, keep_default_na=False)
 
 
 def _cell(mean, std, decimals):
@@ -202,7 +219,7 @@ def _cell(mean, std, decimals):
 def test_every_table_agrees_with_the_aggregated_metrics(finished_run):
     summary = pd.read_parquet(finished_run / "results/metrics/summary.parquet")
     run_level = summary[summary.layer.isna()].set_index(["variant", "method", "metric", "task"])
-    tables = {p.stem for p in (finished_run / "reports/tables").glob("*.csv")}
+    tables = {p.stem for p in (finished_run / "results/reports/tables").glob("*.csv")}
     assert tables == {"accuracy", "methods", "variants", "intervals", "data", "layer_causal", "comparisons"}
 
     layer_causal = _csv(finished_run, "layer_causal").set_index("Metric")
@@ -243,7 +260,7 @@ def test_every_table_agrees_with_the_aggregated_metrics(finished_run):
 @pytest.mark.slow
 def test_nothing_to_do_after_a_run_and_metric_edits_rerun_only_metrics(finished_run):
     assert jobs_planned(finished_run) == {}
-    metrics_py = REPO / "src/icl_gd/metrics.py"
+    metrics_py = finished_run / "src/icl_gd/metrics.py"
     original = metrics_py.read_text()
     try:  # Snakemake compares checksums of small inputs, so the content itself must change
         metrics_py.write_text(original + "\n# an edit\n")
@@ -281,3 +298,23 @@ def test_a_bad_config_key_stops_the_run_with_its_name(tmp_path):
     (tmp_path / "config.yaml").write_text(yaml.safe_dump({**TINY, "report": {"grad_norm_task": "sbuj"}}))
     proc = snakemake(tmp_path, "-n", check=False)
     assert proc.returncode != 0 and "report.grad_norm_task" in proc.stdout + proc.stderr
+
+
+@pytest.mark.slow
+def test_a_finished_run_that_is_moved_plans_nothing_and_a_new_config_leaves_only_its_reports(finished_run, tmp_path):
+    """The clone with its finished run, copied elsewhere (as from scratch to project space):
+    nothing to do. Then a second config in that copy: its report folder holds its own tables and
+    figures only, and the repository's reports/ is not touched."""
+    moved = tmp_path / "elsewhere" / "clone"
+    shutil.copytree(finished_run, moved, symlinks=True)  # copy2: modification times kept
+    assert jobs_planned(moved) == {}
+    second = {**TINY, "variants": {"trained": ["gd"]}}  # one variant, one method: fewer tables
+    (moved / "config.yaml").write_text(yaml.safe_dump(second))
+    before = sorted(p.name for p in (moved / "results/reports/tables").iterdir())
+    snakemake(moved, "--cores", "2")
+    tables = sorted(p.stem for p in (moved / "results/reports/tables").glob("*.md"))
+    figures = sorted(p.stem for p in (moved / "results/reports/figures").glob("*.png"))
+    assert tables == ["accuracy", "data", "intervals", "methods"] and "variants.md" in before
+    assert figures == ["accuracy", "grad_norms", "per_layer", "prediction_changes"]  # no alpha without GD's twin
+    assert "Model: tiny" in (moved / "results/reports/tables/methods.md").read_text()
+    assert not (moved / "reports").exists()

@@ -7,13 +7,13 @@ rule extract_base:
     input:
         unpack(task_files),
         model=model_dir,
-        code=EXTRACTION_CODE,
     output:
         cache="results/activations/{model}/{variant}/{task}/seed{seed}/{setting}.parquet",
     wildcard_constraints:
         setting="|".join(cfg.BASE_SETTINGS),
     params:
         run=run_spec,
+        code=EXTRACTION_CODE,
     threads: 1
     resources:
         gpu=MODEL_GPUS,
@@ -32,7 +32,6 @@ rule finetune_and_extract:
     input:
         unpack(task_files),
         model=model_dir,
-        code=EXTRACTION_CODE,
     output:
         cache="results/activations/{model}/{variant}/{task}/seed{seed}/{setting}.parquet",
         train_log="results/training/{model}/{variant}/{task}/seed{seed}/{setting}.parquet",
@@ -40,6 +39,7 @@ rule finetune_and_extract:
         setting=_names_regex(METHODS),
     params:
         run=run_spec,
+        code=EXTRACTION_CODE,
     threads: 1
     resources:
         gpu=MODEL_GPUS,

@@ -1,6 +1,7 @@
 # Config validation, and the paths, wildcards and input functions every stage uses. What runs and
 # why (the runs, the report's tables and figures, the pairings) is planned in icl_gd/plan.py.
 
+import hashlib
 import json
 import re
 import sys
@@ -28,18 +29,26 @@ config.clear()
 config.update(_validated)
 
 SRC = Path(workflow.basedir) / "src" / "icl_gd"
-# Snakemake's code trigger sees a rule's own script, not the modules it imports: list them as
-# inputs, so that editing the extraction code reruns the extraction and editing a metric reruns
-# only the metrics and what follows.
-EXTRACTION_CODE = [
-    str(SRC / f"{m}.py")
-    for m in ("config", "plan", "cache", "data", "models", "prompts", "capture", "training", "extract")
-]
-MODEL_CODE = [str(SRC / f"{m}.py") for m in ("config", "models", "prompts", "builtin")]
-METRICS_CODE = [str(SRC / f"{m}.py") for m in ("cache", "metrics", "scoring")]
-REPORT_CODE = [str(SRC / f"{m}.py") for m in ("labels", "tables", "figures", "report")]
+
+
+def code_version(*modules):
+    """Checksums of the package modules a rule's jobs import, passed as a parameter. Snakemake's
+    code trigger sees a rule's own script, not what it imports; through the params trigger an edit
+    of a module reruns exactly the jobs that import it (a metric: the metrics and what follows).
+    Not as input files: their absolute paths would tie a finished run to where its checkout lay,
+    and a moved or copied run would plan everything again."""
+    return {m: hashlib.sha256((SRC / f"{m}.py").read_bytes()).hexdigest()[:16] for m in modules}
+
+
+EXTRACTION_CODE = code_version("config", "plan", "cache", "data", "models", "prompts", "capture", "training", "extract")
+MODEL_CODE = code_version("config", "models", "prompts", "builtin")
+VARIANT_CODE = code_version("models")
+TWIN_CODE = code_version("twins", "config")
+DATA_CODE = code_version("data", "config")
+METRICS_CODE = code_version("cache", "metrics", "scoring")
+REPORT_CODE = code_version("labels", "tables", "figures", "report")
 # the gradient-norm figure reads training logs through the cache module
-FIGURE_CODE = REPORT_CODE + [str(SRC / "cache.py")]
+FIGURE_CODE = code_version("labels", "tables", "figures", "report", "cache")
 
 
 def _names_regex(names):
@@ -169,8 +178,8 @@ def figure_inputs(wildcards):
     if wildcards.figure == "grad_norms":
         task, seed = grad_norm_run()
         base = f"results/training/{REPORT_MODEL}/{REPORT_VARIANT}/{task}/seed{seed}"
-        return {"train_logs": [f"{base}/{method}.parquet" for method in REPORT_METHODS], "code": FIGURE_CODE}
-    return {"runs": "results/metrics/runs.parquet", "summary": "results/metrics/summary.parquet", "code": FIGURE_CODE}
+        return {"train_logs": [f"{base}/{method}.parquet" for method in REPORT_METHODS]}
+    return {"runs": "results/metrics/runs.parquet", "summary": "results/metrics/summary.parquet"}
 
 
 def figure_params(wildcards):
@@ -196,10 +205,24 @@ def figure_about(wildcards):
     return about
 
 
+REPORT_DIR = config["report"]["dir"].rstrip("/")
+
+
 def report_outputs():
-    return expand("reports/tables/{table}.{ext}", table=TABLES, ext=["md", "tex", "csv"]) + expand(
-        "reports/figures/{figure}.{ext}", figure=FIGURES, ext=["png", "pdf"]
+    return expand(f"{REPORT_DIR}/tables/{{table}}.{{ext}}", table=TABLES, ext=["md", "tex", "csv"]) + expand(
+        f"{REPORT_DIR}/figures/{{figure}}.{{ext}}", figure=FIGURES, ext=["png", "pdf"]
     )
+
+
+def remove_stale_reports():
+    """Tables and figures in the report folder that this config does not plan (an earlier
+    config's): a report folder holds what its run produced, nothing else."""
+    planned = {Path(p).resolve() for p in report_outputs()}
+    for pattern in ("tables/*.md", "tables/*.tex", "tables/*.csv", "figures/*.png", "figures/*.pdf"):
+        for path in Path(REPORT_DIR).glob(pattern):
+            if path.resolve() not in planned:
+                path.unlink()
+                print(f"removed {path}: not a table or figure of this config", file=sys.stderr)
 
 
 def data_statistics_files():
@@ -218,7 +241,7 @@ def data_statistics_files():
 
 
 def table_inputs(wildcards):
-    inputs = {"code": REPORT_CODE}
+    inputs = {}
     if wildcards.table == "comparisons":
         inputs["comparisons"] = "results/metrics/comparisons.parquet"
     elif wildcards.table == "data":

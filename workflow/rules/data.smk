@@ -8,15 +8,14 @@ localrules:
 
 
 rule synthetic_twin:
-    input:
-        # the twins' word pools and generators: editing them regenerates the twins, and so reruns
-        # what reads them (their normalised splits, the built-in model, the extractions)
-        code=[str(SRC / "twins.py"), str(SRC / "config.py")],
     output:
         train="resources/synthetic/{twin}/train.parquet",
         eval="resources/synthetic/{twin}/eval.parquet",
     params:
         synthetic=config["synthetic"],
+        # the twins' word pools and generators: editing them regenerates the twins, and so reruns
+        # what reads them (their normalised splits, the built-in model, the extractions)
+        code=TWIN_CODE,
     conda:
         "../../envs/analysis.yaml"
     log:
@@ -28,12 +27,12 @@ rule synthetic_twin:
 rule prepare_task:
     input:
         unpack(synthetic_source),
-        code=[str(SRC / "data.py"), str(SRC / "config.py")],
     output:
         train="resources/datasets/{task}/train.parquet",
         eval="resources/datasets/{task}/eval.parquet",
     params:
         task=task_config,
+        code=DATA_CODE,
     conda:
         "../../envs/models.yaml"
     log:

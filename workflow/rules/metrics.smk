@@ -12,13 +12,13 @@ localrules:
 rule score_run:
     input:
         unpack(setting_caches),
-        code=METRICS_CODE,
     output:
         scores="results/metrics/runs/{model}/{variant}/{task}/seed{seed}/{method}.parquet",
         examples="results/metrics/examples/{model}/{variant}/{task}/seed{seed}/{method}.parquet",
     wildcard_constraints:
         method=_names_regex(METHODS),
     params:
+        code=METRICS_CODE,
         random_seed=config["random_baseline_seed"],
         statistics=config["statistics"],
     conda:
@@ -33,12 +33,12 @@ rule aggregate_metrics:
     input:
         runs=all_run_metrics(),
         examples=all_run_examples(),
-        code=METRICS_CODE,
     output:
         runs="results/metrics/runs.parquet",
         summary="results/metrics/summary.parquet",
         csv="results/metrics/summary.csv",
     params:
+        code=METRICS_CODE,
         statistics=config["statistics"],
     conda:
         "../../envs/analysis.yaml"
@@ -51,11 +51,11 @@ rule aggregate_metrics:
 rule compare_methods:
     input:
         examples=all_run_examples(),
-        code=METRICS_CODE,
     output:
         table="results/metrics/comparisons.parquet",
         csv="results/metrics/comparisons.csv",
     params:
+        code=METRICS_CODE,
         statistics=config["statistics"],
     conda:
         "../../envs/analysis.yaml"
@@ -68,10 +68,10 @@ rule compare_methods:
 rule data_statistics:
     input:
         files=[path for task in data_statistics_files().values() for path in task.values()],
-        code=METRICS_CODE,
     output:
         "results/metrics/data_statistics.parquet",
     params:
+        code=METRICS_CODE,
         tasks=data_statistics_files(),
     conda:
         "../../envs/analysis.yaml"

@@ -8,7 +8,6 @@ localrules:
 rule build_builtin_model:
     input:
         train=expand("resources/synthetic/{twin}/train.parquet", twin=BUILTIN_TASKS),
-        code=MODEL_CODE,
     output:
         directory("resources/models/{model}/trained"),
     wildcard_constraints:
@@ -16,6 +15,7 @@ rule build_builtin_model:
     params:
         spec=model_spec,
         twins=BUILTIN_TASKS,
+        code=MODEL_CODE,
     threads: 2
     # pretrained on a GPU where the config's device is one; the weights are initialised on the CPU
     resources:
@@ -48,13 +48,13 @@ rule download_model:
 rule make_variant:
     input:
         trained=trained_model_dir,
-        code=[str(SRC / "models.py")],
     output:
         directory("resources/models/{model}/{variant}"),
     wildcard_constraints:
         variant="untrained|trained_embeddings|layernorm_only",
     params:
         seed=config["variant_seed"],
+        code=VARIANT_CODE,
     resources:
         mem_mb=8000,
         runtime=30,

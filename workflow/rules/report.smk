@@ -13,7 +13,7 @@ rule table:
         unpack(table_inputs),
     output:
         report(
-            multiext("reports/tables/{table}", ".md", ".tex", ".csv"),
+            multiext(f"{REPORT_DIR}/tables/{{table}}", ".md", ".tex", ".csv"),
             caption="../report/tables.rst",
             category="Tables",
             labels={"table": "{table}", "format": "md / tex / csv"},
@@ -21,6 +21,7 @@ rule table:
     wildcard_constraints:
         table="|".join(TABLES),
     params:
+        code=REPORT_CODE,
         model=REPORT_MODEL,
         variant=REPORT_VARIANT,
         methods=REPORT_METHODS,
@@ -46,13 +47,13 @@ rule figure:
         unpack(figure_inputs),
     output:
         png=report(
-            "reports/figures/{figure}.png",
+            f"{REPORT_DIR}/figures/{{figure}}.png",
             caption="../report/figures.rst",
             category="Figures",
             labels={"figure": "{figure}", "format": "PNG"},
         ),
         pdf=report(
-            "reports/figures/{figure}.pdf",
+            f"{REPORT_DIR}/figures/{{figure}}.pdf",
             caption="../report/figures.rst",
             category="Figures",
             labels={"figure": "{figure}", "format": "PDF"},
@@ -60,6 +61,7 @@ rule figure:
     wildcard_constraints:
         figure=_names_regex(FIGURES),
     params:
+        code=FIGURE_CODE,
         figure=figure_params,
         about=figure_about,
     conda:
@@ -73,10 +75,10 @@ rule figure:
 # `snakemake figures` renders every figure the config plans.
 rule figures:
     input:
-        expand("reports/figures/{figure}.{ext}", figure=FIGURES, ext=["png", "pdf"]),
+        expand(f"{REPORT_DIR}/figures/{{figure}}.{{ext}}", figure=FIGURES, ext=["png", "pdf"]),
 
 
 # `snakemake tables` renders every table the config plans.
 rule tables:
     input:
-        expand("reports/tables/{table}.{ext}", table=TABLES, ext=["md", "tex", "csv"]),
+        expand(f"{REPORT_DIR}/tables/{{table}}.{{ext}}", table=TABLES, ext=["md", "tex", "csv"]),

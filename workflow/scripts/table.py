@@ -9,4 +9,6 @@ from icl_gd.runtime import log_to
 log_to(snakemake.log[0])
 from icl_gd import report
 
-report.write_table(snakemake.wildcards.table, dict(snakemake.input.items()), snakemake.output[0], **snakemake.params)
+# `code` is there for the rerun trigger only
+params = {key: value for key, value in snakemake.params.items() if key != "code"}
+report.write_table(snakemake.wildcards.table, dict(snakemake.input.items()), snakemake.output[0], **params)
