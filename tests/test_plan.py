@@ -145,3 +145,12 @@ def test_an_extraction_reads_its_run_spec_whole_and_nothing_else_of_the_config(s
     assert spec.read == set(spec), set(spec) - spec.read
     assert "config" not in extract.run.__code__.co_varnames[: extract.run.__code__.co_argcount + extract.run.__code__.co_kwonlyargcount]
     assert run_extraction  # the tests' own helper plans its runs the same way
+
+
+def test_figures_are_told_each_methods_kind():
+    named = config(variants={"trained": ["vanilla", "causal"]},
+                   methods={"vanilla": {"kind": "gd"}, "causal": {"kind": "lcgd"}},
+                   statistics={"baseline_method": "vanilla"})
+    for figure in ("per_layer", "alpha"):
+        assert plan.figure_params(named, figure)["kinds"] == {"vanilla": "gd", "causal": "lcgd"}
+    assert "kinds" not in plan.figure_params(named, "grad_norms")

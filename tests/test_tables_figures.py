@@ -685,3 +685,13 @@ def test_models_figure(runs):
     assert "no data" in _texts(alpha_ax)  # the runs hold no alpha
     assert alpha_ax.get_xlabel() == "Model"
     figures.plt.close(fig)
+
+
+def test_method_colours_follow_the_kind_not_the_name():
+    from icl_gd import figures
+
+    by_name = figures._method_colors(["gd", "lcgd", "lcgd_clip"])
+    assert by_name["gd"] == "tab:orange" and by_name["lcgd"] == "tab:blue" and by_name["lcgd_clip"] not in ("tab:orange", "tab:blue")
+    named = figures._method_colors(["vanilla", "causal", "causal_clip"], {"vanilla": "gd", "causal": "lcgd", "causal_clip": "lcgd"})
+    assert named["vanilla"] == "tab:orange" and named["causal"] == "tab:blue"
+    assert named["causal_clip"] not in ("tab:orange", "tab:blue")

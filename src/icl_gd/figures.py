@@ -116,11 +116,19 @@ def _check(df: pd.DataFrame, required: Sequence[str], what: str, model: str | No
     return out
 
 
-def _method_colors(methods: Sequence[str]) -> dict[str, str]:
+def _method_colors(methods: Sequence[str], kinds: dict[str, str] | None = None) -> dict[str, str]:
+    """Paper 001's colours by a method's kind, not its name (names are the user's): the first
+    method of kind gd orange, of kind lcgd blue; every other method a colour of the cycle."""
+    kinds = kinds or {}
+    fixed: dict[str, str] = {}
+    for method in methods:
+        color = _METHOD_COLORS.get(kinds.get(method, method))
+        if color is not None and color not in fixed.values():
+            fixed[method] = color
     cycle = [f"C{i}" for i in range(len(plt.rcParams["axes.prop_cycle"].by_key()["color"]))]
-    taken = {"C0", "C1"} | {_METHOD_COLORS[m] for m in methods if m in _METHOD_COLORS}  # tab:blue / tab:orange
+    taken = {"C0", "C1"} | set(fixed.values())  # tab:blue / tab:orange
     others = iter([c for c in cycle if c not in taken] + cycle * 4)
-    return {m: _METHOD_COLORS.get(m) or next(others) for m in methods}
+    return {m: fixed.get(m) or next(others) for m in methods}
 
 
 def _no_data(ax, text: str = _NO_DATA) -> None:
@@ -265,6 +273,7 @@ def per_layer_figure(
     *,
     tasks: Sequence[str] | None = None,
     ci_level: float = 0.95,
+    kinds: dict[str, str] | None = None,
 ) -> Figure:
     """Paper 001 Fig. 3: one panel per metric (stacked, shared layer axis), x = layer,
     y = metric; one line per method at the mean over all runs (tasks x seeds) of that layer's
@@ -302,7 +311,7 @@ def per_layer_figure(
     axes = axes[:, 0]
     spread = 0.2 if len(methods) > 1 else 0.0  # dodge the methods so error bars don't overlap
     offsets = np.linspace(-spread / 2, spread / 2, len(methods)) if methods else []
-    colors = _method_colors(methods)
+    colors = _method_colors(methods, kinds)
 
     handles: dict[str, object] = {}
     used_std = used_ci = False
@@ -415,6 +424,7 @@ def alpha_figure(
     baseline: str = "gd",
     tasks: Sequence[str] | None = None,
     ci_level: float = 0.95,
+    kinds: dict[str, str] | None = None,
 ) -> Figure:
     """Paper 001 Fig. 2: alpha = cos(m_method − m_ZSL, m_baseline − m_ZSL) averaged over layers,
     per task (x, paper order), one bar per method (a ``BarContainer`` labelled with the method),
@@ -427,7 +437,7 @@ def alpha_figure(
         tasks = order_tasks(df["task"].dropna().unique())
     tasks = list(tasks)
     stats = _summary_stats(df, ["task", "method"])
-    colors = _method_colors(methods)
+    colors = _method_colors(methods, kinds)
 
     fig, ax = plt.subplots(figsize=(max(5.0, 0.9 * len(tasks) + 2.5), 3.8), layout="constrained")
     ax.axhline(0.0, color="0.6", lw=0.8)
@@ -701,6 +711,7 @@ def models_figure(
     *,
     tasks: Sequence[str] | None = None,
     ci_level: float = 0.95,
+    kinds: dict[str, str] | None = None,
 ) -> Figure:
     """Layer-mean metrics per model (x, in the given order), one bar per method (a
     ``BarContainer`` labelled with the method), one panel per metric (stacked); each bar is the
@@ -716,7 +727,7 @@ def models_figure(
         df = df[df["task"].isin(list(tasks))]
     stats = _runs_stats(df, ["model", "method", "metric"])
     lookup = {k: (r["mean"], r["lower"], r["upper"], bool(r["from_ci"])) for k, r in stats.iterrows()}
-    colors = _method_colors(methods)
+    colors = _method_colors(methods, kinds)
     n_tasks = df["task"].nunique()
 
     n = max(len(metrics), 1)

@@ -201,6 +201,8 @@ def figure_params(config: dict, figure: str) -> dict:
     params = dict(model=report_model(config), variant=report_variant(config), methods=report_methods(config))
     if figure in ("per_layer", "accuracy", "alpha", "lr_sweep", "models"):
         params["ci_level"] = config["statistics"]["ci_level"]
+    if figure in ("per_layer", "alpha", "models"):  # colours follow a method's kind, not its name
+        params["kinds"] = {m: cfg.method_spec(config, m)["kind"] for m in params["methods"]}
     if figure == "alpha":
         params["baseline"] = report_baseline(config)
     if figure == "lr_sweep":

@@ -97,8 +97,10 @@ def write_figures(
     train_logs: list[str] = (),
     lr_sweep: list[dict] = (),
     models: list[str] = (),
+    kinds: dict[str, str] | None = None,
 ) -> None:
-    """Each output stem names its figure. ``methods`` are the report variant's; alpha shows those
+    """Each output stem names its figure. ``methods`` are the report variant's (``kinds``: each
+    one's kind, which picks its colour: names are the user's); alpha shows those
     compared with ``baseline``; the gradient norms come from ``train_logs`` (one task and seed);
     ``lr_sweep`` rows are (group, method, task, lr); ``models`` is the models figure's order.
     The metrics tables are read only by the figures that need them (the gradient-norm job has no
@@ -106,17 +108,17 @@ def write_figures(
     runs = functools.cache(lambda: pd.read_parquet(runs_path))
     summary = functools.cache(lambda: pd.read_parquet(summary_path))
     builders = {
-        "per_layer": lambda: figures.per_layer_figure(runs(), model, variant=variant, methods=methods, ci_level=ci_level),
+        "per_layer": lambda: figures.per_layer_figure(runs(), model, variant=variant, methods=methods, ci_level=ci_level, kinds=kinds),
         "accuracy": lambda: figures.accuracy_figure(summary(), model, variant=variant, method=methods[0], ci_level=ci_level),
         "alpha": lambda: figures.alpha_figure(
             summary(), model, variant=variant, methods=[m for m in methods if m != baseline],
-            baseline=baseline, ci_level=ci_level),
+            baseline=baseline, ci_level=ci_level, kinds=kinds),
         "grad_norms": lambda: _grad_norm_figure(list(train_logs), model=model, variant=variant),
         "prediction_changes": lambda: figures.prediction_changes_figure(summary(), model, variant=variant, methods=methods),
         "lr_sweep": lambda: figures.lr_sweep_figure(
             summary(), model, pd.DataFrame(list(lr_sweep), columns=["group", "method", "task", "lr"]),
             variant=variant, ci_level=ci_level),
-        "models": lambda: figures.models_figure(runs(), models, variant=variant, methods=methods, ci_level=ci_level),
+        "models": lambda: figures.models_figure(runs(), models, variant=variant, methods=methods, ci_level=ci_level, kinds=kinds),
     }
     for name, stem in _stems(outputs).items():
         figures.write_figure(builders[name](), stem)
