@@ -304,7 +304,8 @@ def _numeric_keys(node, schema, path=()):
 def _with(path, value):
     """A config that sets one key (in a sample model 'x' / method 'x' / task sst2 where in a map)."""
     base = {"methods": {"gd": {"kind": "gd"}, "lcgd": {"kind": "lcgd"}, "x": {"kind": "gd"}},
-            "models": {"x": {"source": "builtin"}}, "tasks": {"sst2": {}}}
+            "models": {"x": {"source": "builtin"}}, "tasks": {"sst2": {}},
+            "k": 1}  # below the twins' smallest size, which another key's bound may set
     node = base
     for part in path[:-1]:
         part = "sst2" if part == "x" and node is base.get("tasks") else part
@@ -338,3 +339,9 @@ def test_every_numeric_key_takes_its_bounds_and_refuses_past_them_by_name(schema
 def test_cross_key_limits_of_the_builtin_model_are_named(schema):
     with pytest.raises(ConfigError, match=r"models\.x\.n_embd: 10 does not split into n_head = 4"):
         validate(schema, models={"x": {"source": "builtin", "n_embd": 10, "n_head": 4}})
+
+
+def test_more_demonstrations_than_the_twins_hold_is_named(schema):
+    with pytest.raises(ConfigError, match=r"k: 32 demonstrations a seed, but the synthetic twins \(sst2\) have synthetic.n_train = 8"):
+        validate(schema, tasks={"sst2": {"source": "synthetic"}}, synthetic={"n_train": 8})
+    validate(schema, tasks={"sst2": {"source": "synthetic"}}, synthetic={"n_train": 8}, k=8)

@@ -163,7 +163,8 @@ def run(spec: dict, *, model_name: str, variant: str, model_dir: str, train_path
     if 1 + longest > max_len:
         raise prompts.PromptError(
             f"task {task!r}: the longest evaluation prompt is {longest} tokens, over the model's "
-            f"context of {max_len}; shorten the template or drop long examples"
+            f"context of {max_len}; use a model with a longer context (the built-in model's n_positions), "
+            "shorten the template or drop long examples"
         )
     identity = {
         "model": model_name, "variant": variant, "task": task, "seed": seed, "setting": setting,

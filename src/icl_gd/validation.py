@@ -55,6 +55,13 @@ def check_names(config: dict) -> None:
             raise ConfigError(f"tasks.{task}: source hub needs a hub_id (a dataset id on the hub, e.g. nyu-mll/glue)")
         if spec.source == "local" and not spec.path:
             raise ConfigError(f"tasks.{task}: source local needs a path (a folder of <split>.parquet|jsonl|csv files)")
+    synthetic = [t for t in config.get("tasks", {}) if task_spec(config, t).source == "synthetic"]
+    n_train = config.get("synthetic", {}).get("n_train")
+    if synthetic and n_train is not None and config.get("k", 0) > n_train:
+        raise ConfigError(
+            f"k: {config['k']} demonstrations a seed, but the synthetic twins ({', '.join(synthetic)}) have "
+            f"synthetic.n_train = {n_train} training rows; raise synthetic.n_train or lower k"
+        )
     baseline = config.get("statistics", {}).get("baseline_method")
     if baseline is not None and baseline not in config.get("methods", {}):
         raise ConfigError(
