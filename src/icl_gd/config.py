@@ -9,7 +9,7 @@ from __future__ import annotations
 import string
 from dataclasses import dataclass, field
 
-# The reference protocol (docs/protocol.md, "Datasets" and "Settings"). Hub ids are the current
+# The reference protocol (docs/protocol.md, "Tasks and data"). Hub ids are the current
 # canonical ones; the reference used the legacy ids of the same data.
 TASK_PRESETS: dict[str, dict] = {
     "sst2": {
