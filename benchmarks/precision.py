@@ -104,7 +104,7 @@ def main() -> None:
         for metric in COMPARED:
             value, low, high = exact[metric]
             cells.append(f"{value:+.4f} / {stored[metric][0] - value:+.1e} / {(high - low) / 2:.1e}")
-        lr = cfg.learning_rate(run_config(task, args.method, "float32", 1, "cpu"), task, args.method)
+        lr = cfg.learning_rate(config, task, args.method)
         print(f"{task:8s} {lr:8.2g} {np.nanmean(per_layer):15.4f} {np.nanmin(per_layer):12.4f} {ratio:11.3f}   "
               + "   ".join(cells) + f"   ({time.time() - started:.0f} s)", flush=True)
 

@@ -109,13 +109,16 @@ def _repeat_kv(tensor: torch.Tensor, heads: int) -> torch.Tensor:
     return tensor if tensor.shape[1] == heads else tensor.repeat_interleave(heads // tensor.shape[1], dim=1)
 
 
+def _softcap(scores: torch.Tensor, cap: float | None) -> torch.Tensor:
+    """Gemma 2's logit soft-capping, tanh(s / c) * c; the scores as they are without a cap."""
+    return scores if cap is None else torch.tanh(scores / cap) * cap
+
+
 def _masked_scores(query, key, attention_mask, scale, softcap=None) -> torch.Tensor:
     """Float scores q.k * scale (soft-capped: tanh(s / c) * c, before the mask, as Gemma 2 does),
     masked: causal aligned to the last key unless a mask is given (boolean: True attends; float:
     added)."""
-    scores = torch.matmul(query, _repeat_kv(key, query.shape[1]).transpose(-1, -2)).float() * scale
-    if softcap is not None:
-        scores = torch.tanh(scores / softcap) * softcap
+    scores = _softcap(torch.matmul(query, _repeat_kv(key, query.shape[1]).transpose(-1, -2)).float() * scale, softcap)
     if attention_mask is None:
         q_len, k_len = scores.shape[-2:]
         attention_mask = torch.ones(q_len, k_len, dtype=torch.bool, device=scores.device).tril(k_len - q_len)
@@ -169,12 +172,13 @@ def _prefix_attention(query, key, value, prefix_keys, prefix_values, attention_m
     s_chunk = _masked_scores(query, key, attention_mask, scale, softcap)  # (batch, heads, q, q)
     top = torch.maximum(s_prefix.amax(-1).transpose(0, 1), s_chunk.amax(-1)).unsqueeze(-1)  # (b, h, q, 1)
     if sinks is not None:
-        top = torch.maximum(top, sinks.float().view(1, -1, 1, 1))
+        sinks = sinks.float().view(1, -1, 1, 1)
+        top = torch.maximum(top, sinks)
     e_prefix = s_prefix.sub_(top.transpose(0, 1)).exp_()  # (heads, batch, q, prefix)
     e_chunk = (s_chunk - top).exp()
     total = e_prefix.sum(-1).transpose(0, 1).unsqueeze(-1) + e_chunk.sum(-1, keepdim=True)
     if sinks is not None:
-        total = total + (sinks.float().view(1, -1, 1, 1) - top).exp()
+        total = total + (sinks - top).exp()
     from_prefix = torch.bmm(e_prefix.reshape(heads, batch * q_len, -1).to(value.dtype), prefix_values[0])
     from_prefix = from_prefix.view(heads, batch, q_len, d_head).transpose(0, 1)
     out = (from_prefix + torch.matmul(e_chunk.to(value.dtype), value)) / total.to(value.dtype)
@@ -209,9 +213,7 @@ def _capture_attention(module, query, key, value, attention_mask, scaling=None, 
         scores = torch.einsum("bhd,bhkd->bhk", rows, _repeat_kv(key, heads).float()) * scale
         if prefix is not None:  # keys are absolute positions: the shared prefix comes first
             scores = torch.cat([torch.einsum("bhd,hkd->bhk", rows, prefix[0][0].float()) * scale, scores], dim=-1)
-        if softcap is not None:  # what the softmax sees, before any mask
-            scores = torch.tanh(scores / softcap) * softcap
-        rec.attn_scores[layer] = realize(scores)
+        rec.attn_scores[layer] = realize(_softcap(scores, softcap))  # what the softmax sees, before any mask
     if prefix is not None:
         return _prefix_attention(query, key, value, *prefix, attention_mask, scaling, softcap, s_aux, rec.window.get(layer))
     if softcap is not None or s_aux is not None or _is_dual(query) or _is_dual(key) or _is_dual(value):

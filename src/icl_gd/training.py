@@ -250,6 +250,7 @@ def finetune(model, sequences: list[list[int]], *, lr: float, kind: str, clip_gr
     # every sequence moves to the device once, not with a blocking copy per step
     flat = torch.tensor([t for seq in sequences for t in seq], device=device)
     ends = np.cumsum([len(seq) for seq in sequences]).tolist()
+    lr_on_device = torch.tensor(lr, device=device, dtype=torch.float64)  # once, not a copy per step
     losses, norms, finite = [], [], []
     for start, end in zip([0] + ends[:-1], ends):
         ids = flat[start:end][None]
@@ -273,7 +274,7 @@ def finetune(model, sequences: list[list[int]], *, lr: float, kind: str, clip_gr
             loss_scale /= 2  # float16 overflow: redo the step at half the scale
             log.info("step %d: float16 gradients overflowed; loss scale now %g", len(losses), loss_scale)
         # a non-finite step is skipped without asking the GPU: its gradients count as zero
-        factor = torch.where(ok, torch.tensor(lr, device=device, dtype=torch.float64), 0.0)
+        factor = torch.where(ok, lr_on_device, 0.0)
         if clip_grad_norm is not None:
             factor = factor * torch.clamp(clip_grad_norm / total, max=1.0)
         grads = [torch.where(ok, g, 0.0) for g in grads]

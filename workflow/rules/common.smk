@@ -2,7 +2,6 @@
 # why (the runs, the report's tables and figures, the pairings) is planned in icl_gd/plan.py.
 
 import hashlib
-import json
 import re
 import sys
 from pathlib import Path
@@ -23,8 +22,8 @@ if not workflow.overwrite_configfiles:
 
 
 
-with open(Path(workflow.basedir) / "workflow/schemas/config.schema.yaml") as _schema:
-    _validated = validation.validate(config, yaml.safe_load(_schema))
+_SCHEMA = yaml.safe_load((Path(workflow.basedir) / "workflow/schemas/config.schema.yaml").read_text())
+_validated = validation.validate(config, _SCHEMA)
 config.clear()
 config.update(_validated)
 
@@ -165,8 +164,7 @@ REPORT_VARIANT = plan.report_variant(config)
 REPORT_METHODS = plan.report_methods(config)
 TABLES = plan.tables(config)
 FIGURES = plan.figures(config)
-with open(Path(workflow.basedir) / "workflow/schemas/config.schema.yaml") as _schema:
-    _GRAD_NORM_DEFAULT = yaml.safe_load(_schema)["properties"]["report"]["properties"]["grad_norm_task"]["default"]
+_GRAD_NORM_DEFAULT = _SCHEMA["properties"]["report"]["properties"]["grad_norm_task"]["default"]
 
 
 def grad_norm_run():
