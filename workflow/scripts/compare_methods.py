@@ -3,7 +3,7 @@
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(snakemake.scriptdir).parents[1] / "src"))
+sys.path.insert(0, str(Path(snakemake.scriptdir).resolve().parents[1] / "src"))
 from icl_gd.runtime import log_to
 
 log_to(snakemake.log[0])

@@ -4,7 +4,7 @@ intervals; and the run's per-example values, for the aggregate's intervals and t
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(snakemake.scriptdir).parents[1] / "src"))
+sys.path.insert(0, str(Path(snakemake.scriptdir).resolve().parents[1] / "src"))
 from icl_gd.runtime import log_to
 
 log_to(snakemake.log[0])
