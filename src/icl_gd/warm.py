@@ -327,7 +327,8 @@ def _run_job(request: dict, fds: list[int]) -> None:
         if "numpy.random" in sys.modules:  # a process of its own would have drawn a fresh seed
             sys.modules["numpy.random"].seed()
         sys.stdin = sys.__stdin__ = open(0, closefd=False)
-        sys.stdout = sys.__stdout__ = open(1, "w", closefd=False)
+        unbuffered = bool(os.environ.get("PYTHONUNBUFFERED"))  # as for `python -u`, near enough
+        sys.stdout = sys.__stdout__ = open(1, "w", buffering=1 if unbuffered else -1, closefd=False)
         sys.stderr = sys.__stderr__ = open(2, "w", buffering=1, errors="backslashreplace", closefd=False)
         sys.argv = list(request["argv"])
         sys.path[0] = os.path.dirname(request["script"])  # as `python script` sets it
