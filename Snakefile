@@ -24,5 +24,14 @@ rule all:
     default_target: True
 
 
+onstart:
+    start_warm_worker()
+
+
 onsuccess:
+    stop_warm_worker()
     remove_stale_reports()
+
+
+onerror:
+    stop_warm_worker()

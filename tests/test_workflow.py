@@ -258,6 +258,25 @@ def test_every_table_agrees_with_the_aggregated_metrics(finished_run):
 
 
 @pytest.mark.slow
+def test_the_jobs_ran_in_the_warm_worker_which_stopped(finished_run):
+    """The run's jobs ran in copies of the warm worker (those that started before it was ready
+    ran in place); it stopped after the run, and a dry run starts none."""
+    log = finished_run / "results/logs/warm_worker.log"
+    text = log.read_text()
+    assert "serving on" in text and text.rstrip().endswith("stopped")
+    assert text.count(" exited 0 ") >= 10 and " exited 1" not in text
+    before = log.stat().st_mtime_ns
+    (finished_run / "results/reports/tables/accuracy.md").unlink()  # a job for the dry run to plan
+    try:
+        assert jobs_planned(finished_run) == {"table": 1, "all": 1}
+        snakemake(finished_run, "--lint")
+        assert log.stat().st_mtime_ns == before  # neither started a worker
+    finally:
+        snakemake(finished_run, "--cores", "1")
+    assert log.stat().st_mtime_ns != before  # the run did
+
+
+@pytest.mark.slow
 def test_nothing_to_do_after_a_run_and_metric_edits_rerun_only_metrics(finished_run):
     assert jobs_planned(finished_run) == {}
     metrics_py = finished_run / "src/icl_gd/metrics.py"

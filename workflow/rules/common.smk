@@ -2,6 +2,7 @@
 # why (the runs, the report's tables and figures, the pairings) is planned in icl_gd/plan.py.
 
 import hashlib
+import os
 import re
 import sys
 from pathlib import Path
@@ -11,7 +12,7 @@ import yaml
 sys.path.insert(0, str(Path(workflow.basedir) / "src"))  # works before `pip install -e .` too
 
 from icl_gd import config as cfg
-from icl_gd import labels, plan, runtime, validation
+from icl_gd import labels, plan, runtime, validation, warm
 
 
 # A config file named on the command line replaces config.yaml rather than being merged into it:
@@ -221,6 +222,25 @@ def remove_stale_reports():
             if path.resolve() not in planned:
                 path.unlink()
                 print(f"removed {path}: not a table or figure of this config", file=sys.stderr)
+
+
+_WARM = {}
+
+
+def start_warm_worker():
+    """The worker that runs this run's jobs with the libraries already imported (icl_gd/warm.py),
+    announced to them in the environment they inherit. Local runs only: a SLURM job or a conda
+    env runs a Python of its own. The jobs that start before it has finished its imports run as
+    they would without it."""
+    local = getattr(workflow.executor_plugin, "name", "local") == "local"
+    if config["warm_worker"] and warm.enabled() and local and not workflow.deployment_settings.deployment_method:
+        _WARM["socket"] = os.environ[warm.SOCKET_ENV] = warm.start_server("results/logs/warm_worker.log")
+
+
+def stop_warm_worker():
+    if "socket" in _WARM:
+        os.environ.pop(warm.SOCKET_ENV, None)
+        warm.stop_server(_WARM.pop("socket"))
 
 
 def data_statistics_files():
