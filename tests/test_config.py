@@ -121,6 +121,14 @@ def test_schema_errors_name_the_key(schema, extra, names):
         assert name in str(err.value)
 
 
+def test_a_boolean_given_on_the_command_line_is_read_as_one(schema):
+    assert validate(schema)["warm_worker"] is True
+    for given, read in [("false", False), ("False", False), (False, False), ("true", True)]:
+        assert validate(schema, warm_worker=given)["warm_worker"] is read
+    with pytest.raises(ConfigError, match="warm_worker"):
+        validate(schema, warm_worker="maybe")
+
+
 def test_variant_listing_an_undefined_method(schema):
     with pytest.raises(ConfigError, match=r"variants\.trained lists method 'sgd'"):
         validate(schema, variants={"trained": ["gd", "sgd"]})

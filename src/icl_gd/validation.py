@@ -105,6 +105,10 @@ def validate(config: dict, schema: dict) -> dict:
     import jsonschema
 
     config = copy.deepcopy(config)
+    # `--config key=false` arrives as the string 'false': Snakemake reads only True and False as booleans
+    for key, sub in schema.get("properties", {}).items():
+        if sub.get("type") == "boolean" and str(config.get(key)).lower() in ("true", "false"):
+            config[key] = str(config[key]).lower() == "true"
     errors = sorted(jsonschema.Draft7Validator(schema).iter_errors(config), key=lambda e: list(e.path))
     if errors:
         err = min(errors, key=lambda e: len(e.path))
