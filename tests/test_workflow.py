@@ -59,9 +59,9 @@ def snakemake(workdir: Path, *args: str, check: bool = True) -> subprocess.Compl
     return proc
 
 
-def jobs_planned(workdir: Path) -> dict[str, int]:
+def jobs_planned(workdir: Path, *args: str) -> dict[str, int]:
     """Rule -> job count of a dry run."""
-    out = snakemake(workdir, "-n", "--cores", "1").stdout
+    out = snakemake(workdir, "-n", "--cores", "1", *args).stdout
     counts = {}
     lines = out.splitlines()
     if "job" in "".join(lines) and "total" in out:
@@ -274,6 +274,7 @@ def test_the_jobs_ran_in_the_warm_worker_which_stopped(finished_run):
     finally:
         snakemake(finished_run, "--cores", "1")
     assert log.stat().st_mtime_ns != before  # the run did
+    assert jobs_planned(finished_run, "--config", "warm_worker=false") == {}  # switching it off reruns nothing
 
 
 @pytest.mark.slow

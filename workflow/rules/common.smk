@@ -196,7 +196,8 @@ def figure_about(wildcards):
     ]
     about = dict(
         configfiles=files,
-        overrides=", ".join(f"{k}={v}" for k, v in workflow.config_settings.config.items()),  # --config
+        # --config, but for warm_worker: how jobs start is no part of a figure, and must rerun none
+        overrides=", ".join(f"{k}={v}" for k, v in workflow.config_settings.config.items() if k != "warm_worker"),
         seeds={task: cfg.task_seeds(config, task) for task in TASKS},
     )
     if wildcards.figure == "grad_norms":
