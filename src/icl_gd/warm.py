@@ -109,7 +109,10 @@ def delegate() -> None:
         return
     # From here the script runs in the worker. A SIGTERM or Ctrl-C that ends this process closes
     # the connection, and the worker then kills the job.
-    status = _recv_exactly(sock, _STATUS.size)
+    try:
+        status = _recv_exactly(sock, _STATUS.size)
+    except OSError:  # reset: the worker was killed
+        status = None
     if status is None:
         sys.exit(f"icl_gd.warm: the worker at {path} ended before the job did")
     sys.exit(_STATUS.unpack(status)[0])
