@@ -89,10 +89,10 @@ def test_output_and_exit_codes_are_the_scripts(server, tmp_path):
 
 def test_the_job_gets_the_clients_cwd_argv_environment_and_stdin(server, tmp_path):
     job = script(tmp_path, """
-        import tempfile
+        import json, tempfile
         print(json.dumps([IN_WORKER, os.getcwd(), sys.argv[1:], os.environ.get("MY_VAR"), sys.stdin.read(),
                           tempfile.gettempdir(), __name__]))
-    """.replace("import tempfile", "import json, tempfile"))
+    """)
     workdir = tmp_path / "work"
     (workdir / "tmp").mkdir(parents=True)
     done = client(server, job, "a", "b c", cwd=workdir, env={"MY_VAR": "42", "TMPDIR": str(workdir / "tmp")},
