@@ -62,3 +62,18 @@ def test_a_vocabulary_too_small_for_the_label_words_is_the_vocab_size_keys_fault
     paths = {task: str(root / f"{task}.parquet") for task in cfg.TASK_PRESETS}
     with pytest.raises(cfg.ConfigError, match=r"models\.tiny\.vocab_size: 320 tokens are too few.*'Technology'"):
         builtin.build(paths, tmp_path / "model", {**SPEC, "vocab_size": 320, "pretrain_steps": 0}, device="cpu", name="tiny")
+
+
+def test_the_qwen2_builtin_slides_its_first_layers_and_learns(built, tmp_path):
+    """architecture: qwen2 builds the sliding-window model the default config uses; it saves its
+    layer types, so that the loaded model (and the recorder, which reads the mask) slides too."""
+    root = built[0].parent
+    paths = {task: str(root / f"{task}.parquet") for task in cfg.TASK_PRESETS}
+    spec = {**SPEC, "n_layer": 3, "architecture": "qwen2", "sliding_window": 24, "sliding_layers": 2,
+            "pretrain_lr": 1e-2, "pretrain_label_weight": 5}
+    summary = builtin.build(paths, tmp_path / "model", spec, device="cpu")
+    model = models.load_model(tmp_path / "model", device="cpu")
+    assert model.config.model_type == "qwen2"
+    assert model.config.layer_types == ["sliding_attention", "sliding_attention", "full_attention"]
+    assert model.config.sliding_window == 24 and models.context_length(model) == 256
+    assert summary["final_loss"] < summary["first_loss"] - 0.5

@@ -312,7 +312,7 @@ def _numeric_keys(node, schema, path=()):
 def _with(path, value):
     """A config that sets one key (in a sample model 'x' / method 'x' / task sst2 where in a map)."""
     base = {"methods": {"gd": {"kind": "gd"}, "lcgd": {"kind": "lcgd"}, "x": {"kind": "gd"}},
-            "models": {"x": {"source": "builtin"}}, "tasks": {"sst2": {}},
+            "models": {"x": {"source": "builtin", "architecture": "qwen2"}}, "tasks": {"sst2": {}},
             "k": 1}  # below the twins' smallest size, which another key's bound may set
     node = base
     for part in path[:-1]:
@@ -347,6 +347,10 @@ def test_every_numeric_key_takes_its_bounds_and_refuses_past_them_by_name(schema
 def test_cross_key_limits_of_the_builtin_model_are_named(schema):
     with pytest.raises(ConfigError, match=r"models\.x\.n_embd: 10 does not split into n_head = 4"):
         validate(schema, models={"x": {"source": "builtin", "n_embd": 10, "n_head": 4}})
+    with pytest.raises(ConfigError, match=r"models\.x\.sliding_window: a GPT-2 attends to the whole context; set architecture: qwen2"):
+        validate(schema, models={"x": {"source": "builtin", "sliding_window": 24}})
+    with pytest.raises(ConfigError, match=r"models\.x\.sliding_layers: 5 sliding layers, but the model has n_layer = 4"):
+        validate(schema, models={"x": {"source": "builtin", "architecture": "qwen2", "sliding_window": 24, "sliding_layers": 5}})
 
 
 def test_more_demonstrations_than_the_twins_hold_is_named(schema):

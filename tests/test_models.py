@@ -256,3 +256,18 @@ def test_a_hub_model_that_cannot_be_fetched_names_the_key_the_id_and_the_fix(tmp
     assert "models.mymodel.id" in message and "'no-such-org/no-such-model'" in message
     assert "HF_HUB_OFFLINE is set" in message and "source: local" in message
     assert not (tmp_path / "trained").exists()
+
+
+def test_the_weighted_pretraining_loss_is_the_models_own_at_weight_one_and_counts_weighted_tokens_w_times(tokenizer):
+    model = models.build_gpt2(tokenizer, n_layer=1, n_embd=32, n_head=4, n_positions=64, seed=3)
+    ids = torch.tensor([[tokenizer.bos_token_id, 40, 41, 42, 43, 44]])
+    targets = ids.clone()
+    targets[0, -1] = -100  # a padded position is ignored
+    with torch.no_grad():
+        own = model(input_ids=ids, labels=targets).loss
+        logits = model(input_ids=ids).logits[:, :-1]
+    shifted = targets[:, 1:]
+    assert torch.allclose(models._weighted_loss(logits, shifted, [], 1.0), own, atol=1e-6)
+    per_token = torch.nn.functional.cross_entropy(logits[0, :4], shifted[0, :4], reduction="none")
+    expected = (per_token.sum() + 2 * per_token[1]) / 6  # token 41 counts 3 times: weights 1, 3, 1, 1
+    assert torch.allclose(models._weighted_loss(logits, shifted, [41], 3.0), expected, atol=1e-6)

@@ -1,4 +1,4 @@
-"""Models: the built-in tiny GPT-2, loading any Hugging Face causal LM, and the model variants.
+"""Models: the built-in tiny architectures, loading any Hugging Face causal LM, and the model variants.
 
 Variants (docs/protocol.md, "Model variants"):
 - ``trained``: the model as given;
@@ -76,10 +76,50 @@ def build_gpt2(tokenizer, *, n_layer: int, n_embd: int, n_head: int, n_positions
     return GPT2LMHeadModel(config)
 
 
-def pretrain(model: nn.Module, sequences: list[list[int]], *, steps: int, batch_size: int, lr: float, seed: int):
-    """Plain AdamW language-model training on token sequences (the built-in model's 'pretraining'),
-    on the model's device. Zero steps leave the model as initialised (a random model of a chosen
-    shape, as the GPU benchmark uses).
+def build_qwen2(
+    tokenizer, *, n_layer: int, n_embd: int, n_head: int, n_positions: int, seed: int,
+    sliding_window: int | None = None, sliding_layers: int = 0,
+):
+    """A randomly initialised Qwen2-architecture model (RoPE, RMSNorm, SwiGLU, tied embeddings) whose
+    first ``sliding_layers`` layers attend only to the last ``sliding_window`` tokens.
+
+    A window about one demonstration long hands every position a summary of its own sentence at
+    no cost in learning: the built-in model then learns the twins in a few hundred steps and keeps
+    its predictions at the 1024-token contexts of ICL, where a GPT-2 of the same size, trained as
+    long, stays near chance."""
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    sliding = int(sliding_layers) if sliding_window else 0
+    if sliding > n_layer:
+        raise ValueError(f"sliding_layers ({sliding}) cannot exceed n_layer ({n_layer})")
+    config = Qwen2Config(
+        vocab_size=len(tokenizer),
+        hidden_size=n_embd,
+        intermediate_size=4 * n_embd,
+        num_hidden_layers=n_layer,
+        num_attention_heads=n_head,
+        num_key_value_heads=n_head,
+        max_position_embeddings=n_positions,
+        use_sliding_window=bool(sliding),
+        sliding_window=sliding_window if sliding else None,
+        layer_types=["sliding_attention" if i < sliding else "full_attention" for i in range(n_layer)],
+        tie_word_embeddings=True,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+    )
+    torch.manual_seed(seed)
+    return Qwen2ForCausalLM(config)
+
+
+def pretrain(
+    model: nn.Module, sequences: list[list[int]], *, steps: int, batch_size: int, lr: float, seed: int,
+    weighted_ids: list[int] = (), weight: float = 1.0,
+):
+    """AdamW language-model training on token sequences (the built-in model's 'pretraining'), on the
+    model's device. Zero steps leave the model as initialised (a random model of a chosen shape, as
+    the GPU benchmark uses). Predicting a token of ``weighted_ids`` counts ``weight`` times in the
+    loss (the built-in model weighs its label words: one token in twenty of an episode).
 
     Sequences longer than the model's context are an error of the caller."""
     if steps == 0:
@@ -103,7 +143,8 @@ def pretrain(model: nn.Module, sequences: list[list[int]], *, steps: int, batch_
         # every learned position embedding is trained, not only the first few hundred.
         offset = int(torch.randint(context_length(model) - width + 1, (1,), generator=gen))
         positions = torch.arange(offset, offset + width).expand(batch_size, -1)
-        loss = model(input_ids=batch.to(device), labels=labels.to(device), position_ids=positions.to(device)).loss
+        logits = model(input_ids=batch.to(device), position_ids=positions.to(device)).logits[:, :-1]
+        loss = _weighted_loss(logits, labels[:, 1:].to(device), weighted_ids, weight)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -114,6 +155,19 @@ def pretrain(model: nn.Module, sequences: list[list[int]], *, steps: int, batch_
             log.info("pretrain step %d/%d loss %.3f", step + 1, steps, loss.item())
     model.eval()
     return losses
+
+
+def _weighted_loss(logits: torch.Tensor, targets: torch.Tensor, weighted_ids, weight: float) -> torch.Tensor:
+    """Mean next-token cross-entropy over the targets that are not -100, each target in
+    ``weighted_ids`` counting ``weight`` times."""
+    losses = nn.functional.cross_entropy(
+        logits.reshape(-1, logits.shape[-1]).float(), targets.reshape(-1), ignore_index=-100, reduction="none"
+    )
+    weights = (targets.reshape(-1) != -100).float()
+    if len(weighted_ids) and weight != 1.0:
+        weighted = torch.isin(targets.reshape(-1), torch.as_tensor(list(weighted_ids), device=targets.device))
+        weights = weights * torch.where(weighted, weight, 1.0)
+    return (losses * weights).sum() / weights.sum()
 
 
 def load_tokenizer(path: str | Path):

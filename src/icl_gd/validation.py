@@ -43,6 +43,17 @@ def check_names(config: dict) -> None:
                 f"models.{name}.n_embd: {model.get('n_embd', 64)} does not split into n_head = {model.get('n_head', 4)} "
                 "heads of equal width; make n_embd a multiple of n_head"
             )
+        if model.get("source", "builtin") == "builtin" and model.get("sliding_window"):
+            if model.get("architecture", "gpt2") != "qwen2":
+                raise ConfigError(
+                    f"models.{name}.sliding_window: a GPT-2 attends to the whole context; set architecture: qwen2 "
+                    "for sliding layers, or sliding_window: null"
+                )
+            if model.get("sliding_layers", 1) > model.get("n_layer", 4):
+                raise ConfigError(
+                    f"models.{name}.sliding_layers: {model['sliding_layers']} sliding layers, but the model has "
+                    f"n_layer = {model.get('n_layer', 4)}; use at most n_layer"
+                )
     for task in config.get("tasks", {}):
         spec = task_spec(config, task)
         if spec.source == "synthetic" and task not in TASK_PRESETS:

@@ -1,4 +1,4 @@
-# Models: the trained model (built-in tiny GPT-2, or a hub model) and its variants.
+# Models: the trained model (built-in tiny model, or a hub model) and its variants.
 
 
 localrules:

@@ -1,4 +1,4 @@
-"""Train the built-in GPT-2 and its tokenizer on the synthetic twins (on a GPU where there is one)."""
+"""Train the built-in model and its tokenizer on the synthetic twins (on a GPU where there is one)."""
 
 import sys
 from pathlib import Path
