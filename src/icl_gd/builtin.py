@@ -25,12 +25,17 @@ log = logging.getLogger(__name__)
 LABEL_WORD_REPEATS = 2000
 
 
+def _preset(task: str) -> cfg.TaskSpec:
+    """A built-in task as the protocol defines it (template, label words), whatever the config says."""
+    return cfg.task_spec({"tasks": {task: {}}}, task)
+
+
 def _corpus(frames: dict[str, pd.DataFrame]) -> list[str]:
     """Every formatted demonstration, plus each label word often enough that even a small BPE
     vocabulary learns it as one token (the protocol needs single-token label words)."""
     texts = []
     for task, frame in frames.items():
-        spec = cfg.task_spec({"tasks": {task: {}}}, task)
+        spec = _preset(task)
         for _, row in frame.iterrows():
             texts.append(prompts.format_prompt(spec, row) + " " + spec.label_words[int(row["label"])])
         texts.extend(" " + word for word in spec.label_words for _ in range(LABEL_WORD_REPEATS))
@@ -42,7 +47,7 @@ def _episodes(tokenizer, frames: dict[str, pd.DataFrame], n_episodes: int, max_l
     rng = np.random.default_rng(seed)
     encoded = {}
     for task, frame in frames.items():
-        spec = cfg.task_spec({"tasks": {task: {}}}, task)
+        spec = _preset(task)
         label_ids = prompts.label_token_ids(tokenizer, spec)
         encoded[task] = prompts.demonstration_ids(tokenizer, spec, frame, label_ids)
     tasks = sorted(encoded)
@@ -60,7 +65,7 @@ def _check_label_words(tokenizer, spec: dict, name: str) -> None:
     is the config's fault (``vocab_size``), not the tasks'."""
     split = {}
     for task in cfg.TASK_PRESETS:
-        task_spec = cfg.task_spec({"tasks": {task: {}}}, task)
+        task_spec = _preset(task)
         for word in task_spec.label_words:
             ids = tokenizer.encode(" " + word, add_special_tokens=False)
             if len(ids) != 1:
@@ -99,7 +104,7 @@ def build(train_paths: dict[str, str], out_dir: str | Path, spec: dict, device: 
     model = _architecture(tokenizer, spec).to(models.pick_device(device))
     max_len = min(spec["pretrain_len"], spec["n_positions"])
     episodes = _episodes(tokenizer, frames, n_episodes=4000, max_len=max_len, seed=spec["seed"])
-    label_ids = sorted({i for task in frames for i in prompts.label_token_ids(tokenizer, cfg.task_spec({"tasks": {task: {}}}, task))})
+    label_ids = sorted({i for task in frames for i in prompts.label_token_ids(tokenizer, _preset(task))})
     losses = models.pretrain(
         model, episodes, steps=spec["pretrain_steps"], batch_size=8, lr=spec["pretrain_lr"], seed=spec["seed"],
         weighted_ids=label_ids, weight=spec.get("pretrain_label_weight", 1.0),
