@@ -2,6 +2,7 @@
 
 import json
 
+import pandas as pd
 import pytest
 import torch
 
@@ -77,3 +78,53 @@ def test_the_qwen2_builtin_slides_its_first_layers_and_learns(built, tmp_path):
     assert model.config.layer_types == ["sliding_attention", "sliding_attention", "full_attention"]
     assert model.config.sliding_window == 24 and models.context_length(model) == 256
     assert summary["final_loss"] < summary["first_loss"] - 0.5
+
+
+@pytest.mark.parametrize("mapping", ["canonical", "flip", "permute"])
+def test_pretraining_episodes_map_classes_to_label_words_as_asked(built, mapping):
+    """Within an episode, one word per class (what ICL can read off the demonstrations); across
+    episodes, the task's own words (canonical), those or their reverse (flip), or any order (permute)."""
+    out_dir = built[0]
+    root = out_dir.parent
+    tokenizer = models.load_tokenizer(out_dir)
+    # without the rows whose text holds a newline (it becomes </s>, which here separates demonstrations)
+    frames = {task: pd.read_parquet(root / f"{task}.parquet") for task in cfg.TASK_PRESETS}
+    frames = {task: f[~f.drop(columns=["label", "example_id"]).apply(lambda c: c.str.contains("\n")).any(axis=1)]
+              for task, f in frames.items()}
+    classes, words = {}, {}
+    for task, frame in frames.items():
+        spec = cfg.task_spec({"tasks": {task: {}}}, task)
+        words[task] = prompts.label_token_ids(tokenizer, spec)
+        for _, row in frame.iterrows():
+            classes[tuple(prompts.prompt_ids(tokenizer, spec, row))] = (task, int(row["label"]))
+    seen = set()
+    for episode in builtin._episodes(tokenizer, frames, n_episodes=300, max_len=10_000, seed=1, mapping=mapping):
+        assert episode[0] == tokenizer.bos_token_id and episode[-1] == tokenizer.eos_token_id
+        demos = list(_split(episode[1:], tokenizer.eos_token_id))
+        task = classes[tuple(demos[0][:-1])][0]
+        used = {}
+        for demo in demos:
+            demo_task, label = classes[tuple(demo[:-1])]
+            assert demo_task == task
+            assert used.setdefault(label, demo[-1]) == demo[-1], "one class, two label words in one episode"
+        assert len(set(used.values())) == len(used), "two classes, one label word in one episode"
+        own = words[task]
+        order = tuple(own.index(word) for _, word in sorted(used.items()))
+        identity = tuple(sorted(used))
+        if mapping == "canonical":
+            assert order == identity
+        elif mapping == "flip":
+            assert order in (identity, tuple(len(own) - 1 - c for c in sorted(used)))
+        seen.add(order == identity)
+    assert seen == ({True} if mapping == "canonical" else {True, False})
+
+
+def _split(ids, sep):
+    """The parts of ``ids`` that each end in ``sep`` (without it)."""
+    part = []
+    for i in ids:
+        if i == sep:
+            yield part
+            part = []
+        else:
+            part.append(i)

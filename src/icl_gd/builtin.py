@@ -42,22 +42,40 @@ def _corpus(frames: dict[str, pd.DataFrame]) -> list[str]:
     return texts
 
 
-def _episodes(tokenizer, frames: dict[str, pd.DataFrame], n_episodes: int, max_len: int, seed: int) -> list[list[int]]:
-    """Token sequences of <s> + a few random demonstrations of one task, each ending in </s>."""
+def _episodes(tokenizer, frames: dict[str, pd.DataFrame], n_episodes: int, max_len: int, seed: int,
+              mapping: str = "canonical") -> list[list[int]]:
+    """Token sequences of <s> + a few random demonstrations of one task, each ending in </s>.
+
+    ``mapping`` says which label word stands for which class in an episode: ``canonical`` (the
+    task's own words), ``flip`` (half the episodes reverse the label order) or ``permute`` (a random
+    order per episode). Under flip or permute the words can only be read from the episode's own
+    demonstrations, so the loss rewards in-context use of them (symbol tuning, Wei et al. 2023)."""
     rng = np.random.default_rng(seed)
     encoded = {}
     for task, frame in frames.items():
         spec = _preset(task)
         label_ids = prompts.label_token_ids(tokenizer, spec)
-        encoded[task] = prompts.demonstration_ids(tokenizer, spec, frame, label_ids)
+        demos = prompts.demonstration_ids(tokenizer, spec, frame, label_ids)
+        encoded[task] = ([demo[:-1] for demo in demos], frame["label"].to_numpy(), np.asarray(label_ids))
     tasks = sorted(encoded)
     episodes = []
     for _ in range(n_episodes):
-        demos = encoded[tasks[rng.integers(len(tasks))]]
-        order = rng.permutation(len(demos))[: rng.integers(1, 17)]
-        episode = prompts.icl_context(tokenizer, [demos[i] for i in order])
+        prompts_, labels, label_ids = encoded[tasks[rng.integers(len(tasks))]]
+        order = rng.permutation(len(prompts_))[: rng.integers(1, 17)]
+        words = _episode_label_ids(label_ids, mapping, rng)  # draws nothing when canonical
+        episode = prompts.icl_context(tokenizer, [prompts_[i] + [int(words[labels[i]])] for i in order])
         episodes.append(episode[:max_len])
     return episodes
+
+
+def _episode_label_ids(label_ids: np.ndarray, mapping: str, rng: np.random.Generator) -> np.ndarray:
+    if mapping == "canonical":
+        return label_ids
+    if mapping == "flip":
+        return label_ids[::-1] if rng.random() < 0.5 else label_ids
+    if mapping == "permute":
+        return label_ids[rng.permutation(len(label_ids))]
+    raise ValueError(f"pretrain_label_mapping must be canonical, flip or permute, got {mapping!r}")
 
 
 def _check_label_words(tokenizer, spec: dict, name: str) -> None:
@@ -103,7 +121,8 @@ def build(train_paths: dict[str, str], out_dir: str | Path, spec: dict, device: 
     _check_label_words(tokenizer, spec, name)
     model = _architecture(tokenizer, spec).to(models.pick_device(device))
     max_len = min(spec["pretrain_len"], spec["n_positions"])
-    episodes = _episodes(tokenizer, frames, n_episodes=4000, max_len=max_len, seed=spec["seed"])
+    episodes = _episodes(tokenizer, frames, n_episodes=4000, max_len=max_len, seed=spec["seed"],
+                         mapping=spec.get("pretrain_label_mapping", "canonical"))
     label_ids = sorted({i for task in frames for i in prompts.label_token_ids(tokenizer, _preset(task))})
     losses = models.pretrain(
         model, episodes, steps=spec["pretrain_steps"], batch_size=8, lr=spec["pretrain_lr"], seed=spec["seed"],
