@@ -49,21 +49,6 @@ def test_default_config_is_offline():
     assert {cfg.task_spec(config, t).source for t in config["tasks"]} == {"synthetic"}
 
 
-def test_in_context_config_is_the_default_with_permuted_label_words():
-    """configs/in-context.yaml: the default run, but a built-in model pretrained longer on episodes
-    whose label words are permuted; its own model name, so that its files sit beside the default's."""
-    default, icl = load(REPO / "config.yaml"), load(REPO / "configs" / "in-context.yaml")
-    (model,) = icl["models"].values()
-    assert list(icl["models"]) != list(default["models"])
-    assert model["pretrain_label_mapping"] == "permute" and model["pretrain_steps"] > default["models"]["tiny"]["pretrain_steps"]
-    changed = {"pretrain_label_mapping", "pretrain_steps"}
-    assert {k: v for k, v in model.items() if k not in changed} == {
-        k: v for k, v in default["models"]["tiny"].items() if k not in changed}
-    assert {k: v for k, v in icl.items() if k not in ("models", "report")} == {
-        k: v for k, v in default.items() if k not in ("models", "report")}
-    assert icl["report"]["dir"] != default["report"]["dir"]  # reports/ is the default run's
-
-
 def test_paper_config_is_the_protocol():
     config = load(PAPER)
     assert list(config["models"]) == ["fairseq-1.3b"]
