@@ -56,14 +56,15 @@ def _episodes(tokenizer, frames: dict[str, pd.DataFrame], n_episodes: int, max_l
         spec = _preset(task)
         label_ids = prompts.label_token_ids(tokenizer, spec)
         demos = prompts.demonstration_ids(tokenizer, spec, frame, label_ids)
+        # each demonstration without its label word, which the episode's mapping puts back
         encoded[task] = ([demo[:-1] for demo in demos], frame["label"].to_numpy(), np.asarray(label_ids))
     tasks = sorted(encoded)
     episodes = []
     for _ in range(n_episodes):
-        prompts_, labels, label_ids = encoded[tasks[rng.integers(len(tasks))]]
-        order = rng.permutation(len(prompts_))[: rng.integers(1, 17)]
+        bodies, labels, label_ids = encoded[tasks[rng.integers(len(tasks))]]
+        order = rng.permutation(len(bodies))[: rng.integers(1, 17)]
         words = _episode_label_ids(label_ids, mapping, rng)  # draws nothing when canonical
-        episode = prompts.icl_context(tokenizer, [prompts_[i] + [int(words[labels[i]])] for i in order])
+        episode = prompts.icl_context(tokenizer, [bodies[i] + [int(words[labels[i]])] for i in order])
         episodes.append(episode[:max_len])
     return episodes
 
