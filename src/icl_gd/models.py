@@ -324,3 +324,48 @@ def download(spec: dict, out_dir: str | Path, name: str = "<name>") -> None:
         ) from err
     model.save_pretrained(out_dir)
     tokenizer.save_pretrained(out_dir)
+
+
+def convert_gguf(path: str | Path, out_dir: str | Path, name: str = "<name>") -> None:
+    """Dequantise a GGUF checkpoint (``source: gguf``) into a save_pretrained folder: float32
+    weights, config and tokenizer, which every later job loads like any local model.
+
+    transformers reads the GGUF file itself (it needs the ``gguf`` and ``accelerate`` packages) and
+    returns a model in float32; such a model counts as quantised there and refuses
+    ``save_pretrained``, so its weights are moved into a plain model of the same config first."""
+    import importlib.util
+
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    path = Path(path)
+    missing = [pkg for pkg in ("gguf", "accelerate") if importlib.util.find_spec(pkg) is None]
+    if missing:
+        raise ModelNotAvailableError(
+            f"models.{name}: transformers reads a GGUF file ({path.name}) only with the package(s) "
+            f"{', '.join(missing)} installed: `pip install {' '.join(missing)}` (or `pip install -e '.[gguf]'`)"
+        )
+    if not path.is_file():
+        raise ModelNotAvailableError(f"models.{name}: no GGUF file at {path}; set models.{name}.path or package")
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
+        model = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, dtype=torch.float32)
+    except (ValueError, KeyError) as err:  # unknown architecture, not a GGUF file, unreadable tensors
+        from transformers.integrations.ggml import GGUF_CONFIG_MAPPING
+
+        readable = sorted(set(GGUF_CONFIG_MAPPING) - {"general", "tokenizer"})
+        raise UnsupportedModelError(
+            f"models.{name}: transformers cannot load {path}: {str(err).splitlines()[0]} It reads GGUF files of "
+            f"these architectures: {', '.join(readable)}. Use a GGUF file of one of them, or the original "
+            f"checkpoint with models.{name}: {{source: local, path: <folder of save_pretrained>}}"
+        ) from err
+    if tokenizer.bos_token_id is None:
+        raise UnsupportedModelError(f"models.{name}: the tokenizer in {path} has no BOS token; the protocol starts every sequence with one")
+    config = model.config
+    if hasattr(config, "quantization_config"):
+        del config.quantization_config
+    plain = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    plain.load_state_dict(model.state_dict(), strict=True)
+    plain.save_pretrained(out_dir)
+    tokenizer.save_pretrained(out_dir)
+    log.info("%s: %s (%s, %d layers, %.0fM parameters) saved to %s", name, path.name, config.model_type,
+             config.num_hidden_layers, sum(p.numel() for p in plain.parameters()) / 1e6, out_dir)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import copy
 import re
 
-from .config import BASE_SETTINGS, MODEL_VARIANTS, NAME_PATTERN, TASK_PRESETS, ConfigError, method_spec, task_spec
+from .config import BASE_SETTINGS, MODEL_VARIANTS, NAME_PATTERN, TASK_PRESETS, ConfigError, gguf_file, method_spec, task_spec
 
 __all__ = ["ConfigError", "check_names", "validate"]
 
@@ -54,6 +54,8 @@ def check_names(config: dict) -> None:
                     f"models.{name}.sliding_layers: {model['sliding_layers']} sliding layers, but the model has "
                     f"n_layer = {model.get('n_layer', 4)}; use at most n_layer"
                 )
+        if model.get("source") == "gguf":
+            gguf_file(model, name)  # at start-up: a missing file or package stops the run before any job
     for task in config.get("tasks", {}):
         spec = task_spec(config, task)
         if spec.source == "synthetic" and task not in TASK_PRESETS:

@@ -43,6 +43,7 @@ def code_version(*modules):
 EXTRACTION_CODE = code_version("config", "plan", "cache", "data", "models", "prompts", "capture", "training", "extract")
 MODEL_CODE = code_version("config", "models", "prompts", "builtin")
 VARIANT_CODE = code_version("models")
+GGUF_CODE = code_version("models")
 TWIN_CODE = code_version("twins", "config")
 DATA_CODE = code_version("data", "config")
 METRICS_CODE = code_version("cache", "metrics", "scoring")

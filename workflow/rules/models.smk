@@ -1,4 +1,4 @@
-# Models: the trained model (built-in tiny model, or a hub model) and its variants.
+# Models: the trained model (built-in tiny model, a hub model or a GGUF file) and its variants.
 
 
 localrules:
@@ -43,6 +43,27 @@ rule download_model:
         "results/logs/download_model/{model}.log",
     script:
         "../scripts/download_model.py"
+
+
+rule convert_gguf_model:
+    input:
+        # the file itself (a path, or found in the installed package): a new file reruns the model
+        gguf=lambda wildcards: cfg.gguf_file(config["models"][wildcards.model], wildcards.model),
+    output:
+        directory("resources/models/{model}/trained"),
+    wildcard_constraints:
+        model=_names_regex(models_by_source("gguf")),
+    params:
+        code=GGUF_CODE,
+    resources:
+        mem_mb=8000,
+        runtime=30,
+    conda:
+        "../../envs/models.yaml"
+    log:
+        "results/logs/convert_gguf_model/{model}.log",
+    script:
+        "../scripts/convert_gguf_model.py"
 
 
 rule make_variant:

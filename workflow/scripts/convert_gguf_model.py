@@ -1,0 +1,15 @@
+"""Dequantise a GGUF checkpoint (models.<name>.source: gguf) into a model folder under resources/."""
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(snakemake.scriptdir).resolve().parents[1] / "src"))
+from icl_gd import warm
+
+warm.delegate()  # into the warm worker, where there is one (icl_gd/warm.py)
+from icl_gd.runtime import log_to
+
+log_to(snakemake.log[0], threads=snakemake.threads)
+from icl_gd import models
+
+models.convert_gguf(snakemake.input.gguf, snakemake.output[0], name=snakemake.wildcards.model)
