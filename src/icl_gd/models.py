@@ -332,7 +332,9 @@ def convert_gguf(path: str | Path, out_dir: str | Path, name: str = "<name>") ->
 
     transformers reads the GGUF file itself (it needs the ``gguf`` and ``accelerate`` packages) and
     returns a model in float32; such a model counts as quantised there and refuses
-    ``save_pretrained``, so its weights are moved into a plain model of the same config first."""
+    ``save_pretrained``, so its weights are moved into a plain model of the same config first.
+    The file's existence is checked at validation (``config.gguf_file``), the tokenizer's BOS token
+    where every job loads it (``load_tokenizer``)."""
     import importlib.util
 
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -344,8 +346,6 @@ def convert_gguf(path: str | Path, out_dir: str | Path, name: str = "<name>") ->
             f"models.{name}: transformers reads a GGUF file ({path.name}) only with the package(s) "
             f"{', '.join(missing)} installed: `pip install {' '.join(missing)}` (or `pip install -e '.[gguf]'`)"
         )
-    if not path.is_file():
-        raise ModelNotAvailableError(f"models.{name}: no GGUF file at {path}; set models.{name}.path or package")
     try:
         tokenizer = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
         model = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, dtype=torch.float32)
@@ -358,8 +358,6 @@ def convert_gguf(path: str | Path, out_dir: str | Path, name: str = "<name>") ->
             f"these architectures: {', '.join(readable)}. Use a GGUF file of one of them, or the original "
             f"checkpoint with models.{name}: {{source: local, path: <folder of save_pretrained>}}"
         ) from err
-    if tokenizer.bos_token_id is None:
-        raise UnsupportedModelError(f"models.{name}: the tokenizer in {path} has no BOS token; the protocol starts every sequence with one")
     config = model.config
     if hasattr(config, "quantization_config"):
         del config.quantization_config
