@@ -234,9 +234,11 @@ def _attn_out_hook(rec: Recorder, layer: int):
     return hook
 
 
-def _xglm_self_attention(self, hidden_states, past_key_values=None, attention_mask=None, **kwargs):
+def _xglm_self_attention(self, hidden_states, past_key_values=None, attention_mask=None, cache=None, **kwargs):
     """``XGLMAttention.forward`` (transformers 5.x) for self-attention, with the softmax attention
-    handed to ``_capture_attention`` the way OPT's forward (the same attention) hands it on."""
+    handed to ``_capture_attention`` the way OPT's forward (the same attention) hands it on.
+    The key/value cache is ``cache`` from transformers 5.24 on, ``past_key_values`` before."""
+    past_key_values = cache if cache is not None else past_key_values
     batch, length, _ = hidden_states.shape
     shape = (batch, length, -1, self.head_dim)
     # XGLM scales q before its product with k; the kernel then runs with scaling 1, so the recorded
