@@ -64,7 +64,7 @@ def test_validate_fills_top_level_and_nested_defaults(schema):
     assert out["dtype"] == "float32" and out["cache_dtype"] == "float32" and out["batch_size"] is None
     assert out["variants"] == {"trained": ["gd", "lcgd"]}
     assert out["synthetic"] == {"n_train": 300, "n_eval": 200, "seed": 0}
-    assert out["report"] == {"dir": "results/reports", "model": None, "grad_norm_task": "subj"}
+    assert out["report"] == {"dir": "results/reports", "model": None, "grad_norm_task": "subj", "reproduction": True}
     # defaults inside a default map: the default model gets every model default
     assert out["models"] == {"tiny": model_defaults(schema)}
     assert out["models"]["tiny"]["source"] == "builtin" and out["models"]["tiny"]["id"] is None

@@ -68,15 +68,15 @@ def test_pairings_are_found_by_spec_not_by_name():
 
 def test_tables_and_figures_are_planned_where_the_config_has_their_data():
     assert plan.tables(PAPER) == ["accuracy", "methods", "intervals", "data", "variants", "layer_causal",
-                                  "clipping", "paper002", "comparisons"]
+                                  "clipping", "paper002", "comparisons", "reproduction", "claims"]
     assert plan.tables(DEFAULT) == ["accuracy", "methods", "intervals", "data", "variants", "layer_causal",
-                                    "comparisons"]
-    assert plan.figures(PAPER) == ["per_layer", "accuracy", "alpha", "grad_norms", "prediction_changes"]
-    one = config(variants={"trained": ["lcgd"]})
+                                    "comparisons", "reproduction", "claims"]
+    assert plan.figures(PAPER) == ["per_layer", "accuracy", "alpha", "grad_norms", "prediction_changes", "reproduction"]
+    one = config(variants={"trained": ["lcgd"]}, report={"reproduction": False})
     assert plan.tables(one) == ["accuracy", "methods", "intervals", "data"]
     assert "alpha" not in plan.figures(one)
     two_models = config(models={"a": {"source": "builtin"}, "b": {"source": "builtin"}})
-    assert plan.figures(two_models)[-1] == "models"
+    assert plan.figures(two_models)[-2:] == ["models", "reproduction"]
 
 
 def test_learning_rate_sweeps_group_methods_that_differ_only_in_their_rate():

@@ -19,7 +19,7 @@ from icl_gd import cache, config as cfg, metrics
 REPO = Path(__file__).resolve().parents[1]
 # what a clone holds that the workflow runs from (the end-to-end test runs in a copy of it, as a
 # user runs in their clone, so that it can edit the code and move the whole run)
-CHECKOUT = ("Snakefile", "config.yaml", "workflow", "src", "profiles", "envs")
+CHECKOUT = ("Snakefile", "config.yaml", "workflow", "src", "profiles", "envs", "docs")
 
 TINY = {
     "models": {
@@ -196,7 +196,7 @@ def test_report_tables_and_figures(finished_run):
     for stem in ("accuracy", "methods", "variants"):
         assert (finished_run / f"results/reports/tables/{stem}.csv").stat().st_size > 0
     # one model, no learning-rate sweep: neither the models nor the lr_sweep figure is planned
-    planned = ("per_layer", "accuracy", "alpha", "grad_norms", "prediction_changes")
+    planned = ("per_layer", "accuracy", "alpha", "grad_norms", "prediction_changes", "reproduction")
     assert sorted(p.name for p in (finished_run / "results/reports/figures").iterdir()) == sorted(
         f"{stem}.{ext}" for stem in planned for ext in ("png", "pdf"))
     for stem in planned:
@@ -220,7 +220,25 @@ def test_every_table_agrees_with_the_aggregated_metrics(finished_run):
     summary = pd.read_parquet(finished_run / "results/metrics/summary.parquet")
     run_level = summary[summary.layer.isna()].set_index(["variant", "method", "metric", "task"])
     tables = {p.stem for p in (finished_run / "results/reports/tables").glob("*.csv")}
-    assert tables == {"accuracy", "methods", "variants", "intervals", "data", "layer_causal", "comparisons"}
+    assert tables == {"accuracy", "methods", "variants", "intervals", "data", "layer_causal", "comparisons",
+                      "reproduction", "claims"}
+
+    # every published cell of the run's tasks, variants and methods, with the run's own value
+    reproduction = _csv(finished_run, "reproduction")
+    covered = set(zip(reproduction["Setting"], reproduction["Task"]))
+    assert covered == {(s, t) for s in ("GD, trained", "LCGD, trained", "GD, no training") for t in ("SST2", "CB")}
+    for row in reproduction.itertuples():
+        if row.Metric == "SimAOU_norm" and row.Setting == "LCGD, trained":
+            mean = run_level.loc[("trained", "lcgd", "simaou_norm", row.Task.lower()), "mean"]
+            assert abs(float(getattr(row, "_6").split(" [")[0]) - mean) <= 0.005  # "This run [95% interval]"
+    assert set(reproduction["Within"]) <= {"yes", "no"}
+    md = (finished_run / "results/reports/tables/reproduction.md").read_text()
+    assert "Cells covered:" in md and "Model: tiny" in md
+    claims_table = _csv(finished_run, "claims")
+    verdicts = dict(zip(claims_table["Claim"], claims_table["Verdict"]))
+    assert set(verdicts.values()) <= {"supported", "not supported", "not run"}
+    assert all(v == "not run" for c, v in verdicts.items() if "lipp" in c or "False labels" in c)
+    assert all(v != "not run" for c, v in verdicts.items() if c.startswith("Layer-causal GD achieves"))
 
     layer_causal = _csv(finished_run, "layer_causal").set_index("Metric")
     assert list(layer_causal.columns) == ["SST2", "CB", "Average"]
@@ -290,7 +308,7 @@ def test_nothing_to_do_after_a_run_and_metric_edits_rerun_only_metrics(finished_
     assert set(planned) == {"score_run", "aggregate_metrics", "compare_methods", "data_statistics", "table",
                             "figure", "all"}
     assert planned["score_run"] == 12
-    assert planned["figure"] == 4  # the gradient norms come from the training logs, not the metrics
+    assert planned["figure"] == 5  # the gradient norms come from the training logs, not the metrics
 
 
 @pytest.mark.slow
@@ -328,13 +346,14 @@ def test_a_finished_run_that_is_moved_plans_nothing_and_a_new_config_leaves_only
     moved = tmp_path / "elsewhere" / "clone"
     shutil.copytree(finished_run, moved, symlinks=True)  # copy2: modification times kept
     assert jobs_planned(moved) == {}
-    second = {**TINY, "variants": {"trained": ["gd"]}}  # one variant, one method: fewer tables
+    # one variant, one method, no reproduction: fewer tables
+    second = {**TINY, "variants": {"trained": ["gd"]}, "report": {"reproduction": False}}
     (moved / "config.yaml").write_text(yaml.safe_dump(second))
     before = sorted(p.name for p in (moved / "results/reports/tables").iterdir())
     snakemake(moved, "--cores", "2")
     tables = sorted(p.stem for p in (moved / "results/reports/tables").glob("*.md"))
     figures = sorted(p.stem for p in (moved / "results/reports/figures").glob("*.png"))
-    assert tables == ["accuracy", "data", "intervals", "methods"] and "variants.md" in before
+    assert tables == ["accuracy", "data", "intervals", "methods"] and {"variants.md", "claims.md"} <= set(before)
     assert figures == ["accuracy", "grad_norms", "per_layer", "prediction_changes"]  # no alpha without GD's twin
     assert "Model: tiny" in (moved / "results/reports/tables/methods.md").read_text()
     assert not (moved / "reports").exists()

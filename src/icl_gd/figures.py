@@ -11,6 +11,8 @@
   to a right / wrong label by ICL only, FT only or both.
 * :func:`lr_sweep_figure` -- layer-mean metrics against the learning rate, one line per task.
 * :func:`models_figure` -- layer-mean metrics per model, one bar per method.
+* :func:`reproduction_figure` -- the papers' published values against this run's, one panel per
+  metric, with the identity line (``published.reproduction``).
 * :func:`write_figure` -- saves ``stem.png`` (150 dpi) and ``stem.pdf`` atomically, closes it.
 
 Error bars follow one rule everywhere (:func:`error_bars`): the spread of what was averaged
@@ -67,6 +69,7 @@ __all__ = [
     "prediction_changes_figure",
     "lr_sweep_figure",
     "models_figure",
+    "reproduction_figure",
     "error_bars",
     "write_figure",
     "RANDOM_BASELINES",
@@ -763,6 +766,67 @@ def models_figure(
         f"Models compared ({variant_label(variant, in_text=True)}): mean over runs ({_plural(n_tasks, 'task')} × seeds)\n"
         + _error_note(used_std, used_ci, over="runs", ci_level=ci_level),
         fontsize=11,
+    )
+    return fig
+
+
+# ------------------------------------------------------------------------------ reproduction
+
+_REPRODUCTION_METRICS = ("acc_zsl", "acc_icl", "acc_ft", "jaccard_all", "jaccard_correct", "jaccard_incorrect",
+                         "simaou", "simaou_norm", "simaou_random", "simam_before", "simam_after", "simam_delta")
+_CELL_MARKERS = {("trained", "gd"): "o", ("trained", "lcgd"): "s", ("trained", "lcgd_clip"): "^",
+                 ("trained_embeddings", "gd"): "v", ("untrained", "gd"): "D"}
+
+
+def reproduction_figure(cells: pd.DataFrame, model: str, *, ci_level: float = 0.95) -> Figure:
+    """Published (x) against this run (y), one panel per metric, one point per published cell the
+    run covers (``published.reproduction``): colour the task, marker the variant and method; the
+    published ± as a horizontal bar, the run's interval as a vertical one; the identity line."""
+    metrics = [m for m in _REPRODUCTION_METRICS if m in set(cells["metric"])]
+    metrics += sorted(set(cells["metric"]) - set(metrics))
+    n = max(len(metrics), 1)
+    ncols = min(n, 4)
+    nrows = -(-n // ncols)
+    fig, grid = plt.subplots(nrows, ncols, squeeze=False, figsize=(3.4 * ncols + 1.8, 3.3 * nrows + 0.9),
+                             layout="constrained")
+    tasks = order_tasks(cells["task"].unique()) if len(cells) else []
+    colors = {t: f"C{i}" for i, t in enumerate(tasks)}
+    for ax, metric in zip(grid.flat, metrics):
+        df = cells[cells["metric"] == metric]
+        for row in df.itertuples(index=False):
+            marker = _CELL_MARKERS.get((row.variant, row.method), "X")
+            ax.errorbar(row.published, row.mean, xerr=0.0 if np.isnan(row.published_spread) else row.published_spread,
+                        yerr=[[row.mean - row.ci_low], [row.ci_high - row.mean]], fmt=marker, color=colors[row.task],
+                        markersize=5, elinewidth=0.8, capsize=2, mfc="none" if not row.within else colors[row.task])
+        low = float(np.nanmin([df["published"].min(), df["ci_low"].min()]))
+        high = float(np.nanmax([df["published"].max(), df["ci_high"].max()]))
+        pad = 0.05 * (high - low or 1.0)
+        ax.plot([low - pad, high + pad], [low - pad, high + pad], color="0.6", lw=0.8, ls="--", zorder=0)
+        ax.set_xlim(low - pad, high + pad)
+        ax.set_ylim(low - pad, high + pad)
+        percent_unit = df["unit"].iloc[0] == "percent"
+        ax.set_title(axis_label(metric) if metric.startswith("acc_") else
+                     figure_metric_label(metric) + (" (%)" if percent_unit else ""), fontsize=10)
+        ax.set_xlabel("published")
+        ax.set_ylabel("this run")
+        _style(ax, grid_axis="both")
+    for ax in list(grid.flat)[len(metrics):]:
+        ax.set_visible(False)
+    if not metrics:
+        grid.flat[0].set_visible(True)
+        _no_data(grid.flat[0], "no published cell covered by this run")
+    handles = [Line2D([], [], ls="", marker="o", color=colors[t], label=task_label(t)) for t in tasks]
+    present = set(zip(cells["variant"], cells["method"]))
+    handles += [Line2D([], [], ls="", marker=m, color="0.3", label=f"{variant_label(v, in_text=True)}, {method_label(k)}")
+                for (v, k), m in _CELL_MARKERS.items() if (v, k) in present]
+    handles.append(Line2D([], [], ls="", marker="o", color="0.3", mfc="none", label="published value outside the interval"))
+    fig.legend(handles=handles, loc="outside right upper", frameon=False, fontsize=8)
+    within = int(cells["within"].sum()) if len(cells) else 0
+    published_models = ", ".join(sorted(set(cells["published_model"]))) if len(cells) else "—"
+    fig.suptitle(
+        f"This run ({model}) against the published values ({published_models}): {within} of {len(cells)} cells within\n"
+        f"vertical bars: the run's {percent(ci_level)} interval; horizontal: the published ± over seeds",
+        fontsize=10,
     )
     return fig
 

@@ -54,6 +54,9 @@ FIGURE_METRIC_LABELS = {
     "acc_zsl": "ZSL",
     "acc_ft": "FT",
     "acc_icl": "ICL",
+    "jaccard_all": "Jaccard index",
+    "jaccard_correct": "Jaccard index (correct changes)",
+    "jaccard_incorrect": "Jaccard index (incorrect changes)",
 }
 # A figure axis that shows one metric, where the short legend name above would be ambiguous.
 AXIS_LABELS = {"acc_ft": "FT accuracy (%)", "acc_icl": "ICL accuracy (%)", "acc_zsl": "ZSL accuracy (%)"}
@@ -78,6 +81,11 @@ TABLE_CAPTIONS = {
     "comparisons": "Each method minus the baseline method, paired by example, with {ci} bootstrap intervals; * marks p < the significance level.",
     "intervals": "Layer-mean scores with {ci} bootstrap intervals over the evaluation examples (mean over seeds).",
     "data": "Data statistics with the model's own token counts and the sizes actually evaluated, after paper 001 Table 3.",
+    "reproduction": "Every published cell this run covers (docs/published.csv; the papers' fairseq 1.3B model) beside "
+                    "this run's mean over seeds with its {ci} interval, the difference (run - published) and whether "
+                    "the published value lies inside the interval.",
+    "claims": "The papers' claims, each tested on this run's layer-mean scores per task (a: the claimed larger "
+              "or smaller cell, b: what it is compared with): supported, not supported, or not run.",
 }
 
 

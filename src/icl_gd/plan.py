@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 
-from . import config as cfg, labels
+from . import config as cfg, labels, published
 
 # ---------------------------------------------------------------------------------------------
 # runs
@@ -150,6 +150,8 @@ def tables(config: dict) -> list[str]:
         planned.append("paper002")  # label switching and linearized FT
     if report_baseline(config) and len(report_methods(config)) > 1:
         planned.append("comparisons")
+    if config["report"]["reproduction"]:
+        planned += ["reproduction", "claims"]  # the run beside the published numbers and claims
     return planned
 
 
@@ -180,6 +182,7 @@ def figures(config: dict) -> list[str]:
     planned += ["grad_norms", "prediction_changes"]  # paper 001 Fig. 4 / 003 Fig. 3; paper 003 Fig. 1
     planned += ["lr_sweep"] if lr_sweeps(config) else []
     planned += ["models"] if len(config["models"]) > 1 else []
+    planned += ["reproduction"] if config["report"]["reproduction"] else []
     return planned
 
 
@@ -209,4 +212,11 @@ def figure_params(config: dict, figure: str) -> dict:
         params["lr_sweep"] = lr_sweeps(config)
     if figure == "models":
         params["models"] = list(config["models"])
+    if figure == "reproduction":
+        params.update(ci_level=config["statistics"]["ci_level"], roles=published_roles(config))
     return params
+
+
+def published_roles(config: dict) -> dict[str, str]:
+    """The published methods (docs/published.csv) this config runs: published name -> its method."""
+    return published.protocol_roles(config, list(config["methods"]))

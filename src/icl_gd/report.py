@@ -11,9 +11,12 @@ from pathlib import Path
 
 import pandas as pd
 
-from . import cache, figures, labels, tables
+from . import cache, claims, figures, labels, published, tables
 
 log = logging.getLogger(__name__)
+# The papers' published numbers (published.py), shipped with the workflow.
+PUBLISHED = Path(__file__).resolve().parents[2] / "docs" / "published.csv"
+
 
 def _stems(outputs: list[str]) -> dict[str, Path]:
     """Output files -> {name: path without extension}, in output order."""
@@ -24,16 +27,25 @@ def _stems(outputs: list[str]) -> dict[str, Path]:
 
 
 def build_table(name: str, inputs: dict, *, model: str, variant: str, methods: list[str], n_seeds: int,
-                baseline: str | None = None, layer_causal=(), clipped=(), paper002=(),
+                baseline: str | None = None, layer_causal=(), clipped=(), paper002=(), roles=None,
                 significance: float = 0.05, ci_level: float = 0.95, **_) -> pd.DataFrame:
-    """The table ``name`` of the report, from the files in ``inputs`` (summary, comparisons or
-    data statistics)."""
+    """The table ``name`` of the report, from the files in ``inputs`` (summary, comparisons,
+    data statistics, the published numbers). ``roles``: published method -> the run's
+    (``plan.published_roles``)."""
     if name == "data":
         return tables.data_table(pd.read_parquet(inputs["data"]))
     if name == "comparisons":
         return tables.comparisons_table(pd.read_parquet(inputs["comparisons"]), model, variant,
                                         significance=significance, ci_level=ci_level)
     summary = pd.read_parquet(inputs["summary"])
+    if name == "reproduction":
+        table = published.read_published(inputs.get("published", PUBLISHED))
+        cells = published.reproduction(table, summary, model, roles or {})
+        n_results = int(table["metric"].isin(published.RUN_METRICS).sum())
+        return tables.reproduction_table(cells, n_results, ci_level=ci_level)
+    if name == "claims":
+        return claims.claims_table(summary, pd.read_parquet(inputs["comparisons"]), model, roles or {},
+                                   significance=significance)
     first = baseline or methods[0]
     common = dict(n_seeds_expected=n_seeds)
     builders = {
@@ -49,7 +61,7 @@ def build_table(name: str, inputs: dict, *, model: str, variant: str, methods: l
         "intervals": lambda: tables.intervals_table(summary, model, variant, methods),
     }
     if name not in builders:
-        raise ValueError(f"unknown table {name!r}; known: {sorted([*builders, 'data', 'comparisons'])}")
+        raise ValueError(f"unknown table {name!r}; known: {sorted([*builders, 'data', 'comparisons', 'reproduction', 'claims'])}")
     return builders[name]()
 
 
@@ -98,11 +110,14 @@ def write_figures(
     lr_sweep: list[dict] = (),
     models: list[str] = (),
     kinds: dict[str, str] | None = None,
+    published_path: str | None = None,
+    roles: dict[str, str] | None = None,
 ) -> None:
     """Each output stem names its figure. ``methods`` are the report variant's (``kinds``: each
     one's kind, which picks its colour: names are the user's); alpha shows those
     compared with ``baseline``; the gradient norms come from ``train_logs`` (one task and seed);
-    ``lr_sweep`` rows are (group, method, task, lr); ``models`` is the models figure's order.
+    ``lr_sweep`` rows are (group, method, task, lr); ``models`` is the models figure's order;
+    ``published_path`` and ``roles`` give the reproduction figure its published cells.
     The metrics tables are read only by the figures that need them (the gradient-norm job has no
     metrics among its inputs)."""
     runs = functools.cache(lambda: pd.read_parquet(runs_path))
@@ -119,6 +134,9 @@ def write_figures(
             summary(), model, pd.DataFrame(list(lr_sweep), columns=["group", "method", "task", "lr"]),
             variant=variant, ci_level=ci_level),
         "models": lambda: figures.models_figure(runs(), models, variant=variant, methods=methods, ci_level=ci_level, kinds=kinds),
+        "reproduction": lambda: figures.reproduction_figure(
+            published.reproduction(published.read_published(published_path or PUBLISHED), summary(), model, roles or {}),
+            model, ci_level=ci_level),
     }
     for name, stem in _stems(outputs).items():
         figures.write_figure(builders[name](), stem)

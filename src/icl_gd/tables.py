@@ -525,6 +525,38 @@ def data_table(stats: pd.DataFrame) -> pd.DataFrame:
     return table
 
 
+def reproduction_table(cells: pd.DataFrame, n_published: int, *, ci_level: float = 0.95) -> pd.DataFrame:
+    """Every published cell the run covers (``published.reproduction``): the published value ±
+    its spread, as printed; this run's mean [interval]; the difference; whether the published
+    value lies inside the interval. Rows in the published file's order (paper, table, row, task); footnotes
+    count the cells covered and within, and name the models."""
+    rows, keys = [], []  # in the order of docs/published.csv: the papers' tables, row by row
+    for c in cells.itertuples(index=False):
+        decimals = max(int(c.published_decimals), 1 if c.unit == "percent" else 2)
+        spread = "" if pd.isna(c.published_spread) else f" ± {c.published_spread:.{decimals}f}"
+        rows.append([
+            f"{c.published:.{int(c.published_decimals)}f}{spread}",
+            f"{c.mean:.{decimals}f} [{c.ci_low:.{decimals}f}, {c.ci_high:.{decimals}f}]",
+            f"{c.difference:+.{decimals}f}",
+            "yes" if c.within else "no",
+        ])
+        setting = f"{method_label(c.method)}, {variant_label(c.variant, in_text=True)}"
+        if c.run_method != c.method:
+            setting += f" (run: {c.run_method})"
+        keys.append((f"{c.paper} {c.table}", metric_label(c.metric), setting, task_label(c.task)))
+    index = pd.MultiIndex.from_tuples(keys, names=["Source", "Metric", "Setting", "Task"]) if keys else None
+    table = pd.DataFrame(rows, index=index, columns=["Published", f"This run [{percent(ci_level)} interval]",
+                                                     "Difference", "Within"], dtype=object)
+    models = ", ".join(sorted(set(cells["published_model"]))) if len(cells) else "—"
+    within = int(cells["within"].sum()) if len(cells) else 0
+    table.attrs.update(best=[], table="reproduction", footnotes=[
+        f"Cells covered: {len(cells)} of {n_published} published result cells; published value within this "
+        f"run's interval (allowing half its last printed digit): {within} of {len(cells)}.",
+        f"Published numbers: {models}, the papers' model; a run on another model reads as a comparison.",
+    ])
+    return table
+
+
 # -------------------------------------------------------------------------------- rendering
 
 

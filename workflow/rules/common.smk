@@ -47,9 +47,16 @@ GGUF_CODE = code_version("models")
 TWIN_CODE = code_version("twins", "config")
 DATA_CODE = code_version("data", "config")
 METRICS_CODE = code_version("cache", "metrics", "scoring")
-REPORT_CODE = code_version("labels", "tables", "figures", "report")
+REPORT_CODE = code_version("labels", "tables", "figures", "report", "published", "claims")
+# Every number the papers print, in the workflow's names: the reproduction table and figure read it
+# from the checkout (report.PUBLISHED), and rerun, through this checksum, when it changes.
+PUBLISHED_VERSION = hashlib.sha256((Path(workflow.basedir) / "docs" / "published.csv").read_bytes()).hexdigest()[:16]
+
+
+def published_version(wildcards):
+    return PUBLISHED_VERSION if "reproduction" in (wildcards.get("table"), wildcards.get("figure")) else None
 # the gradient-norm figure reads training logs through the cache module
-FIGURE_CODE = code_version("labels", "tables", "figures", "report", "cache")
+FIGURE_CODE = code_version("labels", "tables", "figures", "report", "cache", "published")
 
 
 def _names_regex(names):
@@ -179,6 +186,8 @@ def figure_inputs(wildcards):
         task, seed = grad_norm_run()
         base = f"results/training/{REPORT_MODEL}/{REPORT_VARIANT}/{task}/seed{seed}"
         return {"train_logs": [f"{base}/{method}.parquet" for method in REPORT_METHODS]}
+    if wildcards.figure == "reproduction":
+        return {"summary": "results/metrics/summary.parquet"}
     return {"runs": "results/metrics/runs.parquet", "summary": "results/metrics/summary.parquet"}
 
 
@@ -268,7 +277,14 @@ def table_inputs(wildcards):
         inputs["data"] = "results/metrics/data_statistics.parquet"
     else:
         inputs["summary"] = "results/metrics/summary.parquet"
+    if wildcards.table == "claims":
+        inputs["comparisons"] = "results/metrics/comparisons.parquet"
     return inputs
+
+
+def table_roles(wildcards):
+    """The published methods the run has, for the two tables that set it beside the papers."""
+    return plan.published_roles(config) if wildcards.table in ("reproduction", "claims") else {}
 
 
 # ------------------------------------------------------------------------------------------------

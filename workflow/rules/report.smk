@@ -30,6 +30,8 @@ rule table:
         layer_causal=plan.layer_causal_methods(config, clipped=False),
         clipped=plan.layer_causal_methods(config, clipped=True),
         paper002=plan.paper002_methods(config),
+        roles=table_roles,
+        published=published_version,
         significance=config["statistics"]["significance_level"],
         ci_level=config["statistics"]["ci_level"],
         caption=table_caption,
@@ -62,6 +64,7 @@ rule figure:
         figure=_names_regex(FIGURES),
     params:
         code=FIGURE_CODE,
+        published=published_version,
         figure=figure_params,
         about=figure_about,
     conda:
