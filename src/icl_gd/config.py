@@ -7,6 +7,7 @@ so that the Snakefile, the rules and every other module can lean on it cheaply.
 from __future__ import annotations
 
 import importlib.util
+import re
 import string
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -77,6 +78,9 @@ TASK_PRESETS: dict[str, dict] = {
 # ``icl_switched`` is ICL on label-switched demonstrations (paper 002), the counterpart of a
 # method with ``demo_labels: switched``.
 BASE_SETTINGS = ("zsl", "icl", "icl_switched")
+# ICL with a method's own number of demonstrations (``methods.<name>.k``): icl_k8, icl_switched_k8.
+ICL_SETTING_PATTERN = r"icl(_switched)?(_k[0-9]+)?"
+BASE_SETTING_PATTERN = r"zsl|" + ICL_SETTING_PATTERN
 DEMO_LABELS = ("gold", "switched")
 METHOD_KINDS = ("gd", "lcgd", "linearized")
 MODEL_VARIANTS = ("trained", "untrained", "trained_embeddings", "layernorm_only")
@@ -175,16 +179,38 @@ def method_spec(config: dict, method: str) -> dict:
     return spec
 
 
+def is_base_setting(setting: str) -> bool:
+    """ZSL or an ICL setting: the model evaluated as it is, no training."""
+    return re.fullmatch(BASE_SETTING_PATTERN, setting) is not None
+
+
+def is_icl_setting(setting: str) -> bool:
+    return re.fullmatch(ICL_SETTING_PATTERN, setting) is not None
+
+
 def demo_labels(config: dict, setting: str) -> str:
     """Whether a setting's demonstrations carry their gold labels or switched ones (paper 002)."""
-    if setting in BASE_SETTINGS:
-        return "switched" if setting == "icl_switched" else "gold"
+    if is_base_setting(setting):
+        return "switched" if setting.startswith("icl_switched") else "gold"
     return method_spec(config, setting).get("demo_labels", "gold")
 
 
+def setting_k(config: dict, setting: str) -> int:
+    """The demonstrations of a setting: an ICL setting's own (icl_k8: 8), a method's ``k``, else
+    the top-level ``k``."""
+    if is_icl_setting(setting):
+        suffix = re.search(r"_k([0-9]+)$", setting)
+        return int(suffix.group(1)) if suffix else int(config["k"])
+    own = method_spec(config, setting).get("k")
+    return int(own) if own is not None else int(config["k"])
+
+
 def icl_setting(config: dict, method: str) -> str:
-    """The ICL setting a method is compared with: ICL on the same (gold or switched) labels."""
-    return "icl_switched" if demo_labels(config, method) == "switched" else "icl"
+    """The ICL setting a method is compared with: ICL on the same (gold or switched) labels and
+    the same number of demonstrations."""
+    base = "icl_switched" if demo_labels(config, method) == "switched" else "icl"
+    k = setting_k(config, method)
+    return base if k == int(config["k"]) else f"{base}_k{k}"
 
 
 def learning_rate(config: dict, task: str, method: str) -> float:

@@ -200,7 +200,7 @@ def run(spec: dict, *, model_name: str, variant: str, model_dir: str, train_path
             )
         identity.update(k=spec["k"], true_k=k_true, demo_ids=[int(x) for x in demos["example_id"]],
                         demo_labels=spec["demo_labels"], demo_label_ids=[int(x) for x in demos["label"]])
-    if setting in ("icl", "icl_switched"):
+    if cfg.is_icl_setting(setting):
         context = prompts.icl_context(tokenizer, demo_ids[:k_true])
     elif setting != "zsl":
         train_demos = demo_ids if spec["ft_demos"] == "all" else demo_ids[:k_true]

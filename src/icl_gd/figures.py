@@ -10,6 +10,7 @@
 * :func:`prediction_changes_figure` -- paper 003 Fig. 1: per task, the ZSL predictions changed
   to a right / wrong label by ICL only, FT only or both.
 * :func:`lr_sweep_figure` -- layer-mean metrics against the learning rate, one line per task.
+* :func:`k_sweep_figure` -- accuracies and similarities against the number of demonstrations.
 * :func:`models_figure` -- layer-mean metrics per model, one bar per method.
 * :func:`reproduction_figure` -- the papers' published values against this run's, one panel per
   metric, with the identity line (``published.reproduction``).
@@ -68,6 +69,7 @@ __all__ = [
     "grad_norm_figure",
     "prediction_changes_figure",
     "lr_sweep_figure",
+    "k_sweep_figure",
     "models_figure",
     "reproduction_figure",
     "error_bars",
@@ -622,9 +624,42 @@ def lr_sweep_figure(
     *,
     ci_level: float = 0.95,
 ) -> Figure:
-    """Layer-mean metrics against the learning rate (log x), one panel per metric side by side.
-    ``sweep`` has one row per (group, method, task, lr): the methods of a group differ only in
-    their learning rate. One line per (group, task) through its methods sorted by learning rate,
+    """Layer-mean metrics against the learning rate: :func:`_sweep_figure` with ``x="lr"``."""
+    return _sweep_figure(summary, model, sweep, "lr", variant, metrics, ci_level=ci_level)
+
+
+def k_sweep_figure(
+    summary: pd.DataFrame,
+    model: str,
+    sweep: pd.DataFrame,
+    variant: str = "trained",
+    metrics: Sequence[str] = ("acc_zsl", "acc_icl", "acc_ft", "simaou_norm", "simam_delta"),
+    *,
+    ci_level: float = 0.95,
+) -> Figure:
+    """Accuracies and layer-mean similarities against the number of demonstrations k (log2 x):
+    :func:`_sweep_figure` with ``x="k"``; ``sweep`` rows are (group, method, task, k), the ICL
+    accuracy of each point is that of the method's own ICL setting (the same k demonstrations)."""
+    return _sweep_figure(summary, model, sweep, "k", variant, metrics, ci_level=ci_level)
+
+
+_SWEEP_AXES = {"lr": ("Learning rate", "learning-rate sweep"), "k": ("Demonstrations (k)", "sweep over the demonstrations")}
+
+
+def _sweep_figure(
+    summary: pd.DataFrame,
+    model: str,
+    sweep: pd.DataFrame,
+    x: str,
+    variant: str,
+    metrics: Sequence[str],
+    *,
+    ci_level: float = 0.95,
+) -> Figure:
+    """Layer-mean metrics against ``x`` (the learning rate ``lr`` or the demonstrations ``k``; log
+    axis), one panel per metric side by side.
+    ``sweep`` has one row per (group, method, task, x): the methods of a group differ only in
+    x. One line per (group, task) through its methods sorted by x,
     colour = task, line style = group; each an ``ErrorbarContainer`` labelled "{task}" or, with
     several groups, "{task}, {group}". Values are means over seeds, error bars by
     :func:`error_bars`. A SimAOU panel shows its random baseline per task (mean over the sweep's
@@ -634,7 +669,7 @@ def lr_sweep_figure(
     df = df[df["variant"] == variant]
     if "layer" in df.columns:
         df = df[df["layer"].isna()]
-    missing = {"group", "method", "task", "lr"} - set(sweep.columns)
+    missing = {"group", "method", "task", x} - set(sweep.columns)
     if missing:
         raise ValueError(f"sweep table lacks columns {sorted(missing)}")
     df = df[df["method"].isin(sweep["method"].unique())]
@@ -655,14 +690,14 @@ def lr_sweep_figure(
         drawn = False
         for g, group in enumerate(groups):
             for task in tasks:
-                rows = sweep[(sweep["group"] == group) & (sweep["task"] == task)].sort_values("lr")
+                rows = sweep[(sweep["group"] == group) & (sweep["task"] == task)].sort_values(x)
                 if rows.empty:
                     continue
                 s = _series_from(stats, [(task, m, metric) for m in rows["method"]], scale)
                 if not np.isfinite(s["mean"]).any():
                     continue
                 label = task_label(task) if len(groups) == 1 else f"{task_label(task)}, {group}"
-                cont = ax.errorbar(rows["lr"].to_numpy(float), s["mean"],
+                cont = ax.errorbar(rows[x].to_numpy(float), s["mean"],
                                    yerr=np.vstack([s["lower"], s["upper"]]), color=task_colors[task],
                                    ls=styles[g % len(styles)], marker=markers[g % len(markers)], ms=4,
                                    lw=1.3, elinewidth=0.8, capsize=2.5, label=label)
@@ -676,15 +711,19 @@ def lr_sweep_figure(
             # per task, over the task's rates: the baseline differs between tasks, not between rates
             for task in tasks:
                 rand = df.loc[(df["metric"] == baseline) & (df["task"] == task), "mean"]
-                rates = sweep.loc[sweep["task"] == task, "lr"]
+                rates = sweep.loc[sweep["task"] == task, x]
                 if rand.notna().any() and not rates.empty:
                     (line,) = ax.plot([rates.min(), rates.max()], [rand.mean()] * 2, color=task_colors[task],
                                       ls=":", lw=1.3, label=figure_metric_label(baseline))
                     random_lines.setdefault(line.get_label(), line)
         if not drawn:
             _no_data(ax)
-        ax.set_xscale("log")
-        ax.set_xlabel("Learning rate")
+        if x == "k":
+            ax.set_xscale("log", base=2)
+            ax.set_xticks(sorted(sweep["k"].unique()), [str(int(k)) for k in sorted(sweep["k"].unique())])
+        else:
+            ax.set_xscale("log")
+        ax.set_xlabel(_SWEEP_AXES[x][0])
         ax.set_ylabel(axis_label(metric) + (" (mean over layers)" if scale == 1.0 else ""))
         _style(ax, grid_axis="both")
     handles = [Line2D([], [], color=task_colors[t], lw=2, label=task_label(t)) for t in tasks]
@@ -695,7 +734,7 @@ def lr_sweep_figure(
                 for label in random_lines]
     fig.legend(handles=handles, loc="outside right upper", frameon=False)
     fig.suptitle(
-        f"{model} ({variant_label(variant, in_text=True)}): learning-rate sweep, mean over seeds\n"
+        f"{model} ({variant_label(variant, in_text=True)}): {_SWEEP_AXES[x][1]}, mean over seeds\n"
         + _error_note(used_std, used_ci, over="seeds", ci_level=ci_level),
         fontsize=11,
     )

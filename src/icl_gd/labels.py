@@ -81,6 +81,8 @@ TABLE_CAPTIONS = {
     "comparisons": "Each method minus the baseline method, paired by example, with {ci} bootstrap intervals; * marks p < the significance level.",
     "intervals": "Layer-mean scores with {ci} bootstrap intervals over the evaluation examples (mean over seeds).",
     "data": "Data statistics with the model's own token counts and the sizes actually evaluated, after paper 001 Table 3.",
+    "k_sweep": "Accuracies (%) and layer-mean similarities against the number of demonstrations k: each method's "
+               "ICL accuracy is ICL on its own k demonstrations; mean [{ci} interval] over seeds.",
     "reproduction": "Every published cell this run covers (docs/published.csv; the papers' fairseq 1.3B model) beside "
                     "this run's mean over seeds with its {ci} interval, the difference (run - published) and whether "
                     "the published value lies inside the interval.",

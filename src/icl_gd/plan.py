@@ -76,9 +76,9 @@ def run_spec(config: dict, task: str, setting: str, seed: int) -> dict:
     }
     if setting == "zsl":
         return spec
-    spec.update(k=config["k"], permutation=cfg.permutation_index(config, task, seed),
+    spec.update(k=cfg.setting_k(config, setting), permutation=cfg.permutation_index(config, task, seed),
                 demo_labels=cfg.demo_labels(config, setting), min_true_k=config["min_true_k"])
-    if setting not in cfg.BASE_SETTINGS:
+    if not cfg.is_base_setting(setting):
         method = cfg.method_spec(config, setting)
         spec.update(kind=method["kind"], clip_grad_norm=method.get("clip_grad_norm"),
                     lr=cfg.learning_rate(config, task, setting), ft_demos=config["ft_demos"])
@@ -150,6 +150,8 @@ def tables(config: dict) -> list[str]:
         planned.append("paper002")  # label switching and linearized FT
     if report_baseline(config) and len(report_methods(config)) > 1:
         planned.append("comparisons")
+    if k_sweeps(config):
+        planned.append("k_sweep")  # accuracies and similarities against the demonstrations
     if config["report"]["reproduction"]:
         planned += ["reproduction", "claims"]  # the run beside the published numbers and claims
     return planned
@@ -175,12 +177,33 @@ def lr_sweeps(config: dict) -> list[dict]:
     return rows
 
 
+def k_sweeps(config: dict) -> list[dict]:
+    """The report variant's methods grouped by everything but their number of demonstrations
+    (``k``): one row (group, method, task, k) per method and task of every group whose methods
+    use different k. Empty when the config sweeps no k."""
+    groups: dict[str, list[str]] = {}
+    for method in report_methods(config):
+        spec = cfg.method_spec(config, method)
+        key = json.dumps({k: v for k, v in spec.items() if k != "k"}, sort_keys=True, default=str)
+        groups.setdefault(key, []).append(method)
+    rows = []
+    for members in groups.values():
+        if len({cfg.setting_k(config, m) for m in members}) < 2:
+            continue
+        # named after the method at the top-level k, when the sweep has one
+        plain = [m for m in members if cfg.method_spec(config, m).get("k") in (None, config["k"])]
+        group = labels.method_label(plain[0] if plain else members[0])
+        rows += [dict(group=group, method=m, task=t, k=cfg.setting_k(config, m)) for m in members for t in config["tasks"]]
+    return rows
+
+
 def figures(config: dict) -> list[str]:
     """The figures the config has data for."""
     planned = ["per_layer", "accuracy"]  # paper 001 Fig. 3; accuracy per task
     planned += ["alpha"] if report_baseline(config) else []  # paper 001 Fig. 2
     planned += ["grad_norms", "prediction_changes"]  # paper 001 Fig. 4 / 003 Fig. 3; paper 003 Fig. 1
     planned += ["lr_sweep"] if lr_sweeps(config) else []
+    planned += ["k_sweep"] if k_sweeps(config) else []
     planned += ["models"] if len(config["models"]) > 1 else []
     planned += ["reproduction"] if config["report"]["reproduction"] else []
     return planned
@@ -202,7 +225,7 @@ def figure_params(config: dict, figure: str) -> dict:
     """What ``report.write_figures`` needs for one figure, and nothing more: a config edit then
     reruns only the figures it changes (params trigger)."""
     params = dict(model=report_model(config), variant=report_variant(config), methods=report_methods(config))
-    if figure in ("per_layer", "accuracy", "alpha", "lr_sweep", "models"):
+    if figure in ("per_layer", "accuracy", "alpha", "lr_sweep", "k_sweep", "models"):
         params["ci_level"] = config["statistics"]["ci_level"]
     if figure in ("per_layer", "alpha", "models"):  # colours follow a method's kind, not its name
         params["kinds"] = {m: cfg.method_spec(config, m)["kind"] for m in params["methods"]}
@@ -210,6 +233,8 @@ def figure_params(config: dict, figure: str) -> dict:
         params["baseline"] = report_baseline(config)
     if figure == "lr_sweep":
         params["lr_sweep"] = lr_sweeps(config)
+    if figure == "k_sweep":
+        params["k_sweep"] = k_sweeps(config)
     if figure == "models":
         params["models"] = list(config["models"])
     if figure == "reproduction":

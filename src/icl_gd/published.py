@@ -19,7 +19,7 @@ from . import config as cfg
 COLUMNS = ["paper", "table", "task", "variant", "method", "metric", "value", "spread", "unit", "model", "note"]
 VARIANTS = ("trained", "trained_embeddings", "untrained")
 # What each published method is, as a method spec (config.method_spec): the protocol's learning
-# rates (no lr, lr_scale 1), the papers' clip value.
+# rates (no lr, lr_scale 1) and the config's k, the papers' clip value.
 PROTOCOL_METHODS = {
     "gd": {"kind": "gd", "demo_labels": "gold", "clip_grad_norm": None},
     "lcgd": {"kind": "lcgd", "demo_labels": "gold", "clip_grad_norm": None},
@@ -73,7 +73,8 @@ def protocol_roles(config: dict, methods: list[str]) -> dict[str, str]:
     for role, wanted in PROTOCOL_METHODS.items():
         for method in methods:
             spec = cfg.method_spec(config, method)
-            if spec.get("lr") is None and float(spec.get("lr_scale") or 1.0) == 1.0 and all(
+            if spec.get("lr") is None and float(spec.get("lr_scale") or 1.0) == 1.0 and spec.get("k") in (
+                    None, config["k"]) and all(
                     spec.get(key) == value for key, value in wanted.items()):
                 roles[role] = method
                 break

@@ -27,7 +27,7 @@ def _stems(outputs: list[str]) -> dict[str, Path]:
 
 
 def build_table(name: str, inputs: dict, *, model: str, variant: str, methods: list[str], n_seeds: int,
-                baseline: str | None = None, layer_causal=(), clipped=(), paper002=(), roles=None,
+                baseline: str | None = None, layer_causal=(), clipped=(), paper002=(), roles=None, k_sweep=(),
                 significance: float = 0.05, ci_level: float = 0.95, **_) -> pd.DataFrame:
     """The table ``name`` of the report, from the files in ``inputs`` (summary, comparisons,
     data statistics, the published numbers). ``roles``: published method -> the run's
@@ -59,6 +59,7 @@ def build_table(name: str, inputs: dict, *, model: str, variant: str, methods: l
             summary, model, variant=variant, methods=list(paper002),
             metrics=("acc_icl", "acc_ft", "simaou_norm", "simam_after", "simam_delta"), **common),
         "intervals": lambda: tables.intervals_table(summary, model, variant, methods),
+        "k_sweep": lambda: tables.k_sweep_table(summary, model, variant, list(k_sweep)),
     }
     if name not in builders:
         raise ValueError(f"unknown table {name!r}; known: {sorted([*builders, 'data', 'comparisons', 'reproduction', 'claims'])}")
@@ -108,6 +109,7 @@ def write_figures(
     baseline: str | None = "gd",
     train_logs: list[str] = (),
     lr_sweep: list[dict] = (),
+    k_sweep: list[dict] = (),
     models: list[str] = (),
     kinds: dict[str, str] | None = None,
     published_path: str | None = None,
@@ -116,7 +118,8 @@ def write_figures(
     """Each output stem names its figure. ``methods`` are the report variant's (``kinds``: each
     one's kind, which picks its colour: names are the user's); alpha shows those
     compared with ``baseline``; the gradient norms come from ``train_logs`` (one task and seed);
-    ``lr_sweep`` rows are (group, method, task, lr); ``models`` is the models figure's order;
+    ``lr_sweep`` rows are (group, method, task, lr), ``k_sweep`` rows (group, method, task, k);
+    ``models`` is the models figure's order;
     ``published_path`` and ``roles`` give the reproduction figure its published cells.
     The metrics tables are read only by the figures that need them (the gradient-norm job has no
     metrics among its inputs)."""
@@ -132,6 +135,9 @@ def write_figures(
         "prediction_changes": lambda: figures.prediction_changes_figure(summary(), model, variant=variant, methods=methods),
         "lr_sweep": lambda: figures.lr_sweep_figure(
             summary(), model, pd.DataFrame(list(lr_sweep), columns=["group", "method", "task", "lr"]),
+            variant=variant, ci_level=ci_level),
+        "k_sweep": lambda: figures.k_sweep_figure(
+            summary(), model, pd.DataFrame(list(k_sweep), columns=["group", "method", "task", "k"]),
             variant=variant, ci_level=ci_level),
         "models": lambda: figures.models_figure(runs(), models, variant=variant, methods=methods, ci_level=ci_level, kinds=kinds),
         "reproduction": lambda: figures.reproduction_figure(

@@ -458,6 +458,18 @@ def intervals_table(
     return _keyed_table(rows, keys, ("Metric", "Method"), tasks, "intervals")
 
 
+def k_sweep_table(summary: pd.DataFrame, model: str, variant: str, sweep: Sequence[dict],
+                  metrics: Sequence[str] = ("acc_zsl", "acc_icl", "acc_ft", "simaou_norm", "simam_delta")) -> pd.DataFrame:
+    """The k sweep (``plan.k_sweeps`` rows: group, method, task, k) as :func:`intervals_table`
+    cells: rows (metric, "group, k = n") in increasing k, columns tasks."""
+    members = sorted({(r["group"], int(r["k"]), r["method"]) for r in sweep})
+    table = intervals_table(summary, model, variant, [m for _, _, m in members], metrics)
+    keys = [(metric_label(metric), f"{group}, k = {k}") for metric in metrics for group, k, _ in members]
+    table.index = pd.MultiIndex.from_tuples(keys, names=["Metric", "Method"])
+    table.attrs["table"] = "k_sweep"
+    return table
+
+
 def comparisons_table(
     comparisons: pd.DataFrame,
     model: str,

@@ -11,7 +11,7 @@ from __future__ import annotations
 import copy
 import re
 
-from .config import BASE_SETTINGS, MODEL_VARIANTS, NAME_PATTERN, TASK_PRESETS, ConfigError, gguf_file, method_spec, task_spec
+from .config import MODEL_VARIANTS, NAME_PATTERN, TASK_PRESETS, ConfigError, gguf_file, is_base_setting, method_spec, task_spec
 
 __all__ = ["ConfigError", "check_names", "validate"]
 
@@ -26,8 +26,9 @@ def check_names(config: dict) -> None:
                     f"{section}.{name!r}: names become folder names; use letters, digits, '_', '.' or '-'"
                 )
     for method in config.get("methods", {}):
-        if method in BASE_SETTINGS:
-            raise ConfigError(f"methods.{method}: {BASE_SETTINGS} are reserved setting names; rename the method")
+        if is_base_setting(method):
+            raise ConfigError(f"methods.{method}: zsl and icl[_switched][_k<n>] are reserved setting names; "
+                              "rename the method")
         method_spec(config, method)
     for variant, methods in config.get("variants", {}).items():
         if variant not in MODEL_VARIANTS:

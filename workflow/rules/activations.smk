@@ -10,7 +10,7 @@ rule extract_base:
     output:
         cache="results/activations/{model}/{variant}/{task}/seed{seed}/{setting}.parquet",
     wildcard_constraints:
-        setting="|".join(cfg.BASE_SETTINGS),
+        setting=cfg.BASE_SETTING_PATTERN,
     params:
         run=run_spec,
         code=EXTRACTION_CODE,

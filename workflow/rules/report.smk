@@ -31,6 +31,7 @@ rule table:
         clipped=plan.layer_causal_methods(config, clipped=True),
         paper002=plan.paper002_methods(config),
         roles=table_roles,
+        k_sweep=lambda w: plan.k_sweeps(config) if w.table == "k_sweep" else [],
         published=published_version,
         significance=config["statistics"]["significance_level"],
         ci_level=config["statistics"]["ci_level"],
