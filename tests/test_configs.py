@@ -241,3 +241,18 @@ def test_paper_dry_run_figures(dry_run):
     assert [x for x in logs if x.startswith("results/")] == [
         f"{base}/{m}.parquet" for m in ("gd", "lcgd", "lcgd_clip", "gd_switched", "gd_linearized")]
     assert "results/metrics/summary.parquet" in jobs["figure=alpha"]["input"]
+
+
+def test_the_pythia_size_sweep_plans_every_size_and_the_sizes_figure(tmp_path):
+    """configs/sweep-pythia.yaml: five sizes of one family from the hub, the protocol on each, one
+    model-statistics job that counts their parameters, and the sizes figure."""
+    config = load(REPO / "configs" / "sweep-pythia.yaml")
+    assert [spec["id"] for spec in config["models"].values()] == [
+        f"EleutherAI/pythia-{size}" for size in ("70m", "160m", "410m", "1b", "1.4b")]
+    assert config["dtype"] == "float32" and config["k"] == 32
+    stdout = dry_run_of(REPO / "configs" / "sweep-pythia.yaml", tmp_path)
+    counts = job_stats(stdout)
+    assert counts["download_model"] == 5 and counts["model_statistics"] == 1
+    assert counts["finetune_and_extract"] == 5 * 6 * 3 * 2  # models x tasks x seeds x (gd, lcgd)
+    figures = {fields["wildcards"] for rule, fields in planned_jobs(stdout) if rule == "figure"}
+    assert {"figure=sizes", "figure=models"} <= figures

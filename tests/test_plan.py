@@ -76,7 +76,7 @@ def test_tables_and_figures_are_planned_where_the_config_has_their_data():
     assert plan.tables(one) == ["accuracy", "methods", "intervals", "data"]
     assert "alpha" not in plan.figures(one)
     two_models = config(models={"a": {"source": "builtin"}, "b": {"source": "builtin"}})
-    assert plan.figures(two_models)[-2:] == ["models", "reproduction"]
+    assert plan.figures(two_models)[-3:] == ["models", "sizes", "reproduction"]
 
 
 def test_learning_rate_sweeps_group_methods_that_differ_only_in_their_rate():

@@ -11,6 +11,7 @@
   to a right / wrong label by ICL only, FT only or both.
 * :func:`lr_sweep_figure` -- layer-mean metrics against the learning rate, one line per task.
 * :func:`k_sweep_figure` -- accuracies and similarities against the number of demonstrations.
+* :func:`sizes_figure` -- the same against each model's parameter count.
 * :func:`models_figure` -- layer-mean metrics per model, one bar per method.
 * :func:`reproduction_figure` -- the papers' published values against this run's, one panel per
   metric, with the identity line (``published.reproduction``).
@@ -70,6 +71,7 @@ __all__ = [
     "prediction_changes_figure",
     "lr_sweep_figure",
     "k_sweep_figure",
+    "sizes_figure",
     "models_figure",
     "reproduction_figure",
     "error_bars",
@@ -643,7 +645,30 @@ def k_sweep_figure(
     return _sweep_figure(summary, model, sweep, "k", variant, metrics, ci_level=ci_level)
 
 
-_SWEEP_AXES = {"lr": ("Learning rate", "learning-rate sweep"), "k": ("Demonstrations (k)", "sweep over the demonstrations")}
+def sizes_figure(
+    summary: pd.DataFrame,
+    sizes: pd.DataFrame,
+    variant: str = "trained",
+    methods: Sequence[str] = ("gd",),
+    metrics: Sequence[str] = ("acc_zsl", "acc_icl", "acc_ft", "simaou_norm", "simam_delta"),
+    *,
+    ci_level: float = 0.95,
+) -> Figure:
+    """Accuracies and layer-mean similarities against each model's parameter count (log x; ``sizes``:
+    model, n_parameters), one line per task (and method, as line style), one panel per metric:
+    :func:`_sweep_figure` over (model, method) pairs, each placed at its model's size."""
+    counts = dict(zip(sizes["model"], sizes["n_parameters"]))
+    df = summary[summary["model"].isin(list(counts))].copy()
+    df["method"] = df["model"] + "/" + df["method"]
+    df["model"] = "models"
+    tasks = order_tasks(df["task"].dropna().unique())
+    sweep = pd.DataFrame([dict(group=method_label(m), method=f"{model}/{m}", task=t, n_parameters=n)
+                          for m in methods for model, n in counts.items() for t in tasks])
+    return _sweep_figure(df, "models", sweep, "n_parameters", variant, metrics, ci_level=ci_level)
+
+
+_SWEEP_AXES = {"lr": ("Learning rate", "learning-rate sweep"), "k": ("Demonstrations (k)", "sweep over the demonstrations"),
+               "n_parameters": ("Parameters", "metrics against model size")}
 
 
 def _sweep_figure(
@@ -734,7 +759,8 @@ def _sweep_figure(
                 for label in random_lines]
     fig.legend(handles=handles, loc="outside right upper", frameon=False)
     fig.suptitle(
-        f"{model} ({variant_label(variant, in_text=True)}): {_SWEEP_AXES[x][1]}, mean over seeds\n"
+        (f"{variant_label(variant)} models" if x == "n_parameters" else f"{model} ({variant_label(variant, in_text=True)})")
+        + f": {_SWEEP_AXES[x][1]}, mean over seeds\n"
         + _error_note(used_std, used_ci, over="seeds", ci_level=ci_level),
         fontsize=11,
     )

@@ -11,6 +11,7 @@ Variants (docs/protocol.md, "Model variants"):
 from __future__ import annotations
 
 import logging
+import math
 import os
 import shutil
 from pathlib import Path
@@ -367,3 +368,35 @@ def convert_gguf(path: str | Path, out_dir: str | Path, name: str = "<name>") ->
     tokenizer.save_pretrained(out_dir)
     log.info("%s: %s (%s, %d layers, %.0fM parameters) saved to %s", name, path.name, config.model_type,
              config.num_hidden_layers, sum(p.numel() for p in plain.parameters()) / 1e6, out_dir)
+
+
+def parameter_count(path: str | Path) -> int:
+    """The number of parameters a model folder saves (every tensor of its ``*.safetensors`` files,
+    tied weights once, as saved), read from the files' headers without loading a weight."""
+    import json
+    import struct
+
+    files = sorted(Path(path).glob("*.safetensors"))
+    if not files:
+        raise UnsupportedModelError(
+            f"{path}: no .safetensors file to count the parameters of; save the model with "
+            "save_pretrained(safe_serialization=True)"
+        )
+    total = 0
+    for file in files:
+        with open(file, "rb") as handle:
+            (length,) = struct.unpack("<Q", handle.read(8))
+            header = json.loads(handle.read(length))
+        for name, entry in header.items():
+            if name != "__metadata__":
+                total += math.prod(entry["shape"])
+    return total
+
+
+def model_statistics(name: str, path: str | Path) -> dict:
+    """A model's size, from its folder: parameters (:func:`parameter_count`), layers, width, type."""
+    from transformers import AutoConfig
+
+    config = AutoConfig.from_pretrained(path)
+    return {"model": name, "n_parameters": parameter_count(path), "n_layers": int(config.num_hidden_layers),
+            "hidden_size": int(config.hidden_size), "model_type": config.model_type}

@@ -114,13 +114,15 @@ def write_figures(
     kinds: dict[str, str] | None = None,
     published_path: str | None = None,
     roles: dict[str, str] | None = None,
+    sizes_path: str | None = None,
 ) -> None:
     """Each output stem names its figure. ``methods`` are the report variant's (``kinds``: each
     one's kind, which picks its colour: names are the user's); alpha shows those
     compared with ``baseline``; the gradient norms come from ``train_logs`` (one task and seed);
     ``lr_sweep`` rows are (group, method, task, lr), ``k_sweep`` rows (group, method, task, k);
     ``models`` is the models figure's order;
-    ``published_path`` and ``roles`` give the reproduction figure its published cells.
+    ``published_path`` and ``roles`` give the reproduction figure its published cells, ``sizes_path``
+    (``model_statistics``) the sizes figure its models' parameter counts.
     The metrics tables are read only by the figures that need them (the gradient-norm job has no
     metrics among its inputs)."""
     runs = functools.cache(lambda: pd.read_parquet(runs_path))
@@ -140,6 +142,8 @@ def write_figures(
             summary(), model, pd.DataFrame(list(k_sweep), columns=["group", "method", "task", "k"]),
             variant=variant, ci_level=ci_level),
         "models": lambda: figures.models_figure(runs(), models, variant=variant, methods=methods, ci_level=ci_level, kinds=kinds),
+        "sizes": lambda: figures.sizes_figure(summary(), pd.read_parquet(sizes_path), variant=variant,
+                                              methods=methods, ci_level=ci_level),
         "reproduction": lambda: figures.reproduction_figure(
             published.reproduction(published.read_published(published_path or PUBLISHED), summary(), model, roles or {}),
             model, ci_level=ci_level),

@@ -47,6 +47,7 @@ GGUF_CODE = code_version("models")
 TWIN_CODE = code_version("twins", "config")
 DATA_CODE = code_version("data", "config")
 METRICS_CODE = code_version("cache", "metrics", "scoring")
+STATISTICS_CODE = code_version("models")
 REPORT_CODE = code_version("labels", "tables", "figures", "report", "published", "claims")
 # Every number the papers print, in the workflow's names: the reproduction table and figure read it
 # from the checkout (report.PUBLISHED), and rerun, through this checksum, when it changes.
@@ -113,6 +114,11 @@ def model_dir(wildcards):
 
 def trained_model_dir(wildcards):
     return variant_dir(wildcards.model, "trained")
+
+
+def trained_model_dirs(wildcards):
+    """Every model's trained folder, by model name."""
+    return {model: variant_dir(model, "trained") for model in MODELS}
 
 
 def task_files(wildcards):
@@ -188,6 +194,8 @@ def figure_inputs(wildcards):
         return {"train_logs": [f"{base}/{method}.parquet" for method in REPORT_METHODS]}
     if wildcards.figure == "reproduction":
         return {"summary": "results/metrics/summary.parquet"}
+    if wildcards.figure == "sizes":
+        return {"summary": "results/metrics/summary.parquet", "sizes": "results/metrics/models.parquet"}
     return {"runs": "results/metrics/runs.parquet", "summary": "results/metrics/summary.parquet"}
 
 

@@ -3,6 +3,7 @@
 
 localrules:
     download_model,
+    model_statistics,
 
 
 rule build_builtin_model:
@@ -85,3 +86,19 @@ rule make_variant:
         "results/logs/make_variant/{model}_{variant}.log",
     script:
         "../scripts/make_variant.py"
+
+
+# Each model's size from its own folder (parameters, layers, width): the x axis of the sizes figure.
+rule model_statistics:
+    input:
+        unpack(trained_model_dirs),
+    output:
+        "results/metrics/models.parquet",
+    params:
+        code=STATISTICS_CODE,
+    conda:
+        "../../envs/models.yaml"
+    log:
+        "results/logs/model_statistics.log",
+    script:
+        "../scripts/model_statistics.py"

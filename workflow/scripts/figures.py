@@ -15,5 +15,5 @@ from icl_gd import report
 inputs = dict(snakemake.input.items())
 report.write_figures(
     inputs.get("runs"), inputs.get("summary"), snakemake.output,
-    train_logs=inputs.get("train_logs", []), **snakemake.params.figure,
+    train_logs=inputs.get("train_logs", []), sizes_path=inputs.get("sizes"), **snakemake.params.figure,
 )

@@ -1,0 +1,18 @@
+"""Each model's size from its own folder: parameters, layers, width (the sizes figure's x axis)."""
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(snakemake.scriptdir).resolve().parents[1] / "src"))
+from icl_gd import warm
+
+warm.delegate()  # into the warm worker, where there is one (icl_gd/warm.py)
+from icl_gd.runtime import log_to
+
+log_to(snakemake.log[0])
+import pandas as pd
+
+from icl_gd import cache, models
+
+rows = [models.model_statistics(name, path) for name, path in snakemake.input.items()]
+cache.atomic_write_frame(pd.DataFrame(rows), snakemake.output[0])
