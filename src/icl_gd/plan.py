@@ -235,7 +235,7 @@ def figure_params(config: dict, figure: str) -> dict:
         params["lr_sweep"] = lr_sweeps(config)
     if figure == "k_sweep":
         params["k_sweep"] = k_sweeps(config)
-    if figure == "models":
+    if figure in ("models", "sizes"):
         params["models"] = list(config["models"])
     if figure == "reproduction":
         params.update(ci_level=config["statistics"]["ci_level"], roles=published_roles(config))
