@@ -48,12 +48,14 @@ COMPARED = ("simaou", "simaou_norm", "simam_delta")
 FOLLOWS = dict(cosine=0.95, ratio=(0.9, 1.1))  # issue 27's bar for "half precision changes h as float32 does"
 
 
+SCHEMA = yaml.safe_load((REPO / "workflow" / "schemas" / "config.schema.yaml").read_text())
+
+
 def run_config(task: str, method: str, dtype: str, max_eval: int, device: str, lr_scale: float = 1.0) -> dict:
-    schema = yaml.safe_load((REPO / "workflow" / "schemas" / "config.schema.yaml").read_text())
     raw = {"models": {"m": {"source": "local", "path": "."}}, "tasks": {task: {}},
            "methods": {method: {"kind": method, "lr_scale": lr_scale}}, "variants": {"trained": [method]},
            "max_eval": max_eval, "dtype": dtype, "cache_dtype": "float32", "device": device}
-    return validation.validate(raw, schema)
+    return validation.validate(raw, SCHEMA)
 
 
 def model_folder(model: str | None, package: str | None, workdir: Path) -> str:
@@ -77,7 +79,8 @@ def task_files(task: str, data: Path, workdir: Path) -> dict[str, str]:
             raise SystemExit(f"{task}: no {train} or {evaluation}, and no synthetic twin of it; run the workflow "
                              "for the task first, or give --data the folder of its prepared splits")
         spec = cfg.task_spec({"tasks": {task: {"source": "synthetic"}}}, task)
-        splits = twins.make_synthetic_task(task, n_train=300, n_eval=200, seed=0)  # the schema's defaults
+        defaults = {k: v["default"] for k, v in SCHEMA["properties"]["synthetic"]["properties"].items()}
+        splits = twins.make_synthetic_task(task, **defaults)  # as the default run makes it
         train, evaluation = workdir / task / "train.parquet", workdir / task / "eval.parquet"
         train.parent.mkdir(parents=True, exist_ok=True)
         for split, path in (("train", train), ("eval", evaluation)):
@@ -133,36 +136,34 @@ def main() -> None:
     for task in args.tasks:
         seed = cfg.task_seeds({"tasks": {task: {}}}, task)[0]
         files = task_files(task, Path(args.data), out)
+
+        def extract_cache(setting: str, dtype: str, scale: float = 1.0) -> cache.RunCache:
+            config = run_config(task, args.method, dtype, args.max_eval, args.device, scale)
+            path = out / f"{task}-{scale:g}-{dtype}-{setting}.parquet"
+            extract.run(plan.run_spec(config, task, setting, seed), model_name="m", variant="trained",
+                        model_dir=model_dir, out_path=str(path), device=args.device, **files)
+            return cache.read_cache(path)
+
+        # ZSL and ICL do not depend on the rate: once per task
+        started = time.time()
+        zsl32, icl32, zsl_half = extract_cache("zsl", "float32"), extract_cache("icl", "float32"), extract_cache("zsl", args.half)
+        floor = relative(zsl_half.attn_out, zsl32.attn_out)
         for scale in args.lr_scale:
-            started = time.time()
-            caches = {}
-            for dtype, settings in (("float32", ("zsl", "icl", args.method)), (args.half, ("zsl", args.method))):
-                config = run_config(task, args.method, dtype, args.max_eval, args.device, scale)
-                for setting in settings:
-                    if setting == "icl" and scale != args.lr_scale[0]:
-                        continue  # ICL does not depend on the rate
-                    path = out / f"{task}-{scale:g}-{dtype}-{setting}.parquet"
-                    extract.run(plan.run_spec(config, task, setting, seed), model_name="m", variant="trained",
-                                model_dir=model_dir, out_path=str(path), device=args.device, **files)
-                    caches[dtype, setting] = cache.read_cache(path)
-            if ("float32", "icl") not in caches:
-                caches["float32", "icl"] = cache.read_cache(out / f"{task}-{args.lr_scale[0]:g}-float32-icl.parquet")
-            zsl32, ft32 = caches["float32", "zsl"], caches["float32", args.method]
-            per_layer, ratio = metrics.change_agreement(caches[args.half, "zsl"].attn_out, caches[args.half, args.method].attn_out,
-                                                       zsl32.attn_out, ft32.attn_out)
+            ft32, ft_half = extract_cache(args.method, "float32", scale), extract_cache(args.method, args.half, scale)
+            per_layer, ratio = metrics.change_agreement(zsl_half.attn_out, ft_half.attn_out, zsl32.attn_out, ft32.attn_out)
             size = relative(ft32.attn_out, zsl32.attn_out)
-            floor = relative(caches[args.half, "zsl"].attn_out, zsl32.attn_out)
-            exact = layer_means(zsl32, caches["float32", "icl"], ft32)
-            stored = layer_means(*(rounded(caches["float32", s]) for s in ("zsl", "icl", args.method)))
+            exact = layer_means(zsl32, icl32, ft32)
+            stored = layer_means(*(rounded(c) for c in (zsl32, icl32, ft32)))
             cells = []
             for metric in COMPARED:
                 value, low, high = exact[metric]
                 cells.append(f"{value:+.4f} / {stored[metric][0] - value:+.1e} / {(high - low) / 2:.1e}")
-            lr = cfg.learning_rate(config, task, args.method)
+            lr = cfg.learning_rate(run_config(task, args.method, "float32", args.max_eval, args.device, scale), task, args.method)
             cosine = float(np.nanmean(per_layer))
             print(f"{task:8s} {lr:8.2g} {size:9.2e} {floor:8.1e} {cosine:15.4f} {np.nanmin(per_layer):12.4f} "
                   f"{ratio:11.3f} {'yes' if follows(cosine, ratio) else 'NO':>8s}   " + "   ".join(cells)
                   + f"   ({time.time() - started:.0f} s)", flush=True)
+            started = time.time()
 
 
 if __name__ == "__main__":

@@ -118,8 +118,7 @@ def evaluate(claim: Claim, summary: pd.DataFrame, comparisons: pd.DataFrame | No
 
     def value(cell: Cell, task: str) -> float:
         variant, method, metric = cell
-        got = values.get((variant, task, roles.get(method), metric), math.nan)
-        return got
+        return values.get((variant, task, roles.get(method), metric), math.nan)
 
     others = [claim.b] if not isinstance(claim.b, tuple) else list(claim.b)
     diffs: dict[str, list[float]] = {}

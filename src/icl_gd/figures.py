@@ -664,7 +664,8 @@ def sizes_figure(
     tasks = order_tasks(df["task"].dropna().unique())
     sweep = pd.DataFrame([dict(group=method_label(m), method=f"{model}/{m}", task=t, n_parameters=n)
                           for m in methods for model, n in counts.items() for t in tasks])
-    return _sweep_figure(df, "models", sweep, "n_parameters", variant, metrics, ci_level=ci_level)
+    return _sweep_figure(df, "models", sweep, "n_parameters", variant, metrics, ci_level=ci_level,
+                         subject=f"{variant_label(variant)} models")
 
 
 _SWEEP_AXES = {"lr": ("Learning rate", "learning-rate sweep"), "k": ("Demonstrations (k)", "sweep over the demonstrations"),
@@ -680,9 +681,11 @@ def _sweep_figure(
     metrics: Sequence[str],
     *,
     ci_level: float = 0.95,
+    subject: str | None = None,
 ) -> Figure:
-    """Layer-mean metrics against ``x`` (the learning rate ``lr`` or the demonstrations ``k``; log
-    axis), one panel per metric side by side.
+    """Layer-mean metrics against ``x`` (the learning rate ``lr``, the demonstrations ``k`` or
+    ``n_parameters``; log axis), one panel per metric side by side; the title starts with
+    ``subject`` (default: the model and variant).
     ``sweep`` has one row per (group, method, task, x): the methods of a group differ only in
     x. One line per (group, task) through its methods sorted by x,
     colour = task, line style = group; each an ``ErrorbarContainer`` labelled "{task}" or, with
@@ -759,8 +762,7 @@ def _sweep_figure(
                 for label in random_lines]
     fig.legend(handles=handles, loc="outside right upper", frameon=False)
     fig.suptitle(
-        (f"{variant_label(variant)} models" if x == "n_parameters" else f"{model} ({variant_label(variant, in_text=True)})")
-        + f": {_SWEEP_AXES[x][1]}, mean over seeds\n"
+        f"{subject or f'{model} ({variant_label(variant, in_text=True)})'}: {_SWEEP_AXES[x][1]}, mean over seeds\n"
         + _error_note(used_std, used_ci, over="seeds", ci_level=ci_level),
         fontsize=11,
     )

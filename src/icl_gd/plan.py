@@ -157,44 +157,38 @@ def tables(config: dict) -> list[str]:
     return planned
 
 
-def lr_sweeps(config: dict) -> list[dict]:
-    """The report variant's methods grouped by everything but their learning rate (``lr``,
-    ``lr_scale``): one row (group, method, task, lr) per method and task of every group whose
-    methods train some task at different rates. Empty when the config sweeps nothing."""
+def _sweeps(config: dict, varying: tuple[str, ...], column: str, value, plain) -> list[dict]:
+    """The report variant's methods grouped by everything in their spec but ``varying``: one row
+    (group, method, task, ``column``: ``value(task, method)``) per method and task of every group
+    whose methods differ in that value on some task. A group is named after its first ``plain``
+    method (the one at the protocol's setting), else its first."""
     groups: dict[str, list[str]] = {}
     for method in report_methods(config):
         spec = cfg.method_spec(config, method)
-        key = json.dumps({k: v for k, v in spec.items() if k not in ("lr", "lr_scale")}, sort_keys=True, default=str)
+        key = json.dumps({k: v for k, v in spec.items() if k not in varying}, sort_keys=True, default=str)
         groups.setdefault(key, []).append(method)
     rows = []
     for members in groups.values():
-        if not any(len({cfg.learning_rate(config, t, m) for m in members}) > 1 for t in config["tasks"]):
+        found = [dict(method=m, task=t, **{column: value(t, m)}) for m in members for t in config["tasks"]]
+        if not any(len({r[column] for r in found if r["task"] == t}) > 1 for t in config["tasks"]):
             continue
-        # named after the method that trains at the tasks' own rates, when the sweep has one
-        plain = [m for m in members if config["methods"][m].get("lr") is None and config["methods"][m].get("lr_scale", 1.0) == 1.0]
-        group = labels.method_label(plain[0] if plain else members[0])
-        rows += [dict(group=group, method=m, task=t, lr=cfg.learning_rate(config, t, m)) for m in members for t in config["tasks"]]
+        group = labels.method_label(([m for m in members if plain(m)] or members)[0])
+        rows += [dict(group=group, **r) for r in found]
     return rows
+
+
+def lr_sweeps(config: dict) -> list[dict]:
+    """Methods that differ only in their learning rate (``lr``, ``lr_scale``): rows (group, method,
+    task, lr). Empty when the config sweeps nothing."""
+    return _sweeps(config, ("lr", "lr_scale"), "lr", lambda t, m: cfg.learning_rate(config, t, m),
+                   lambda m: config["methods"][m].get("lr") is None and config["methods"][m].get("lr_scale", 1.0) == 1.0)
 
 
 def k_sweeps(config: dict) -> list[dict]:
-    """The report variant's methods grouped by everything but their number of demonstrations
-    (``k``): one row (group, method, task, k) per method and task of every group whose methods
-    use different k. Empty when the config sweeps no k."""
-    groups: dict[str, list[str]] = {}
-    for method in report_methods(config):
-        spec = cfg.method_spec(config, method)
-        key = json.dumps({k: v for k, v in spec.items() if k != "k"}, sort_keys=True, default=str)
-        groups.setdefault(key, []).append(method)
-    rows = []
-    for members in groups.values():
-        if len({cfg.setting_k(config, m) for m in members}) < 2:
-            continue
-        # named after the method at the top-level k, when the sweep has one
-        plain = [m for m in members if cfg.method_spec(config, m).get("k") in (None, config["k"])]
-        group = labels.method_label(plain[0] if plain else members[0])
-        rows += [dict(group=group, method=m, task=t, k=cfg.setting_k(config, m)) for m in members for t in config["tasks"]]
-    return rows
+    """Methods that differ only in their number of demonstrations (``k``): rows (group, method,
+    task, k). Empty when the config sweeps no k."""
+    return _sweeps(config, ("k",), "k", lambda t, m: cfg.setting_k(config, m),
+                   lambda m: cfg.method_spec(config, m).get("k") in (None, config["k"]))
 
 
 def figures(config: dict) -> list[str]:

@@ -30,7 +30,8 @@ def build_table(name: str, inputs: dict, *, model: str, variant: str, methods: l
                 baseline: str | None = None, layer_causal=(), clipped=(), paper002=(), roles=None, k_sweep=(),
                 significance: float = 0.05, ci_level: float = 0.95, **_) -> pd.DataFrame:
     """The table ``name`` of the report, from the files in ``inputs`` (summary, comparisons,
-    data statistics, the published numbers). ``roles``: published method -> the run's
+    data statistics; the published numbers come from :data:`PUBLISHED`). ``roles``: published
+    method -> the run's
     (``plan.published_roles``)."""
     if name == "data":
         return tables.data_table(pd.read_parquet(inputs["data"]))
@@ -39,7 +40,7 @@ def build_table(name: str, inputs: dict, *, model: str, variant: str, methods: l
                                         significance=significance, ci_level=ci_level)
     summary = pd.read_parquet(inputs["summary"])
     if name == "reproduction":
-        table = published.read_published(inputs.get("published", PUBLISHED))
+        table = published.read_published(PUBLISHED)
         cells = published.reproduction(table, summary, model, roles or {})
         n_results = int(table["metric"].isin(published.RUN_METRICS).sum())
         return tables.reproduction_table(cells, n_results, ci_level=ci_level)
@@ -112,7 +113,6 @@ def write_figures(
     k_sweep: list[dict] = (),
     models: list[str] = (),
     kinds: dict[str, str] | None = None,
-    published_path: str | None = None,
     roles: dict[str, str] | None = None,
     sizes_path: str | None = None,
 ) -> None:
@@ -121,7 +121,7 @@ def write_figures(
     compared with ``baseline``; the gradient norms come from ``train_logs`` (one task and seed);
     ``lr_sweep`` rows are (group, method, task, lr), ``k_sweep`` rows (group, method, task, k);
     ``models`` is the models figure's order;
-    ``published_path`` and ``roles`` give the reproduction figure its published cells, ``sizes_path``
+    ``roles`` match the reproduction figure's published methods to the run's, ``sizes_path``
     (``model_statistics``) the sizes figure its models' parameter counts.
     The metrics tables are read only by the figures that need them (the gradient-norm job has no
     metrics among its inputs)."""
@@ -145,7 +145,7 @@ def write_figures(
         "sizes": lambda: figures.sizes_figure(summary(), pd.read_parquet(sizes_path), variant=variant,
                                               methods=methods, ci_level=ci_level),
         "reproduction": lambda: figures.reproduction_figure(
-            published.reproduction(published.read_published(published_path or PUBLISHED), summary(), model, roles or {}),
+            published.reproduction(published.read_published(PUBLISHED), summary(), model, roles or {}),
             model, ci_level=ci_level),
     }
     for name, stem in _stems(outputs).items():
