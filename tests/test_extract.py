@@ -97,24 +97,37 @@ def task_files(tmp_path):
 
 
 def test_run_writes_caches_that_identify_the_run(tmp_path, model_dirs, task_files):
+    """The compact layout (the default): ZSL's values, and the other settings' changes from them."""
     torch.manual_seed(0)
     train, evaluation = task_files
     common = dict(model_name="tiny", variant="trained", task="sst2", seed=2, model_dir=str(model_dirs["gpt2"]),
                   train_path=train, eval_path=evaluation)
-    run_extraction(_config(), setting="zsl", out_path=str(tmp_path / "zsl.parquet"), **common)
-    run_extraction(_config(), setting="icl", out_path=str(tmp_path / "icl.parquet"), **common)
-    run_extraction(_config(), setting="gd", out_path=str(tmp_path / "gd.parquet"),
-                train_log_path=str(tmp_path / "gd_log.parquet"), **common)
-    zsl, icl, gd = (cache.read_cache(tmp_path / f"{s}.parquet") for s in ("zsl", "icl", "gd"))
+    config = _config(cache_dtype="compact")
+    reference = str(tmp_path / "zsl.arrow")
+    run_extraction(config, setting="zsl", out_path=reference, **common)
+    with pytest.raises(ValueError, match="change from the zsl cache"):
+        run_extraction(config, setting="icl", out_path=str(tmp_path / "icl.arrow"), **common)
+    run_extraction(config, setting="icl", out_path=str(tmp_path / "icl.arrow"), reference_path=reference, **common)
+    run_extraction(config, setting="gd", out_path=str(tmp_path / "gd.arrow"), reference_path=reference,
+                   train_log_path=str(tmp_path / "gd_log.parquet"), **common)
+    zsl, icl, gd = (cache.read_cache(tmp_path / f"{s}.arrow") for s in ("zsl", "icl", "gd"))
     assert zsl.n_examples == 5 and zsl.meta["setting"] == "zsl" and gd.meta["lr"] == 0.5
+    assert not zsl.is_change and icl.is_change and gd.is_change and zsl.attn_out.dtype == np.float32
+    assert icl.meta["reference"]["cache_id"] == gd.meta["reference"]["cache_id"] == zsl.meta["cache_id"]
     assert icl.meta["demo_ids"] == gd.meta["demo_ids"] and "demo_ids" not in zsl.meta  # ZSL has none
     assert (gd.meta["method"], gd.meta["kind"]) == ("gd", "gd")
     assert 0 < icl.meta["true_k"] <= 3  # the 64-token context leaves room for few demonstrations
     assert icl.meta["n_context"] > zsl.meta["n_context"] == 1
     assert np.array_equal(zsl.example_id, gd.example_id)
     # the query keys are the same in every setting, the attention outputs are not
-    np.testing.assert_array_equal(np.isnan(zsl.attn_scores), np.isnan(icl.attn_scores))
-    assert not np.allclose(zsl.attn_out, icl.attn_out) and not np.allclose(zsl.attn_out, gd.attn_out)
+    np.testing.assert_array_equal(zsl.query_len, icl.query_len)
+    np.testing.assert_array_equal(np.isnan(zsl.score_rows()), np.isnan(icl.score_rows()))
+    assert not np.allclose(zsl.outputs(), icl.outputs()) and not np.allclose(zsl.outputs(), gd.outputs())
+    # the same run in float32: the compact cache's values to the change's three digits
+    run_extraction(_config(), setting="gd", out_path=str(tmp_path / "gd32.arrow"), **common)
+    full = cache.read_cache(tmp_path / "gd32.arrow")
+    change = full.outputs() - zsl.outputs()
+    assert np.abs(gd.outputs() - full.outputs()).max() <= 2**-11 * np.abs(change).max() + 1e-6
     meta, log = cache.read_train_log(tmp_path / "gd_log.parquet")
     assert meta["n_train_steps"] == 3 and log["grad_norm"].shape == (3, 2) and not log["skipped"].any()
 
@@ -126,8 +139,8 @@ def test_run_rejects_a_query_longer_than_the_context(tmp_path, model_dirs):
     with pytest.raises(prompts.PromptError, match="longest evaluation prompt"):
         run_extraction(_config(), model_name="tiny", variant="trained", task="sst2", seed=2, setting="zsl",
                     model_dir=str(model_dirs["gpt2"]), train_path=str(tmp_path / "train.parquet"),
-                    eval_path=str(tmp_path / "eval.parquet"), out_path=str(tmp_path / "zsl.parquet"))
-    assert not (tmp_path / "zsl.parquet").exists()
+                    eval_path=str(tmp_path / "eval.parquet"), out_path=str(tmp_path / "zsl.arrow"))
+    assert not (tmp_path / "zsl.arrow").exists()
 
 
 def test_out_of_memory_halves_the_batch_and_keeps_the_results(load_tiny, tokenizer, monkeypatch):
@@ -158,8 +171,9 @@ def test_two_runs_with_one_seed_give_identical_caches(tmp_path, model_dirs, task
     common = dict(model_name="tiny", variant="trained", task="sst2", seed=3, model_dir=str(model_dirs[arch]),
                   train_path=train, eval_path=evaluation, setting=setting)
     for name in ("a", "b"):
-        run_extraction(_config(), out_path=str(tmp_path / f"{name}.parquet"), **common)
-    a, b = cache.read_cache(tmp_path / "a.parquet"), cache.read_cache(tmp_path / "b.parquet")
+        run_extraction(_config(), out_path=str(tmp_path / f"{name}.arrow"), **common)
+    a, b = cache.read_cache(tmp_path / "a.arrow"), cache.read_cache(tmp_path / "b.arrow")
+    assert a.meta.pop("cache_id") != b.meta.pop("cache_id")  # each cache its own id
     assert a.meta == b.meta
     for key in ("example_id", "pred", "label_logprobs", "attn_out", "attn_scores", "context_scores"):
         assert np.array_equal(getattr(a, key), getattr(b, key), equal_nan=True), key
@@ -180,11 +194,11 @@ def test_a_cache_says_how_to_rebuild_every_token_sequence_it_was_computed_from(t
     train, evaluation = task_files
     run_extraction(_config(methods={"gd": {"kind": "gd", "lr": 0.5, "demo_labels": "switched"}}), task="sst2",
                    seed=3, setting="gd", model_name="tiny", variant="trained", model_dir=str(model_dirs["gpt2"]),
-                   train_path=train, eval_path=evaluation, out_path=str(tmp_path / "gd.parquet"))
+                   train_path=train, eval_path=evaluation, out_path=str(tmp_path / "gd.arrow"))
     run_extraction(_config(), task="sst2", seed=3, setting="icl", model_name="tiny", variant="trained",
                    model_dir=str(model_dirs["gpt2"]), train_path=train, eval_path=evaluation,
-                   out_path=str(tmp_path / "icl.parquet"))
-    icl, gd = cache.read_cache(tmp_path / "icl.parquet"), cache.read_cache(tmp_path / "gd.parquet")
+                   out_path=str(tmp_path / "icl.arrow"))
+    icl, gd = cache.read_cache(tmp_path / "icl.arrow"), cache.read_cache(tmp_path / "gd.arrow")
     meta = icl.meta
     tokenizer = models.load_tokenizer(meta["tokenizer"]["model_dir"])
     assert tokenizer.bos_token_id == meta["tokenizer"]["bos_token_id"] and len(tokenizer) == meta["tokenizer"]["vocab_size"]
@@ -228,7 +242,7 @@ def test_a_run_where_no_demonstration_fits_stops_and_says_why(tmp_path, model_di
                   model_dir=str(model_dirs["gpt2"]), train_path=train, eval_path=str(tmp_path / "eval.parquet"))
     with pytest.raises(prompts.PromptError, match=r"'sst2', seed 2: only 0 of k = 3 demonstrations fit \(min_true_k = 1\)"
                                                   r".*longest evaluation prompt is \d+ tokens and the model's context 64"):
-        run_extraction(_config(), out_path=str(tmp_path / "icl.parquet"), **common)
-    assert not (tmp_path / "icl.parquet").exists()
-    run_extraction(_config(min_true_k=0), out_path=str(tmp_path / "icl.parquet"), **common)  # on purpose
-    assert cache.read_meta(tmp_path / "icl.parquet")["true_k"] == 0
+        run_extraction(_config(), out_path=str(tmp_path / "icl.arrow"), **common)
+    assert not (tmp_path / "icl.arrow").exists()
+    run_extraction(_config(min_true_k=0), out_path=str(tmp_path / "icl.arrow"), **common)  # on purpose
+    assert cache.read_meta(tmp_path / "icl.arrow")["true_k"] == 0

@@ -84,10 +84,10 @@ def test_an_icl_setting_with_its_own_k_runs_the_first_k_demonstrations(tmp_path,
     common = dict(model_name="tiny", variant="trained", task="sst2", seed=2, model_dir=str(model_dirs["gpt2"]),
                   train_path=str(train), eval_path=str(evaluation))
     methods = {"gd": {"kind": "gd", "lr": 0.5}, "gd_k1": {"kind": "gd", "lr": 0.5, "k": 1}}
-    run_extraction(_config(methods=methods), setting="icl", out_path=str(tmp_path / "icl.parquet"), **common)
-    run_extraction(_config(methods=methods), setting="icl_k1", out_path=str(tmp_path / "icl_k1.parquet"), **common)
-    run_extraction(_config(methods=methods), setting="gd_k1", out_path=str(tmp_path / "gd_k1.parquet"), **common)
-    icl, icl_k1, gd_k1 = (cache.read_cache(tmp_path / f"{s}.parquet") for s in ("icl", "icl_k1", "gd_k1"))
+    run_extraction(_config(methods=methods), setting="icl", out_path=str(tmp_path / "icl.arrow"), **common)
+    run_extraction(_config(methods=methods), setting="icl_k1", out_path=str(tmp_path / "icl_k1.arrow"), **common)
+    run_extraction(_config(methods=methods), setting="gd_k1", out_path=str(tmp_path / "gd_k1.arrow"), **common)
+    icl, icl_k1, gd_k1 = (cache.read_cache(tmp_path / f"{s}.arrow") for s in ("icl", "icl_k1", "gd_k1"))
     assert (icl.meta["k"], icl_k1.meta["k"], gd_k1.meta["k"]) == (3, 1, 1)
     assert icl_k1.meta["demo_ids"] == icl.meta["demo_ids"][:1] == gd_k1.meta["demo_ids"]
     assert icl_k1.meta["n_context"] < icl.meta["n_context"]

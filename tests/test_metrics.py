@@ -426,3 +426,90 @@ def test_bootstrap_ci_nan_aware_and_per_column():
     assert lo1 == pytest.approx(lo[1]) and hi1 == pytest.approx(hi[1])
     # constant data: a degenerate interval at the value
     assert M.bootstrap_ci(np.full(10, 0.5)) == pytest.approx((0.5, 0.5))
+
+
+# --------------------------------------------------------------------------------------------
+# every similarity at once, from the ZSL values and the changes (what scoring runs)
+
+
+def _ragged(maps, query_len):
+    """(n, L, H, Q) maps as the compact cache stores them: each example's rows cut to its keys."""
+    return np.concatenate([m[:, :, :q].reshape(-1) for m, q in zip(maps, query_len)])
+
+
+@pytest.mark.parametrize("scaled", [False, True])
+def test_update_similarities_are_simaou_and_its_baselines(scaled, monkeypatch):
+    rng = np.random.default_rng(1)
+    n, n_layers, d = 23, 3, 16
+    z = rng.standard_normal((n, n_layers, d))
+    a, b = 0.1 * rng.standard_normal((2, n, n_layers, d))
+    a[3, 1] = 0.0  # ICL left a row unchanged: every cosine of it is undefined
+    b[5] = 1e-9 * rng.standard_normal((n_layers, d))  # a change far below |h|: its digits kept
+    kwargs, stored_a, stored_b = {}, a, b
+    if scaled:  # as the compact cache stores them: rows of largest magnitude 1, and their scales
+        sa, sb = np.abs(a).max(-1), np.abs(b).max(-1)
+        stored_a, stored_b = a / np.where(sa > 0, sa, 1)[..., None], b / sb[..., None]
+        kwargs = dict(scale_icl=sa, scale_ft=sb)
+    monkeypatch.setattr(M, "_CHUNK_ELEMENTS", n_layers * d * 4)  # ragged chunks
+    out = M.update_similarities(z, stored_a, stored_b, rng=np.random.default_rng(7), **kwargs)
+    expected = {
+        "simaou": M.simaou(z, z + a, z + b, per_example=True),
+        "simaou_norm": M.simaou(z, z + a, z + b, normalize=True, per_example=True),
+        "simaou_random": M.simaou_random(z, z + a, np.random.default_rng(7), per_example=True),  # the same draws
+    }
+    for name, values in expected.items():
+        assert np.array_equal(np.isnan(out[name]), np.isnan(values)), name
+        # example 5 apart: (z + b) - z loses ~7 of float64's digits of a 1e-9 change there
+        np.testing.assert_allclose(np.delete(out[name], 5, 0), np.delete(values, 5, 0), rtol=0, atol=1e-12, err_msg=name)
+        np.testing.assert_allclose(out[name][5], values[5], rtol=0, atol=1e-6, err_msg=name)
+    # which the changes keep: SimAOU of example 5 is the cosine of the changes themselves
+    np.testing.assert_allclose(out["simaou"][5], M.cosine(a[5], b[5]), rtol=0, atol=1e-12)
+    assert np.isnan(out["simaou_random_gaussian"][3, 1]) and np.isfinite(np.delete(out["simaou_random_gaussian"], 3, 0)).all()
+    assert set(M.update_similarities(z, a, b)) == {"simaou", "simaou_norm"}  # no rng, no baselines
+
+
+def test_the_gaussian_baseline_has_the_law_of_a_cosine_with_an_isotropic_gaussian():
+    """cos(y, r), r ~ N(0, I_d): mean 0, variance 1/d, whatever y; drawn as g / sqrt(g² + χ²_{d-1})."""
+    rng = np.random.default_rng(3)
+    n, n_layers, d = 4000, 2, 64
+    z = rng.standard_normal((n, n_layers, d))
+    a = 0.5 + 0.1 * rng.standard_normal((n, n_layers, d))  # an update with a positive mean
+    fast = M.update_similarities(z, a, a, rng=np.random.default_rng(0))["simaou_random_gaussian"].reshape(-1)
+    drawn = M.simaou_random(z, z + a, np.random.default_rng(1), kind="gaussian", per_example=True).reshape(-1)
+    for sample in (fast, drawn):
+        assert abs(sample.mean()) < 4 / math.sqrt(d * sample.size)
+        assert abs(sample.var() * d - 1) < 0.1
+    quantiles = np.linspace(0.05, 0.95, 19)
+    assert np.abs(np.quantile(fast, quantiles) - np.quantile(drawn, quantiles)).max() < 0.02
+
+
+def test_map_similarities_are_simam_simam_delta_and_alpha_on_unpadded_rows(monkeypatch):
+    rng = np.random.default_rng(2)
+    n, n_layers, n_heads, keys = 31, 2, 3, 7
+    query_len = rng.integers(1, keys + 1, size=n)
+    query_len[4] = 0  # no key: undefined
+    m_zsl, m_icl, m_ft, m_base = (rng.standard_normal((n, n_layers, n_heads, keys)) for _ in range(4))
+    m_icl[6] = m_zsl[6]  # ICL changed nothing here: SimAM_delta undefined, SimAM before 1
+    pad = np.arange(keys)[None, :] >= query_len[:, None]
+    for m in (m_zsl, m_icl, m_ft, m_base):
+        m[np.broadcast_to(pad[:, None, None, :], m.shape)] = np.nan
+    flat = lambda m: _ragged(m, query_len)  # noqa: E731
+    scale = rng.uniform(0.5, 2.0, size=(3, n, n_layers))
+    per_row = lambda s: np.repeat(s.reshape(-1), np.repeat(n_heads * query_len, n_layers))  # noqa: E731
+    changes = [flat(m - m_zsl) / per_row(s) for m, s in zip((m_icl, m_ft, m_base), scale)]
+    monkeypatch.setattr(M, "_CHUNK_ELEMENTS", 50)  # blocks of a few examples, one example over a block
+    out = M.map_similarities(flat(m_zsl), *changes[:2], query_len, n_layers, n_heads, dm_base=changes[2],
+                             scale_icl=scale[0], scale_ft=scale[1], scale_base=scale[2])
+    expected = {
+        "simam_before": M.simam(m_icl, m_zsl, query_len=query_len, per_example=True),
+        "simam_after": M.simam(m_icl, m_ft, query_len=query_len, per_example=True),
+        "simam_delta": M.simam_delta(m_zsl, m_icl, m_ft, query_len=query_len, per_example=True),
+        "alpha": M.alpha(m_zsl, m_ft, m_base, query_len=query_len, per_example=True),
+    }
+    for name, values in expected.items():
+        assert np.array_equal(np.isnan(out[name]), np.isnan(values)), name
+        np.testing.assert_allclose(out[name], values, rtol=0, atol=1e-12, err_msg=name)
+    assert np.isnan(out["simam_delta"][6]).all() and np.allclose(out["simam_before"][6], 1.0)
+    assert "alpha" not in M.map_similarities(flat(m_zsl), *changes[:2], query_len, n_layers, n_heads)
+    with pytest.raises(ValueError, match="query lengths give"):
+        M.map_similarities(flat(m_zsl)[:-1], *changes[:2], query_len, n_layers, n_heads)

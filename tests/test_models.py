@@ -93,6 +93,19 @@ def test_load_model_uses_sdpa_and_falls_back_to_eager_where_it_must(model_dirs):
     assert next(half.parameters()).dtype == torch.bfloat16
 
 
+@pytest.mark.parametrize("bad", [float("nan"), float("inf")])
+def test_a_checkpoint_whose_weights_hold_nan_or_inf_is_refused_for_that_reason(model_dirs, tmp_path, bad):
+    model = AutoModelForCausalLM.from_pretrained(model_dirs["llama"])
+    with torch.no_grad():
+        model.model.layers[1].self_attn.k_proj.weight[0, 3] = bad
+    model.save_pretrained(tmp_path)
+    for name in ("tokenizer.json", "tokenizer_config.json"):
+        (tmp_path / name).write_bytes((model_dirs["llama"] / name).read_bytes())
+    with pytest.raises(models.DamagedCheckpointError, match=r"layers\.1\.self_attn\.k_proj\.weight hold NaN or inf.*delete the folder and rerun"):
+        models.load_model(tmp_path, device="cpu")
+    models.load_model(model_dirs["llama"], device="cpu")  # its intact original loads
+
+
 def test_pick_device():
     assert models.pick_device("cpu") == torch.device("cpu")
     assert models.pick_device("auto").type == ("cuda" if torch.cuda.is_available() else "cpu")

@@ -462,8 +462,8 @@ def extracted(tmp_path_factory, model_dirs):
     for name, (config, setting) in runs.items():
         torch.manual_seed(0)
         log = str(tmp / f"{name}_log.parquet") if setting.startswith("gd") else None
-        run_extraction(config, setting=setting, out_path=str(tmp / f"{name}.parquet"), train_log_path=log, **common)
-        out[name] = cache.read_cache(tmp / f"{name}.parquet")
+        run_extraction(config, setting=setting, out_path=str(tmp / f"{name}.arrow"), train_log_path=log, **common)
+        out[name] = cache.read_cache(tmp / f"{name}.arrow")
         if log:
             out[name + "_log"] = cache.read_train_log(log)
     return {"caches": out, "train": train, "eval": evaluation}
@@ -535,9 +535,9 @@ def test_run_refuses_a_label_word_of_several_tokens(tmp_path, model_dirs):
     with pytest.raises(PromptError) as err:
         run_extraction(config, model_name="tiny", variant="trained", task="sst2", seed=2, setting="zsl",
                     model_dir=str(model_dirs["gpt2"]), train_path=str(tmp_path / "train.parquet"),
-                    eval_path=str(tmp_path / "eval.parquet"), out_path=str(tmp_path / "zsl.parquet"))
+                    eval_path=str(tmp_path / "eval.parquet"), out_path=str(tmp_path / "zsl.arrow"))
     assert "'sst2'" in str(err.value) and "'Zebrafishy'" in str(err.value)
-    assert not (tmp_path / "zsl.parquet").exists()
+    assert not (tmp_path / "zsl.arrow").exists()
 
 
 def test_hub_data_without_a_template_field(repos, hub_cache):

@@ -7,13 +7,17 @@ import os
 os.environ["HF_HUB_OFFLINE"] = "1"
 
 import math  # noqa: E402
+import tempfile  # noqa: E402
+from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 
-from icl_gd import metrics, scoring  # noqa: E402
+from icl_gd import cache, metrics, scoring  # noqa: E402
 from icl_gd.cache import RunCache  # noqa: E402
+
+TMP = tempfile.mkdtemp(prefix="test_scoring-")  # the hand-made caches (memory-mapped while the tests run)
 
 COLUMNS = ["model", "variant", "task", "seed", "method", "metric", "layer", "value", "ci_low", "ci_high"]
 GOLD = np.array([0, 1, 1, 0])
@@ -45,21 +49,20 @@ def attn_scores(setting: str) -> np.ndarray:
     return m
 
 
-def run_cache(setting: str, *, example_id=(5, 6, 7, 8), seed: int = 2) -> RunCache:
+def run_cache(setting: str, *, example_id=(5, 6, 7, 8), seed: int = 2, layout: str = "float32",
+              reference: RunCache | None = None) -> RunCache:
+    """The setting's records written as a cache and read back (float32: the hand values exactly)."""
     n = len(example_id)
     logprobs = np.full((n, 2), -2.0, dtype=np.float32)
     logprobs[np.arange(n), PRED[setting]] = -0.1
-    return RunCache(
-        meta={"model": "tiny", "variant": "trained", "task": "sst2", "seed": seed, "setting": setting},
-        example_id=np.array(example_id),
-        gold=GOLD.astype(np.int16),
-        pred=np.array(PRED[setting], dtype=np.int16),
-        label_logprobs=logprobs,
-        query_len=np.array([3, 3, 3, 2], dtype=np.int32),
-        attn_out=attn_out(setting),
-        attn_scores=attn_scores(setting),
-        context_scores=np.zeros((n, 2, 1)),
+    path = Path(tempfile.mkdtemp(dir=TMP)) / f"{setting}.arrow"
+    cache.write_cache(
+        path, {"model": "tiny", "variant": "trained", "task": "sst2", "seed": seed, "setting": setting},
+        example_id=np.array(example_id), gold=GOLD, label_logprobs=logprobs,
+        query_len=np.array([3, 3, 3, 2]), attn_out=attn_out(setting), attn_scores=attn_scores(setting),
+        context_scores=np.zeros((n, 2, 1)), layout=layout, reference=reference,
     )
+    return cache.read_cache(path, reference)
 
 
 @pytest.fixture(scope="module")
@@ -196,7 +199,7 @@ def test_f2t_metrics_use_only_the_f2t_examples(table):
     assert value(table, "n_f2t") == keep.sum() == 1  # example 0: ZSL wrong, ICL and FT right
     expected = metrics.simaou(zsl.attn_out[keep], icl.attn_out[keep], gd.attn_out[keep], normalize=True)
     assert value(table, "simaou_norm_f2t", 1) == pytest.approx(expected[1])
-    expected = metrics.simam_delta(zsl.attn_scores[keep], icl.attn_scores[keep], gd.attn_scores[keep])
+    expected = metrics.simam_delta(zsl.score_rows()[keep], icl.score_rows()[keep], gd.score_rows()[keep])
     assert value(table, "simam_delta_f2t", 0) == pytest.approx(expected[0])
     assert value(table, "simaou_norm_f2t", 1) != pytest.approx(value(table, "simaou_norm", 1))
 
@@ -238,7 +241,7 @@ def test_alpha_against_the_baseline_cache():
     zsl, icl, lcgd, gd = run_cache("zsl"), run_cache("icl"), run_cache("icl"), run_cache("gd")
     lcgd.meta = {**lcgd.meta, "setting": "lcgd"}
     table = scoring.score_run(zsl, icl, lcgd, gd)
-    expected = metrics.alpha(zsl.attn_scores, lcgd.attn_scores, gd.attn_scores)
+    expected = metrics.alpha(zsl.score_rows(), lcgd.score_rows(), gd.score_rows())
     assert value(table, "alpha", 0) == pytest.approx(expected[0])
     assert value(table, "alpha") == pytest.approx(np.mean(expected))
     assert set(table.method) == {"lcgd"} and "alpha_f2t" in set(table.metric)
@@ -351,17 +354,15 @@ def test_prediction_change_partition_hand_case():
 
 
 def test_data_statistics_counts_tokens_from_the_caches(tmp_path):
-    from icl_gd import cache
-
     def write(setting, query_len, n_context):
         n = len(query_len)
         meta = {"model": "tiny", "variant": "trained", "task": "cb", "seed": 3, "setting": setting,
                 "record_position": "label_word", "k": 4, "true_k": 3}
-        cache.write_cache(tmp_path / f"{setting}.parquet", meta, example_id=np.arange(n), gold=np.zeros(n),
+        cache.write_cache(tmp_path / f"{setting}.arrow", meta, example_id=np.arange(n), gold=np.zeros(n),
                           label_logprobs=np.zeros((n, 2)), query_len=np.array(query_len),
                           attn_out=np.zeros((n, 1, 2)), attn_scores=np.zeros((n, 1, 1, max(query_len))),
                           context_scores=np.zeros((n, 1, n_context)))
-        return str(tmp_path / f"{setting}.parquet")
+        return str(tmp_path / f"{setting}.arrow")
 
     splits = {}
     for split, n in (("train", 7), ("eval", 5)):
@@ -372,3 +373,14 @@ def test_data_statistics_counts_tokens_from_the_caches(tmp_path):
     assert (stats.n_train, stats.n_eval, stats.n_evaluated) == (7, 5, 3)
     assert stats.prompt_tokens == 6.0  # mean query keys 7, less the recorded label word
     assert stats.icl_tokens == 46.0 and (stats.true_k, stats.k) == (3, 4)
+
+
+def test_compact_caches_score_as_float32_ones(table):
+    """The compact layout: ZSL in float32, ICL and FT as float16 changes from it; the same table."""
+    zsl = run_cache("zsl", layout="compact")
+    compact = scoring.score_run(zsl, run_cache("icl", layout="compact", reference=zsl),
+                                run_cache("gd", layout="compact", reference=zsl), random_seed=0)
+    assert compact[COLUMNS[:7]].equals(table[COLUMNS[:7]])
+    np.testing.assert_allclose(compact.value, table.value, rtol=0, atol=1e-3)
+    similar = table.metric.str.startswith(("simaou", "simam")) & ~table.metric.str.contains("random")
+    assert np.nanmax(np.abs(compact.value - table.value)[similar]) < 1e-3

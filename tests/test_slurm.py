@@ -284,13 +284,15 @@ def test_model_jobs_go_through_sbatch_with_their_resources(slurm, runs):
 @pytest.mark.slow
 def test_cluster_outputs_equal_a_local_run(runs):
     local, cluster, _ = runs
-    caches = sorted(p.relative_to(local) for p in (local / "results/activations").rglob("*.parquet"))
+    caches = sorted(p.relative_to(local) for p in (local / "results/activations").rglob("*.arrow"))
     assert len(caches) == 6
-    assert caches == sorted(p.relative_to(cluster) for p in (cluster / "results/activations").rglob("*.parquet"))
+    assert caches == sorted(p.relative_to(cluster) for p in (cluster / "results/activations").rglob("*.arrow"))
     for path in caches:
         a, b = cache.read_cache(local / path), cache.read_cache(cluster / path)
-        for column in ("example_id", "pred", "label_logprobs", "attn_out", "attn_scores", "context_scores"):
+        for column in ("example_id", "pred", "label_logprobs", "attn_out", "attn_scores", "context_scores",
+                       "attn_out_scale", "attn_scores_scale", "context_scores_scale"):
             np.testing.assert_array_equal(getattr(a, column), getattr(b, column), err_msg=f"{path}: {column}")
+        np.testing.assert_array_equal(a.outputs(), b.outputs(), err_msg=f"{path}: outputs")
     pd.testing.assert_frame_equal(
         pd.read_parquet(local / "results/metrics/summary.parquet"), pd.read_parquet(cluster / "results/metrics/summary.parquet")
     )

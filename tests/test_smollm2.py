@@ -32,7 +32,7 @@ def test_smollm2_runs_end_to_end_offline_with_a_k_sweep(tmp_path):
     model_dir = workdir / "resources/models/smollm2/trained"
     assert (model_dir / "model.safetensors").is_file() and (model_dir / "tokenizer.json").is_file()
     base = workdir / "results/activations/smollm2/trained/sst2/seed2"
-    icl, icl_k1, gd_k1 = (cache.read_cache(base / f"{s}.parquet") for s in ("icl", "icl_k1", "gd_k1"))
+    icl, icl_k1, gd_k1 = (cache.read_cache(base / f"{s}.arrow") for s in ("icl", "icl_k1", "gd_k1"))
     assert icl.attn_out.shape[1:] == (30, 576)  # the real model: 30 layers of width 576
     assert (icl.meta["true_k"], icl_k1.meta["true_k"], gd_k1.meta["k"]) == (4, 1, 1)
     assert icl_k1.meta["demo_ids"] == icl.meta["demo_ids"][:1] == gd_k1.meta["demo_ids"]

@@ -4,6 +4,7 @@ import os
 
 os.environ["HF_HUB_OFFLINE"] = "1"
 
+import re
 import shutil
 import subprocess
 import sys
@@ -89,18 +90,20 @@ def test_caches_have_the_documented_schema(finished_run):
         for task, task_seeds in seeds.items():
             for seed in task_seeds:
                 for setting in ["zsl", "icl", *methods]:
-                    path = finished_run / f"results/activations/tiny/{variant}/{task}/seed{seed}/{setting}.parquet"
+                    path = finished_run / f"results/activations/tiny/{variant}/{task}/seed{seed}/{setting}.arrow"
                     run = cache.read_cache(path)
                     n_labels = len(cfg.TASK_PRESETS[task]["label_words"])
                     assert run.meta["setting"] == setting and run.meta["seed"] == seed
                     assert run.n_examples == TINY["max_eval"]
-                    assert run.attn_out.shape == (12, 2, 32)
-                    assert run.attn_scores.shape[:3] == (12, 2, 2)
+                    # compact: ZSL's values in float32, the other settings' changes from them in float16
+                    assert run.is_change == (setting != "zsl") and run.meta["layout"] == "compact"
+                    assert run.attn_out.shape == (12, 2, 32) and run.outputs().shape == (12, 2, 32)
+                    assert run.attn_scores.shape == (2 * 2 * run.query_len.sum(),)  # unpadded
                     assert run.label_logprobs.shape == (12, n_labels)
                     # log-probabilities of a distribution over the whole vocabulary
                     assert np.all(run.label_logprobs < 0) and np.all(np.exp(run.label_logprobs).sum(1) < 1)
                     assert np.array_equal(run.pred, run.label_logprobs.argmax(1))
-                    valid = ~np.isnan(run.attn_scores)
+                    valid = ~np.isnan(run.score_rows())
                     assert np.array_equal(valid.sum(-1), np.broadcast_to(run.query_len[:, None, None], valid.shape[:3]))
                     if setting == "zsl":  # no demonstrations
                         assert "true_k" not in run.meta and "demo_ids" not in run.meta
@@ -115,9 +118,9 @@ def test_caches_have_the_documented_schema(finished_run):
 @pytest.mark.slow
 def test_finetuning_changes_predictions_but_not_the_evaluation_set(finished_run):
     base = finished_run / "results/activations/tiny/trained/sst2/seed2"
-    zsl, gd = cache.read_cache(base / "zsl.parquet"), cache.read_cache(base / "gd.parquet")
+    zsl, gd = cache.read_cache(base / "zsl.arrow"), cache.read_cache(base / "gd.arrow")
     assert np.array_equal(zsl.example_id, gd.example_id) and np.array_equal(zsl.gold, gd.gold)
-    assert not np.allclose(zsl.attn_out, gd.attn_out)  # K/V moved, so the attention output did
+    assert not np.allclose(zsl.outputs(), gd.outputs())  # K/V moved, so the attention output did
     meta, log = cache.read_train_log(finished_run / "results/training/tiny/trained/sst2/seed2/gd.parquet")
     assert len(log["loss"]) == TINY["k"] and log["grad_norm"].shape == (TINY["k"], 2)
     assert np.all(log["grad_norm"] > 0) and meta["lr"] == cfg.TASK_PRESETS["sst2"]["lr"]
@@ -137,7 +140,7 @@ def test_metrics_agree_with_the_caches(finished_run):
     # accuracy recomputed from the caches
     accs = []
     for seed in (2, 3):
-        run = cache.read_cache(finished_run / f"results/activations/tiny/trained/sst2/seed{seed}/icl.parquet")
+        run = cache.read_cache(finished_run / f"results/activations/tiny/trained/sst2/seed{seed}/icl.arrow")
         accs.append(np.mean(run.pred == run.gold))
     row = summary.query("variant == 'trained' and task == 'sst2' and method == 'gd' and metric == 'acc_icl'")
     assert row["n"].item() == 2
@@ -151,10 +154,10 @@ def test_metrics_agree_with_the_caches(finished_run):
     assert per_layer.between(-1, 1).all()
     # alpha: LCGD against GD's cache of the same seed (paper 001 Fig. 2)
     base = finished_run / "results/activations/tiny/trained/cb/seed3"
-    zsl, lcgd, gd = (cache.read_cache(base / f"{s}.parquet") for s in ("zsl", "lcgd", "gd"))
+    zsl, lcgd, gd = (cache.read_cache(base / f"{s}.arrow") for s in ("zsl", "lcgd", "gd"))
     alpha = runs.query("variant == 'trained' and task == 'cb' and seed == 3 and method == 'lcgd' and metric == 'alpha'")
-    expected = metrics.alpha(zsl.attn_scores, lcgd.attn_scores, gd.attn_scores)
-    assert alpha[alpha["layer"].notna()].sort_values("layer")["value"].tolist() == pytest.approx(list(expected), nan_ok=True)
+    expected = metrics.alpha(zsl.score_rows(), lcgd.score_rows(), gd.score_rows())  # from the values, rebuilt
+    assert alpha[alpha["layer"].notna()].sort_values("layer")["value"].tolist() == pytest.approx(list(expected), abs=1e-4, nan_ok=True)
     assert "alpha" not in set(runs.query("method == 'gd'").metric)
     # every interval brackets its mean; one seed's interval is the run's own
     defined = summary.dropna(subset=["ci_low", "mean"])
@@ -174,7 +177,7 @@ def test_methods_are_compared_with_gd_paired_by_example(finished_run):
     for method in ("lcgd", "gd"):
         accs[method] = np.mean([
             np.mean(r.pred == r.gold) for r in (
-                cache.read_cache(finished_run / f"results/activations/tiny/trained/sst2/seed{seed}/{method}.parquet")
+                cache.read_cache(finished_run / f"results/activations/tiny/trained/sst2/seed{seed}/{method}.arrow")
                 for seed in (2, 3)
             )
         ])
@@ -305,8 +308,8 @@ def test_nothing_to_do_after_a_run_and_metric_edits_rerun_only_metrics(finished_
         planned = jobs_planned(finished_run)
     finally:
         metrics_py.write_text(original)
-    assert set(planned) == {"score_run", "aggregate_metrics", "compare_methods", "data_statistics", "table",
-                            "figure", "all"}
+    assert set(planned) == {"score_run", "aggregate_metrics", "compare_methods", "task_statistics", "data_statistics",
+                            "table", "figure", "all"}
     assert planned["score_run"] == 12
     assert planned["figure"] == 5  # the gradient norms come from the training logs, not the metrics
 
@@ -325,6 +328,68 @@ def test_a_config_edit_reruns_exactly_the_caches_it_changes(finished_run):
     finally:
         config_file.write_text(yaml.safe_dump(TINY))
     assert jobs_planned(finished_run) == {}
+
+
+@pytest.mark.slow
+def test_an_edit_of_the_planning_reruns_no_extraction_unless_it_changes_a_run_spec(finished_run):
+    """plan.py and config.py decide what each job does; what they decide reaches the job as its
+    run spec, which the params trigger compares, so their code is in no job's checksum."""
+    plan_py, config_py = finished_run / "src/icl_gd/plan.py", finished_run / "src/icl_gd/config.py"
+    originals = {path: path.read_text() for path in (plan_py, config_py)}
+    assert '"lr": 5e-4,' in originals[config_py]  # SST-2's protocol rate
+    try:
+        plan_py.write_text(originals[plan_py] + "\n\ndef a_new_helper(config):\n    return sorted(config)\n")
+        config_py.write_text(originals[config_py] + "\n# an edit that changes no spec\n")
+        assert jobs_planned(finished_run) == {}
+        config_py.write_text(originals[config_py].replace('"lr": 5e-4,', '"lr": 6e-4,'))
+        planned = jobs_planned(finished_run)
+    finally:
+        for path, text in originals.items():
+            path.write_text(text)
+    # SST-2's finetuning only: 2 seeds x (trained: gd, lcgd; untrained: gd); then its scores and the report
+    assert planned["finetune_and_extract"] == 6 and planned["score_run"] == 6
+    assert not {"extract_base", "build_builtin_model", "synthetic_twin", "prepare_task", "make_variant"} & set(planned)
+    assert jobs_planned(finished_run) == {}
+
+
+def test_a_precision_that_departs_from_float32_is_warned_of_once(tmp_path):
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump({**TINY, "dtype": "bfloat16", "cache_dtype": "float16"}))
+    err = snakemake(tmp_path, "-n").stderr
+    assert err.count("warning: dtype: bfloat16") == 1 and err.count("warning: cache_dtype: float16") == 1
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(TINY))
+    assert "warning: " not in snakemake(tmp_path, "-n").stderr
+
+
+@pytest.mark.slow
+def test_temporary_caches_are_deleted_once_scored_and_a_metric_edit_extracts_again(tmp_path, finished_run):
+    """`caches: temporary`: every cache is a temp() output, gone once the jobs that read it are done;
+    the run's tables are those of a run that keeps them, and nothing is left to do after it."""
+    workdir = checkout(tmp_path / "clone")
+    (workdir / "config.yaml").write_text(yaml.safe_dump({**TINY, "caches": "temporary"}))
+    snakemake(workdir, "--cores", "2")
+    assert list((workdir / "results/activations").rglob("*.arrow")) == []
+    assert sorted((workdir / "results/training").rglob("*.parquet"))  # the training logs stay
+    for table in ("accuracy", "methods", "data"):
+        assert (workdir / f"results/reports/tables/{table}.md").read_text() == \
+            (finished_run / f"results/reports/tables/{table}.md").read_text(), table
+    assert jobs_planned(workdir) == {}
+    metrics_py = workdir / "src/icl_gd/metrics.py"
+    metrics_py.write_text(metrics_py.read_text() + "\n# an edit\n")
+    planned = jobs_planned(workdir)
+    # every cache again: ZSL and ICL of 2 variants x 2 tasks x 2 seeds, and the 3 methods
+    assert (planned["extract_base"], planned["finetune_and_extract"], planned["score_run"]) == (16, 12, 12)
+
+
+@pytest.mark.slow
+def test_the_disk_estimate_is_what_the_run_wrote(finished_run):
+    """`snakemake disk_estimate` counts every cache from the model's shape and tokenizer and the
+    data, before any extraction; after the run, within 2% of the bytes the caches take."""
+    out = snakemake(finished_run, "--cores", "1", "disk_estimate").stdout
+    estimate = int(re.search(r"caches: keep .*\(([\d,]+) bytes\)", out).group(1).replace(",", ""))
+    written = sum(p.stat().st_size for p in (finished_run / "results/activations").rglob("*.arrow"))
+    assert "28 activation caches (compact layout), 8 run groups" in out
+    assert abs(estimate - written) <= 0.02 * written, (estimate, written)
+    assert jobs_planned(finished_run) == {}  # it writes nothing a later run would redo
 
 
 def test_a_bad_config_key_stops_the_run_with_its_name(tmp_path):

@@ -1,16 +1,19 @@
 """Config access: the six reference tasks, and resolving a validated config into run specs.
 
-This module imports nothing else of the package (it sits at the bottom of the DAG of imports),
-so that the Snakefile, the rules and every other module can lean on it cheaply.
+This module imports only ``specs`` of the package (the vocabulary its jobs execute, re-exported
+here), so that the Snakefile, the rules and every other module can lean on it cheaply.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import re
-import string
-from dataclasses import dataclass, field
 from pathlib import Path
+
+from .specs import (  # noqa: F401  (re-exported: the config's vocabulary)
+    BASE_SETTING_PATTERN, BASE_SETTINGS, ICL_SETTING_PATTERN, ConfigError, TaskSpec, is_base_setting,
+    is_icl_setting, template_fields,
+)
 
 # The reference protocol (docs/protocol.md, "Tasks and data"). Hub ids are the current
 # canonical ones; the reference used the legacy ids of the same data.
@@ -74,54 +77,10 @@ TASK_PRESETS: dict[str, dict] = {
     },
 }
 
-# Settings that evaluate the model as it is; every other setting names a training method.
-# ``icl_switched`` is ICL on label-switched demonstrations (paper 002), the counterpart of a
-# method with ``demo_labels: switched``.
-BASE_SETTINGS = ("zsl", "icl", "icl_switched")
-# ICL with a method's own number of demonstrations (``methods.<name>.k``): icl_k8, icl_switched_k8.
-ICL_SETTING_PATTERN = r"icl(_switched)?(_k[0-9]+)?"
-BASE_SETTING_PATTERN = r"zsl|" + ICL_SETTING_PATTERN
 DEMO_LABELS = ("gold", "switched")
 METHOD_KINDS = ("gd", "lcgd", "linearized")
 MODEL_VARIANTS = ("trained", "untrained", "trained_embeddings", "layernorm_only")
 NAME_PATTERN = r"[A-Za-z0-9][A-Za-z0-9_.-]*"
-
-
-class ConfigError(ValueError):
-    """A config value that cannot work; the message names the key and the fix."""
-
-
-def template_fields(template: str) -> list[str]:
-    """The ``{field}`` names a prompt template reads, in order of first use."""
-    names = []
-    for _, name, _, _ in string.Formatter().parse(template):
-        if name is not None and name not in names:
-            if not name.isidentifier():
-                raise ConfigError(f"template {template!r} has a field {{{name}}} that is not a plain column name")
-            names.append(name)
-    return names
-
-
-@dataclass(frozen=True)
-class TaskSpec:
-    name: str
-    source: str
-    template: str
-    label_words: tuple[str, ...]
-    seeds: tuple[int, ...]
-    lr: float
-    splits: dict = field(default_factory=dict)
-    hub_id: str | None = None
-    hub_config: str | None = None
-    path: str | None = None
-
-    @property
-    def text_fields(self) -> list[str]:
-        return template_fields(self.template)
-
-    @property
-    def n_labels(self) -> int:
-        return len(self.label_words)
 
 
 def task_spec(config: dict, task: str) -> TaskSpec:
@@ -177,15 +136,6 @@ def method_spec(config: dict, method: str) -> dict:
     if spec.get("kind") not in METHOD_KINDS:
         raise ConfigError(f"methods.{method}.kind must be one of {METHOD_KINDS}, got {spec.get('kind')!r}")
     return spec
-
-
-def is_base_setting(setting: str) -> bool:
-    """ZSL or an ICL setting: the model evaluated as it is, no training."""
-    return re.fullmatch(BASE_SETTING_PATTERN, setting) is not None
-
-
-def is_icl_setting(setting: str) -> bool:
-    return re.fullmatch(ICL_SETTING_PATTERN, setting) is not None
 
 
 def demo_labels(config: dict, setting: str) -> str:

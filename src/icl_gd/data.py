@@ -38,7 +38,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from icl_gd.config import TaskSpec
+from .specs import TaskSpec
 
 SPLIT_ROLES = ("train", "eval")
 SOURCES = ("synthetic", "hub", "local")

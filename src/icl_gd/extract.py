@@ -11,13 +11,15 @@ import contextlib
 import hashlib
 import logging
 import time
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 import torch
 from tqdm import tqdm
 
-from . import cache, capture, config as cfg, data, models, prompts, training
+from . import cache, capture, data, models, prompts, training
+from .specs import TaskSpec, is_icl_setting
 from .prompts import Query
 
 log = logging.getLogger(__name__)
@@ -135,30 +137,36 @@ def evaluation_batch_size(requested: int | None, device: torch.device) -> int:
     return 128 if device.type == "cuda" else 16
 
 
-def _task_spec(spec: dict) -> cfg.TaskSpec:
+def _task_spec(spec: dict) -> TaskSpec:
     """The task as prompts.py reads it (its seeds and learning rate are the spec's business)."""
-    return cfg.TaskSpec(name=spec["task"], source=spec["source"], template=spec["template"],
+    return TaskSpec(name=spec["task"], source=spec["source"], template=spec["template"],
                         label_words=tuple(spec["label_words"]), seeds=(), lr=0.0,
                         splits=spec["splits"], hub_id=spec["hub_id"], hub_config=spec["hub_config"], path=spec["path"])
 
 
-def run(spec: dict, *, model_name: str, variant: str, model_dir: str, train_path: str, eval_path: str, out_path: str, train_log_path: str | None = None, device: str = "auto", batch_size: int | None = None) -> dict:
-    """Extract one run's cache (and, for a training method, its training log).
+@dataclass
+class RunSequences:
+    """The token sequences of a run, before any model runs: its evaluation queries, and for a
+    setting with demonstrations, the demonstrations, how many fit (true k) and the ICL context."""
 
-    ``spec`` is the run (``plan.run_spec``): everything it reads of the config. ``device`` and
-    ``batch_size`` say how to run it; they do not change the results."""
-    started = time.time()
+    task_spec: TaskSpec
+    label_ids: list[int]
+    queries: list[Query]
+    context: list[int]
+    demos: pd.DataFrame | None = None
+    demo_ids: list[list[int]] = field(default_factory=list)
+    true_k: int | None = None
+
+
+def sequences_of(spec: dict, tokenizer, max_len: int, train_path: str, eval_path: str) -> RunSequences:
+    """What a run (``plan.run_spec``) feeds the model, from the data files and the tokenizer alone
+    (the disk estimate counts its caches' sizes from it, ``icl_gd.disk``). Stops with a
+    PromptError where a query does not fit the context ``max_len``, or too few demonstrations do."""
     task, seed, setting = spec["task"], spec["seed"], spec["setting"]
-    torch.manual_seed(seed)
     task_spec = _task_spec(spec)
     eval_rows = data.select_eval(pd.read_parquet(eval_path), spec["max_eval"])
-
-    model = models.load_model(model_dir, dtype=spec["dtype"], device=device)
-    tokenizer = models.load_tokenizer(model_dir)
-    rec = capture.attach(model)
     label_ids = prompts.label_token_ids(tokenizer, task_spec)
     queries = prompts.build_queries(tokenizer, task_spec, eval_rows, label_ids, spec["record_position"])
-    max_len = models.context_length(model)
     longest = max(len(q.ids) for q in queries)
     if 1 + longest > max_len:
         raise prompts.PromptError(
@@ -166,6 +174,50 @@ def run(spec: dict, *, model_name: str, variant: str, model_dir: str, train_path
             f"context of {max_len}; use a model with a longer context (the built-in model's n_positions), "
             "shorten the template or drop long examples"
         )
+    out = RunSequences(task_spec, label_ids, queries, context=[tokenizer.bos_token_id])
+    if setting == "zsl":  # ZSL uses no demonstrations
+        return out
+    demos = data.select_demos(pd.read_parquet(train_path), seed, spec["k"], spec["permutation"])
+    if spec["demo_labels"] == "switched":
+        demos = data.switch_labels(demos, task_spec.n_labels, seed)
+    demo_ids = prompts.demonstration_ids(tokenizer, task_spec, demos, label_ids)
+    k_true = prompts.true_k([len(d) + 1 for d in demo_ids], longest, max_len)
+    if k_true < spec["min_true_k"]:
+        # ICL with no demonstration is ZSL under another name: say so rather than report it
+        first = len(demo_ids[0]) + 1 if demo_ids else 0
+        raise prompts.PromptError(
+            f"task {task!r}, seed {seed}: only {k_true} of k = {spec['k']} demonstrations fit (min_true_k = "
+            f"{spec['min_true_k']}): the longest evaluation prompt is {longest} tokens and the model's "
+            f"context {max_len}, leaving {max_len - 1 - longest} tokens, and the first demonstration takes "
+            f"{first}. Use a model with a longer context, drop the longest examples (max_eval, your data), "
+            "or set min_true_k: 0 to run ICL with fewer demonstrations on purpose"
+        )
+    out.demos, out.demo_ids, out.true_k = demos, demo_ids, k_true
+    if is_icl_setting(setting):
+        out.context = prompts.icl_context(tokenizer, demo_ids[:k_true])
+    return out
+
+
+def run(spec: dict, *, model_name: str, variant: str, model_dir: str, train_path: str, eval_path: str, out_path: str, train_log_path: str | None = None, reference_path: str | None = None, device: str = "auto", batch_size: int | None = None) -> dict:
+    """Extract one run's cache (and, for a training method, its training log).
+
+    ``spec`` is the run (``plan.run_spec``): everything it reads of the config. In the compact
+    layout every setting but ZSL stores its change from the ZSL cache at ``reference_path``.
+    ``device`` and ``batch_size`` say how to run it; they do not change the results."""
+    started = time.time()
+    task, seed, setting = spec["task"], spec["seed"], spec["setting"]
+    reference = None
+    if spec["cache_dtype"] == "compact" and setting != cache.REFERENCE_SETTING:
+        if reference_path is None:
+            raise ValueError(f"setting {setting!r} in the compact layout stores its change from the "
+                             f"{cache.REFERENCE_SETTING} cache: give its path (reference_path)")
+        reference = cache.read_cache(reference_path)  # memory-mapped; read first, so a damaged one fails early
+    torch.manual_seed(seed)
+    model = models.load_model(model_dir, dtype=spec["dtype"], device=device)
+    tokenizer = models.load_tokenizer(model_dir)
+    rec = capture.attach(model)
+    prepared = sequences_of(spec, tokenizer, models.context_length(model), train_path, eval_path)
+    task_spec, label_ids, queries = prepared.task_spec, prepared.label_ids, prepared.queries
     identity = {
         "model": model_name, "variant": variant, "task": task, "seed": seed, "setting": setting,
         "record_position": spec["record_position"], "label_words": list(task_spec.label_words),
@@ -180,29 +232,13 @@ def run(spec: dict, *, model_name: str, variant: str, model_dir: str, train_path
                       "pad_token_id": tokenizer.pad_token_id, "model_dir": str(model_dir)},
         "prompt_rules": PROMPT_RULES,
     }
-    context = [tokenizer.bos_token_id]
+    context = prepared.context
     evaluation_mode = contextlib.nullcontext()
     if setting != "zsl":  # ZSL uses no demonstrations
-        demos = data.select_demos(pd.read_parquet(train_path), seed, spec["k"], spec["permutation"])
-        if spec["demo_labels"] == "switched":
-            demos = data.switch_labels(demos, task_spec.n_labels, seed)
-        demo_ids = prompts.demonstration_ids(tokenizer, task_spec, demos, label_ids)
-        k_true = prompts.true_k([len(d) + 1 for d in demo_ids], longest, max_len)
-        if k_true < spec["min_true_k"]:
-            # ICL with no demonstration is ZSL under another name: say so rather than report it
-            first = len(demo_ids[0]) + 1 if demo_ids else 0
-            raise prompts.PromptError(
-                f"task {task!r}, seed {seed}: only {k_true} of k = {spec['k']} demonstrations fit (min_true_k = "
-                f"{spec['min_true_k']}): the longest evaluation prompt is {longest} tokens and the model's "
-                f"context {max_len}, leaving {max_len - 1 - longest} tokens, and the first demonstration takes "
-                f"{first}. Use a model with a longer context, drop the longest examples (max_eval, your data), "
-                "or set min_true_k: 0 to run ICL with fewer demonstrations on purpose"
-            )
+        demos, demo_ids, k_true = prepared.demos, prepared.demo_ids, prepared.true_k
         identity.update(k=spec["k"], true_k=k_true, demo_ids=[int(x) for x in demos["example_id"]],
                         demo_labels=spec["demo_labels"], demo_label_ids=[int(x) for x in demos["label"]])
-    if cfg.is_icl_setting(setting):
-        context = prompts.icl_context(tokenizer, demo_ids[:k_true])
-    elif setting != "zsl":
+    if setting != "zsl" and not is_icl_setting(setting):
         train_demos = demo_ids if spec["ft_demos"] == "all" else demo_ids[:k_true]
         sequences = prompts.ft_sequences(tokenizer, train_demos)
         base = training.snapshot(model) if spec["kind"] == "linearized" else None
@@ -223,7 +259,7 @@ def run(spec: dict, *, model_name: str, variant: str, model_dir: str, train_path
     with tqdm(total=len(queries), desc=f"evaluate {setting}", unit="ex", mininterval=1.0) as bar, evaluation_mode:
         records = evaluate(model, rec, context, queries, label_ids, batch_size=evaluation_batch_size(batch_size, model.device), progress=bar)
     identity["n_context"] = len(context)
-    cache.write_cache(out_path, identity, float_dtype=spec["cache_dtype"], **records)
+    cache.write_cache(out_path, identity, layout=spec["cache_dtype"], reference=reference, **records)
     accuracy = float(np.mean(np.argmax(records["label_logprobs"], 1) == records["gold"]))
     log.info("%s/%s/%s seed %d %s: accuracy %.3f, true k %s, %.1fs", model_name, variant, task, seed, setting, accuracy, identity.get("true_k"), time.time() - started)
     return identity

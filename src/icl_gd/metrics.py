@@ -55,6 +55,8 @@ __all__ = [
     "simam",
     "simam_delta",
     "alpha",
+    "update_similarities",
+    "map_similarities",
     "rec2ftp_terms",
     "change_sets",
     "jaccard_terms",
@@ -465,6 +467,147 @@ def alpha(m_zsl, m_lcgd, m_gd, query_len=None, per_example: bool = False) -> np.
     return _map_cosines(
         _deltas, (m_zsl, m_lcgd, m_gd), ("m_zsl", "m_lcgd", "m_gd"), query_len, "alpha", per_example,
     )
+
+
+# --------------------------------------------------------------------------------------------
+# every similarity of a run at once, from the ZSL values and the changes
+
+
+def _ratio(num: np.ndarray, den_squared: np.ndarray) -> np.ndarray:
+    """num / sqrt(den_squared), NaN where the denominator is zero or undefined, clipped to [-1, 1]."""
+    with np.errstate(invalid="ignore", divide="ignore"):
+        den = np.sqrt(den_squared)
+        out = np.where(den > 0, num / np.where(den > 0, den, 1.0), np.nan)
+    return np.clip(out, -1.0, 1.0)
+
+
+def _scaled(scale, shape) -> np.ndarray | float:
+    return 1.0 if scale is None else np.asarray(scale, dtype=np.float64).reshape(shape)
+
+
+def _normalised_updates(zz, za, zb, aa, bb, ab):
+    """From the dot products of z (ZSL), a and b (two changes): the cosine of the normalised updates,
+    cos(ẑa − ẑ, ẑb − ẑ) with ẑa = (z + a) / |z + a|; and, for a's update, its direction's
+    coefficient c_a and squared norm, as ẑa − ẑ = (a − c_a z) / |z + a|.
+
+    c_a = (|z + a| − |z|) / |z| = (2 z·a + a·a) / (|z| (|z + a| + |z|)) has no cancellation, so a
+    change far below |z| keeps its digits."""
+    with np.errstate(invalid="ignore", divide="ignore"):
+        nz = np.sqrt(zz)
+        na, nb = np.sqrt(np.maximum(zz + 2 * za + aa, 0.0)), np.sqrt(np.maximum(zz + 2 * zb + bb, 0.0))
+        ca, cb = (2 * za + aa) / (nz * (na + nz)), (2 * zb + bb) / (nz * (nb + nz))
+    ya = np.maximum(aa - 2 * ca * za + ca * ca * zz, 0.0)
+    yb = np.maximum(bb - 2 * cb * zb + cb * cb * zz, 0.0)
+    cosine = _ratio(ab - cb * za - ca * zb + ca * cb * zz, ya * yb)
+    defined_a = (nz > 0) & (na > 0)
+    return np.where(defined_a & (nb > 0), cosine, np.nan), ca, ya, defined_a
+
+
+def update_similarities(h_zsl, dh_icl, dh_ft, *, scale_icl=None, scale_ft=None, rng=None) -> dict[str, np.ndarray]:
+    """SimAOU and SimAOU_norm of every example and layer, (n, L) each, from the ZSL outputs and the
+    two changes, dh_S = h_S − h_ZSL; with ``rng``, also the random baselines of :func:`simaou_random`.
+
+    The same values as :func:`simaou` and :func:`simaou_random` (tests/test_metrics.py), in one
+    pass over the arrays: per (example, layer) the dot products of z = h_ZSL, a = dh_ICL and
+    b = dh_FT (and of a uniform r) are summed in float64, and every cosine follows from them.
+    ``scale_icl`` / ``scale_ft`` (n, L), when given, multiply each row of their change (the compact
+    cache stores a change as float16 rows of largest magnitude 1 and each row's scale).
+
+    The uniform baseline draws r ~ U[0, 1)^D per example and layer in example order, the draws of
+    :func:`simaou_random`. The Gaussian one needs no D-vector: for r ~ N(0, I_D) and any fixed
+    y ≠ 0, cos(y, r) has the law of g / sqrt(g² + χ²_{D−1}) with g ~ N(0, 1) (rotational
+    invariance), so two draws per example and layer give it exactly; it is NaN where y, the
+    normalised ICL update, is zero. Its draws follow the uniform ones."""
+    z0, a0, b0 = (np.asarray(x) for x in (h_zsl, dh_icl, dh_ft))
+    _check_same_shape(3, z0, a0, b0, names=("h_zsl", "dh_icl", "dh_ft"))
+    n, n_layers, width = z0.shape
+    pairs = {"zz": (0, 0), "za": (0, 1), "zb": (0, 2), "aa": (1, 1), "bb": (2, 2), "ab": (1, 2)}
+    if rng is not None:
+        pairs.update(rz=(3, 0), ra=(3, 1), rr=(3, 3))
+    dots = {key: np.empty((n, n_layers)) for key in pairs}
+    bufs = _Buffers(4 if rng is not None else 3, (_chunk_step(n_layers * width), n_layers, width))
+    for sl in _chunks(n, n_layers * width):
+        chunks = bufs.load((z0, a0, b0), sl)
+        if rng is not None:
+            rng.random(out=chunks[3])
+        for key, (i, j) in pairs.items():
+            dots[key][sl] = np.einsum("...k,...k->...", chunks[i], chunks[j])
+    sa, sb = _scaled(scale_icl, (n, n_layers)), _scaled(scale_ft, (n, n_layers))
+    zz, za, zb = dots["zz"], dots["za"] * sa, dots["zb"] * sb
+    aa, bb, ab = dots["aa"] * sa * sa, dots["bb"] * sb * sb, dots["ab"] * sa * sb
+    out = {"simaou": _ratio(ab, aa * bb)}
+    out["simaou_norm"], ca, ya, defined = _normalised_updates(zz, za, zb, aa, bb, ab)
+    if rng is not None:
+        uniform = _ratio(dots["ra"] * sa - ca * dots["rz"], ya * dots["rr"])
+        out["simaou_random"] = np.where(defined, uniform, np.nan)
+        g = rng.standard_normal((n, n_layers))
+        rest = rng.chisquare(width - 1, size=(n, n_layers)) if width > 1 else np.zeros((n, n_layers))
+        out["simaou_random_gaussian"] = np.where(defined & (ya > 0), g / np.sqrt(g * g + rest), np.nan)
+    for name, values in out.items():
+        _warn_undefined(values, name, "cosines")
+    return out
+
+
+def map_similarities(m_zsl, dm_icl, dm_ft, query_len, n_layers: int, n_heads: int, *, dm_base=None,
+                     scale_icl=None, scale_ft=None, scale_base=None) -> dict[str, np.ndarray]:
+    """SimAM before and after, SimAM_delta and, given the baseline method's change ``dm_base``,
+    alpha, of every example and layer, (n, L) each: the values of :func:`simam`,
+    :func:`simam_delta` and :func:`alpha` (tests/test_metrics.py), in one pass.
+
+    The maps are flat and unpadded: example i holds its L x H rows of ``query_len[i]`` keys, in
+    that order, in ``m_zsl`` (the ZSL scores) and in each change dm_S = m_S − m_ZSL; a row's scale
+    (``scale_*``, (n, L), for every head of the layer) multiplies it where given. Per (example,
+    layer, head), the dot products over the row's keys are summed in float64; the cosines follow
+    from them, then the mean over heads (undefined heads excluded)."""
+    q = np.asarray(query_len, dtype=np.int64).reshape(-1)
+    n, rows_per_example = len(q), n_layers * n_heads
+    arrays = [np.asarray(x).reshape(-1) for x in (m_zsl, dm_icl, dm_ft, *([dm_base] if dm_base is not None else []))]
+    offsets = np.concatenate([[0], np.cumsum(rows_per_example * q)])
+    if any(a.size != offsets[-1] for a in arrays):
+        raise ValueError(f"the maps hold {[a.size for a in arrays]} values; the query lengths give {offsets[-1]}")
+    pairs = {"zz": (0, 0), "za": (0, 1), "zb": (0, 2), "aa": (1, 1), "bb": (2, 2), "ab": (1, 2)}
+    if dm_base is not None:
+        pairs.update(cc=(3, 3), bc=(2, 3))
+    dots = {key: np.empty((n, rows_per_example)) for key in pairs}
+    block = max(_CHUNK_ELEMENTS, int((offsets[1:] - offsets[:-1]).max(initial=0)))
+    buffers = [np.empty(block) for _ in arrays]
+    product = np.empty(block)
+    start = 0
+    while start < n:
+        # the examples from ``start`` whose rows fit one block (at least one)
+        stop = max(start + 1, int(np.searchsorted(offsets, offsets[start] + block, side="right")) - 1)
+        low, size = offsets[start], offsets[stop] - offsets[start]
+        views = [buf[:size] for buf in buffers]
+        for view, array in zip(views, arrays):
+            np.copyto(view, array[low : low + size])
+        row_starts = (offsets[start:stop, None] - low + q[start:stop, None] * np.arange(rows_per_example)).reshape(-1)
+        filled = np.repeat(q[start:stop] > 0, rows_per_example)  # an empty row sums to 0 (a NaN cosine)
+        for key, (i, j) in pairs.items():
+            np.multiply(views[i], views[j], out=product[:size])
+            sums = np.zeros(len(row_starts))
+            if filled.any():
+                sums[filled] = np.add.reduceat(product[:size], row_starts[filled])
+            dots[key][start:stop] = sums.reshape(stop - start, rows_per_example)
+        start = stop
+    shape = (n, n_layers, n_heads)
+    dots = {key: value.reshape(shape) for key, value in dots.items()}
+    per_scale = (n, n_layers, 1)
+    sa, sb, sc = (_scaled(s, per_scale) for s in (scale_icl, scale_ft, scale_base))
+    zz, za, zb = dots["zz"], dots["za"] * sa, dots["zb"] * sb
+    aa, bb, ab = dots["aa"] * sa * sa, dots["bb"] * sb * sb, dots["ab"] * sa * sb
+    icl, ft = zz + 2 * za + aa, zz + 2 * zb + bb  # |m_ICL|², |m_FT|²
+    per_head = {
+        "simam_before": _ratio(zz + za, icl * zz),
+        "simam_after": _ratio(zz + za + zb + ab, icl * ft),
+        "simam_delta": _ratio(ab, aa * bb),
+    }
+    if dm_base is not None:
+        per_head["alpha"] = _ratio(dots["bc"] * sb * sc, bb * dots["cc"] * sc * sc)
+    out = {}
+    for name, values in per_head.items():
+        _warn_undefined(values, name, "per-head cosines")
+        out[name] = _nan_mean0(np.moveaxis(values, -1, 0))
+    return out
 
 
 # --------------------------------------------------------------------------------------------

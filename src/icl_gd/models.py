@@ -30,6 +30,24 @@ class UnsupportedModelError(RuntimeError):
     """The architecture lacks a piece the workflow needs; the message says which."""
 
 
+class DamagedCheckpointError(RuntimeError):
+    """A checkpoint whose weights hold NaN or inf: damaged, or from a training that diverged."""
+
+
+def check_finite_weights(model, path) -> None:
+    """Refuse weights that hold NaN or inf, naming them: every activation of such a model is NaN
+    (every metric undefined), and the recorder's check of the logits would otherwise refuse it as
+    an architecture it cannot reproduce."""
+    bad = [name for name, param in model.named_parameters() if not bool(torch.isfinite(param).all())]
+    if bad:
+        shown = ", ".join(bad[:3]) + (f" and {len(bad) - 3} more" if len(bad) > 3 else "")
+        raise DamagedCheckpointError(
+            f"{path}: the weights {shown} hold NaN or inf. The checkpoint is damaged (a download or copy "
+            "cut short) or its training diverged: delete the folder and rerun, which downloads, converts or "
+            "builds it again (a local model: replace it)"
+        )
+
+
 def pick_device(device: str = "auto") -> torch.device:
     if device == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
@@ -195,7 +213,9 @@ def load_model(path: str | Path, *, dtype: str = "float32", device: str = "auto"
         # some architectures (XGLM, the reference model's) offer eager attention only
         log.warning("%s; loading %s with eager attention instead", str(err).split(".")[0], path)
         model = AutoModelForCausalLM.from_pretrained(path, dtype=DTYPES[dtype], attn_implementation="eager")
-    return model.to(pick_device(device)).eval()
+    model = model.to(pick_device(device)).eval()
+    check_finite_weights(model, path)  # on the device: a 1.3B model's check takes milliseconds there
+    return model
 
 
 def context_length(model) -> int:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from .config import TaskSpec
+from .specs import TaskSpec
 
 
 class PromptError(ValueError):

@@ -34,18 +34,18 @@ def build_table(name: str, inputs: dict, *, model: str, variant: str, methods: l
     method -> the run's
     (``plan.published_roles``)."""
     if name == "data":
-        return tables.data_table(pd.read_parquet(inputs["data"]))
+        return tables.data_table(cache.read_frame(inputs["data"]))
     if name == "comparisons":
-        return tables.comparisons_table(pd.read_parquet(inputs["comparisons"]), model, variant,
+        return tables.comparisons_table(cache.read_frame(inputs["comparisons"]), model, variant,
                                         significance=significance, ci_level=ci_level)
-    summary = pd.read_parquet(inputs["summary"])
+    summary = cache.read_frame(inputs["summary"])
     if name == "reproduction":
         table = published.read_published(PUBLISHED)
         cells = published.reproduction(table, summary, model, roles or {})
         n_results = int(table["metric"].isin(published.RUN_METRICS).sum())
         return tables.reproduction_table(cells, n_results, ci_level=ci_level)
     if name == "claims":
-        return claims.claims_table(summary, pd.read_parquet(inputs["comparisons"]), model, roles or {},
+        return claims.claims_table(summary, cache.read_frame(inputs["comparisons"]), model, roles or {},
                                    significance=significance)
     first = baseline or methods[0]
     common = dict(n_seeds_expected=n_seeds)
@@ -125,8 +125,8 @@ def write_figures(
     (``model_statistics``) the sizes figure its models' parameter counts.
     The metrics tables are read only by the figures that need them (the gradient-norm job has no
     metrics among its inputs)."""
-    runs = functools.cache(lambda: pd.read_parquet(runs_path))
-    summary = functools.cache(lambda: pd.read_parquet(summary_path))
+    runs = functools.cache(lambda: cache.read_frame(runs_path))
+    summary = functools.cache(lambda: cache.read_frame(summary_path))
     builders = {
         "per_layer": lambda: figures.per_layer_figure(runs(), model, variant=variant, methods=methods, ci_level=ci_level, kinds=kinds),
         "accuracy": lambda: figures.accuracy_figure(summary(), model, variant=variant, method=methods[0], ci_level=ci_level),
@@ -142,7 +142,7 @@ def write_figures(
             summary(), model, pd.DataFrame(list(k_sweep), columns=["group", "method", "task", "k"]),
             variant=variant, ci_level=ci_level),
         "models": lambda: figures.models_figure(runs(), models, variant=variant, methods=methods, ci_level=ci_level, kinds=kinds),
-        "sizes": lambda: figures.sizes_figure(summary(), pd.read_parquet(sizes_path), variant=variant,
+        "sizes": lambda: figures.sizes_figure(summary(), cache.read_frame(sizes_path), variant=variant,
                                               methods=methods, ci_level=ci_level),
         "reproduction": lambda: figures.reproduction_figure(
             published.reproduction(published.read_published(PUBLISHED), summary(), model, roles or {}),

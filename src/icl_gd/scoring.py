@@ -19,7 +19,7 @@ import pyarrow.parquet as pq
 
 from . import metrics
 from .atomic import atomic_path
-from .cache import METADATA_KEY, RunCache, atomic_write_frame, atomic_write_table, read_meta
+from .cache import METADATA_KEY, RunCache, atomic_write_frame, atomic_write_table, read_cache, read_table
 
 log = logging.getLogger(__name__)
 
@@ -29,10 +29,10 @@ GROUP_KEYS = ["model", "variant", "task", "method", "metric", "layer"]
 
 def _check_aligned(zsl: RunCache, *others: RunCache) -> None:
     for other in others:
-        if not np.array_equal(zsl.example_id, other.example_id):
+        if not (np.array_equal(zsl.example_id, other.example_id) and np.array_equal(zsl.query_len, other.query_len)):
             raise ValueError(
                 f"caches of setting {zsl.meta['setting']!r} and {other.meta['setting']!r} hold different "
-                "evaluation examples; rerun their extraction with one config"
+                "evaluation examples or query lengths; rerun their extraction with one config"
             )
 
 
@@ -95,21 +95,23 @@ def run_examples(
     Fig. 2 has FT = LCGD, base = GD)."""
     _check_aligned(zsl, icl, ft, *([base] if base is not None else []))
     rng = np.random.default_rng(random_seed)
-    h_zsl, h_icl, h_ft = zsl.attn_out, icl.attn_out, ft.attn_out
-    m_zsl, m_icl, m_ft = zsl.attn_scores, icl.attn_scores, ft.attn_scores
-    sims = {
-        "simaou": metrics.simaou(h_zsl, h_icl, h_ft, normalize=False, per_example=True),
-        "simaou_norm": metrics.simaou(h_zsl, h_icl, h_ft, normalize=True, per_example=True),
-        "simam_before": metrics.simam(m_icl, m_zsl, per_example=True),
-        "simam_after": metrics.simam(m_icl, m_ft, per_example=True),
-        "simam_delta": metrics.simam_delta(m_zsl, m_icl, m_ft, per_example=True),
-        "simaou_random": metrics.simaou_random(h_zsl, h_icl, rng, kind="uniform", per_example=True),
-        "simaou_random_gaussian": metrics.simaou_random(h_zsl, h_icl, rng, kind="gaussian", per_example=True),
-    }
+    # Every similarity compares changes from ZSL (dh = h_S - h_ZSL, dm = m_S - m_ZSL), which the
+    # compact cache stores as they are; metrics.py computes them all from per-row dot products.
+    (dh_icl, s_icl), (dh_ft, s_ft) = icl.output_change(zsl), ft.output_change(zsl)
+    outputs = metrics.update_similarities(zsl.attn_out, dh_icl, dh_ft, scale_icl=s_icl, scale_ft=s_ft, rng=rng)
+    (dm_icl, t_icl), (dm_ft, t_ft) = icl.score_change(zsl), ft.score_change(zsl)
+    dm_base, t_base = base.score_change(zsl) if base is not None else (None, None)
+    maps = metrics.map_similarities(
+        zsl.score_values(), dm_icl, dm_ft, zsl.query_len, zsl.meta["n_layers"], zsl.meta["n_heads"],
+        dm_base=dm_base, scale_icl=t_icl, scale_ft=t_ft, scale_base=t_base,
+    )
+    sims = {name: outputs[name] for name in ("simaou", "simaou_norm")}
+    sims.update({name: maps[name] for name in ("simam_before", "simam_after", "simam_delta")})
+    sims.update({name: outputs[name] for name in ("simaou_random", "simaou_random_gaussian")})
     meta = {key: ft.meta[key] for key in ("model", "variant", "task", "seed")}
     meta.update(method=ft.meta["setting"], baseline=None)
     if base is not None:
-        sims["alpha"] = metrics.alpha(m_zsl, m_ft, base.attn_scores, per_example=True)
+        sims["alpha"] = maps["alpha"]
         meta["baseline"] = base.meta["setting"]
     return RunExamples(
         meta=meta,
@@ -240,7 +242,7 @@ def write_examples(ex: RunExamples, path) -> None:
 
 
 def read_examples(path) -> RunExamples:
-    table = pq.read_table(path)
+    table = read_table(path)
     meta = json.loads(table.schema.metadata[METADATA_KEY])
     n = table.num_rows
     fixed = ("example_id", "gold", "pred_zsl", "pred_icl", "pred_ft")
@@ -325,7 +327,7 @@ def write_aggregates(
 ) -> pd.DataFrame:
     """All runs in one tidy table, and their aggregate over seeds as parquet and CSV."""
 
-    runs = tidy(pd.concat([pd.read_parquet(p) for p in run_paths], ignore_index=True))
+    runs = tidy(pd.concat([read_table(p).to_pandas() for p in run_paths], ignore_index=True))
     intervals = None
     if example_paths:
         examples = [read_examples(p) for p in example_paths]
@@ -435,10 +437,11 @@ def data_statistics(tasks: dict[str, dict[str, str]]) -> pd.DataFrame:
     ``label_word``); ``icl_tokens`` the mean length of the whole ICL prompt (context + query)."""
     rows = []
     for task, paths in tasks.items():
-        zsl_meta, icl_meta = read_meta(paths["zsl"]), read_meta(paths["icl"])
+        zsl, icl = read_cache(paths["zsl"]), read_cache(paths["icl"])  # memory-mapped: reads what it uses
+        zsl_meta, icl_meta = zsl.meta, icl.meta
         label_word = 1 if zsl_meta.get("record_position") == "label_word" else 0
-        query_len = pq.read_table(paths["zsl"], columns=["query_len"]).column("query_len").to_numpy().astype(np.float64)
-        icl_query = pq.read_table(paths["icl"], columns=["query_len"]).column("query_len").to_numpy().astype(np.float64)
+        query_len = zsl.query_len.astype(np.float64)
+        icl_query = icl.query_len.astype(np.float64)
         icl_len = icl_query - label_word + icl_meta["n_context"]
         rows.append({
             "task": task,

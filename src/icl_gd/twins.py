@@ -18,7 +18,8 @@ import zlib
 import numpy as np
 import pandas as pd
 
-from icl_gd.config import TASK_PRESETS, template_fields
+from icl_gd.config import TASK_PRESETS
+from icl_gd.specs import template_fields
 
 # Share of rows whose text holds a newline: the protocol turns a newline into </s>, and the
 # pipeline has to meet some.

@@ -1,20 +1,23 @@
 # Activations: one cache per (model, variant, task, seed, setting). zsl, icl and icl_switched
 # evaluate the model as it is; every other setting names a training method, which finetunes a
-# copy first.
+# copy first. In the compact layout (cache_dtype) every setting but zsl stores its change from
+# the zsl cache of its run, which is therefore its input.
 
 
 rule extract_base:
     input:
         unpack(task_files),
+        unpack(reference_cache),
         model=model_dir,
     output:
-        cache="results/activations/{model}/{variant}/{task}/seed{seed}/{setting}.parquet",
+        cache=cache_output(),
     wildcard_constraints:
         setting=cfg.BASE_SETTING_PATTERN,
     params:
         run=run_spec,
         code=EXTRACTION_CODE,
     threads: 1
+    priority: extraction_priority
     resources:
         gpu=MODEL_GPUS,
         jobs_per_gpu=JOBS_PER_GPU,
@@ -31,9 +34,10 @@ rule extract_base:
 rule finetune_and_extract:
     input:
         unpack(task_files),
+        unpack(reference_cache),
         model=model_dir,
     output:
-        cache="results/activations/{model}/{variant}/{task}/seed{seed}/{setting}.parquet",
+        cache=cache_output(),
         train_log="results/training/{model}/{variant}/{task}/seed{seed}/{setting}.parquet",
     wildcard_constraints:
         setting=_names_regex(METHODS),
@@ -41,6 +45,7 @@ rule finetune_and_extract:
         run=run_spec,
         code=EXTRACTION_CODE,
     threads: 1
+    priority: extraction_priority
     resources:
         gpu=MODEL_GPUS,
         jobs_per_gpu=JOBS_PER_GPU,

@@ -27,6 +27,10 @@ _SCHEMA = yaml.safe_load((Path(workflow.basedir) / "workflow/schemas/config.sche
 _validated = validation.validate(config, _SCHEMA)
 config.clear()
 config.update(_validated)
+# Once per run, from the process the user started: not from each job's, nor on a SLURM node.
+if workflow.is_main_process:
+    for _message in validation.precision_warnings(config):
+        print(f"warning: {_message}", file=sys.stderr)
 
 SRC = Path(workflow.basedir) / "src" / "icl_gd"
 
@@ -40,12 +44,16 @@ def code_version(*modules):
     return {m: hashlib.sha256((SRC / f"{m}.py").read_bytes()).hexdigest()[:16] for m in modules}
 
 
-EXTRACTION_CODE = code_version("config", "plan", "cache", "data", "models", "prompts", "capture", "training", "extract")
-MODEL_CODE = code_version("config", "models", "prompts", "builtin")
+# The code each job executes. Not config.py or plan.py: they decide what a job does, and what they
+# decide reaches it as a parameter (the run spec, a task's resolved spec, the presets a twin or the
+# built-in model reads), so an edit of them that changes no job's parameters reruns nothing, and one
+# that does reruns exactly the jobs it changes (tests/test_workflow.py).
+EXTRACTION_CODE = code_version("specs", "cache", "data", "models", "prompts", "capture", "training", "extract")
+MODEL_CODE = code_version("specs", "models", "prompts", "builtin")
 VARIANT_CODE = code_version("models")
 GGUF_CODE = code_version("models")
-TWIN_CODE = code_version("twins", "config")
-DATA_CODE = code_version("data", "config")
+TWIN_CODE = code_version("twins", "specs")
+DATA_CODE = code_version("data", "specs")
 METRICS_CODE = code_version("cache", "metrics", "scoring")
 STATISTICS_CODE = code_version("models")
 REPORT_CODE = code_version("labels", "tables", "figures", "report", "published", "claims")
@@ -138,28 +146,68 @@ def synthetic_source(wildcards):
     }
 
 
+# The activation cache of a (model, variant, task, seed, setting): icl_gd.cache.SUFFIX.
+CACHE = "results/activations/{model}/{variant}/{task}/seed{seed}/{setting}.arrow"
+
+
+def cache_output():
+    """The extraction rules' cache: with `caches: temporary` a temp() file, which Snakemake deletes
+    once every job that reads it (the metrics, the settings that store their changes from it) is
+    done; the run then holds only the caches in flight, not the grid's."""
+    return temp(CACHE) if config["caches"] == "temporary" else CACHE
+
+
+# Priorities keep a run depth-first: scoring (which frees a run group's caches) first, then the
+# settings of a run group whose ZSL is done, then the ZSL of a new group. With `caches: temporary`
+# only the groups in flight are on disk, about one per job slot, not every group whose ZSL is done.
+SCORE_PRIORITY = 2
+
+
+def extraction_priority(wildcards):
+    return 0 if wildcards.setting == "zsl" else 1
+
+
+def reference_cache(wildcards):
+    """The cache whose values a compact cache's changes are relative to: its run's ZSL."""
+    if config["cache_dtype"] != "compact" or wildcards.setting == "zsl":
+        return {}
+    return {"reference": CACHE.format(**{**wildcards, "setting": "zsl"})}
+
+
 def run_spec(wildcards):
     """The run an extraction job executes; as a parameter, also its rerun trigger (plan.run_spec)."""
     return plan.run_spec(config, wildcards.task, wildcards.setting, int(wildcards.seed))
 
 
 def task_config(wildcards):
-    return config["tasks"][wildcards.task]
+    """The task's spec, resolved from its preset and the config (prepare_task executes it). Not its
+    seeds or learning rate: they are the extractions' (their run specs), so a new rate reruns the
+    finetuning only, not the data and everything made from it."""
+    spec = cfg.task_spec(config, wildcards.task).to_params()
+    return {key: value for key, value in spec.items() if key not in ("seeds", "lr")}
+
+
+def preset(task):
+    """What the synthetic twins and the built-in model read of a built-in task's preset."""
+    spec = cfg.task_spec({"tasks": {task: {}}}, task)
+    return {"template": spec.template, "label_words": list(spec.label_words)}
 
 
 def setting_caches(wildcards):
     """ZSL, ICL and FT caches of a run, and its baseline method's cache for alpha."""
-    base = "results/activations/{model}/{variant}/{task}/seed{seed}".format(**wildcards)
     settings = plan.run_settings(config, wildcards.method)
-    caches = {role: f"{base}/{s}.parquet" for role, s in zip(("zsl", "icl", "ft"), settings)}
+    caches = {role: CACHE.format(**wildcards, setting=s) for role, s in zip(("zsl", "icl", "ft"), settings)}
     baseline = plan.baseline_of(config, wildcards.variant, wildcards.method)
     if baseline is not None:
-        caches["base"] = f"{base}/{baseline}.parquet"
+        caches["base"] = CACHE.format(**wildcards, setting=baseline)
     return caches
 
 
 def all_activations():
-    return ["results/activations/{model}/{variant}/{task}/seed{seed}/{setting}.parquet".format(**e) for e in plan.extractions(config)]
+    """Every cache, as a target of the run: in `caches: temporary` none (a target is kept)."""
+    if config["caches"] == "temporary":
+        return []
+    return [CACHE.format(**e) for e in plan.extractions(config)]
 
 
 def all_run_metrics():
@@ -262,19 +310,16 @@ def stop_warm_worker():
         warm.stop_server(_WARM.pop("socket"))
 
 
-def data_statistics_files():
-    """Each task's splits, and its ZSL and ICL caches of the report's model and first seed."""
-    files = {}
-    for task in TASKS:
-        seed = cfg.task_seeds(config, task)[0]
-        base = f"results/activations/{REPORT_MODEL}/{REPORT_VARIANT}/{task}/seed{seed}"
-        files[task] = {
-            "train": f"resources/datasets/{task}/train.parquet",
-            "eval": f"resources/datasets/{task}/eval.parquet",
-            "zsl": f"{base}/zsl.parquet",
-            "icl": f"{base}/icl.parquet",
-        }
-    return files
+def task_statistics_files(wildcards):
+    """A task's splits, and its ZSL and ICL caches of the report's model and first seed."""
+    seed = cfg.task_seeds(config, wildcards.task)[0]
+    run = dict(model=REPORT_MODEL, variant=REPORT_VARIANT, task=wildcards.task, seed=seed)
+    return {
+        "train": f"resources/datasets/{wildcards.task}/train.parquet",
+        "eval": f"resources/datasets/{wildcards.task}/eval.parquet",
+        "zsl": CACHE.format(**run, setting="zsl"),
+        "icl": CACHE.format(**run, setting="icl"),
+    }
 
 
 def table_inputs(wildcards):

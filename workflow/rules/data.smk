@@ -13,6 +13,7 @@ rule synthetic_twin:
         eval="resources/synthetic/{twin}/eval.parquet",
     params:
         synthetic=config["synthetic"],
+        preset=lambda wildcards: preset(wildcards.twin),
         # the twins' word pools and generators: editing them regenerates the twins, and so reruns
         # what reads them (their normalised splits, the built-in model, the extractions)
         code=TWIN_CODE,

@@ -3,9 +3,11 @@
 
 
 localrules:
+    disk_estimate,
     score_run,
     aggregate_metrics,
     compare_methods,
+    task_statistics,
     data_statistics,
 
 
@@ -21,6 +23,7 @@ rule score_run:
         code=METRICS_CODE,
         random_seed=config["random_baseline_seed"],
         statistics=config["statistics"],
+    priority: SCORE_PRIORITY
     conda:
         "../../envs/analysis.yaml"
     log:
@@ -65,17 +68,52 @@ rule compare_methods:
         "../scripts/compare_methods.py"
 
 
+rule task_statistics:
+    input:
+        unpack(task_statistics_files),
+    output:
+        "results/metrics/data_statistics/{task}.parquet",
+    params:
+        code=METRICS_CODE,
+    priority: SCORE_PRIORITY
+    conda:
+        "../../envs/analysis.yaml"
+    log:
+        "results/logs/task_statistics/{task}.log",
+    script:
+        "../scripts/task_statistics.py"
+
+
+# One job per task above, so that with `caches: temporary` a task's caches are deleted once its own
+# runs are scored, not kept until every task's are.
 rule data_statistics:
     input:
-        files=[path for task in data_statistics_files().values() for path in task.values()],
+        expand("results/metrics/data_statistics/{task}.parquet", task=TASKS),
     output:
         "results/metrics/data_statistics.parquet",
     params:
         code=METRICS_CODE,
-        tasks=data_statistics_files(),
     conda:
         "../../envs/analysis.yaml"
     log:
         "results/logs/data_statistics.log",
     script:
         "../scripts/data_statistics.py"
+
+
+# What the config's caches will take on disk, printed: `snakemake --cores 1 disk_estimate`. It needs
+# each model's folder (its config and tokenizer; a hub model is downloaded) and the tasks' data,
+# nothing else: no extraction runs. A rule without an output, so that naming it always prints.
+rule disk_estimate:
+    input:
+        models=[variant_dir(model, "trained") for model in MODELS],
+        data=[f"resources/datasets/{task}/{split}.parquet" for task in TASKS for split in ("train", "eval")],
+    params:
+        model_dirs={model: variant_dir(model, "trained") for model in MODELS},
+        task_files={task: {split: f"resources/datasets/{task}/{split}.parquet" for split in ("train", "eval")} for task in TASKS},
+    conda:
+        "../../envs/models.yaml"
+    log:
+        "results/logs/disk_estimate.log",
+    script:
+        "../scripts/disk_estimate.py"

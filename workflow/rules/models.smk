@@ -16,6 +16,7 @@ rule build_builtin_model:
     params:
         spec=model_spec,
         twins=BUILTIN_TASKS,
+        presets={task: preset(task) for task in BUILTIN_TASKS},
         code=MODEL_CODE,
     threads: 2
     # pretrained on a GPU where the config's device is one; the weights are initialised on the CPU

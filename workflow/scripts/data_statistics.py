@@ -1,4 +1,4 @@
-"""Per task: split sizes, examples evaluated and prompt lengths in the model's tokens."""
+"""Every task's statistics (one file each, from task_statistics) in one table, in config order."""
 
 import sys
 from pathlib import Path
@@ -10,6 +10,9 @@ warm.delegate()  # into the warm worker, where there is one (icl_gd/warm.py)
 from icl_gd.runtime import log_to
 
 log_to(snakemake.log[0])
-from icl_gd import cache, scoring
+import pandas as pd
 
-cache.atomic_write_frame(scoring.data_statistics(snakemake.params.tasks), snakemake.output[0])
+from icl_gd import cache
+
+frames = [cache.read_frame(path) for path in snakemake.input]
+cache.atomic_write_frame(pd.concat(frames, ignore_index=True), snakemake.output[0])

@@ -28,6 +28,7 @@ extract.run(
     eval_path=snakemake.input.eval,
     out_path=snakemake.output.cache,
     train_log_path=snakemake.output.get("train_log"),
+    reference_path=snakemake.input.get("reference"),
     device=snakemake.config["device"],
     batch_size=snakemake.config["batch_size"],
 )

@@ -12,9 +12,10 @@ from icl_gd.runtime import log_to
 log_to(snakemake.log[0])
 import pandas as pd
 
-from icl_gd import cache, config, data
+from icl_gd import cache, data
+from icl_gd.specs import TaskSpec
 
-spec = config.task_spec({"tasks": {snakemake.wildcards.task: snakemake.params.task}}, snakemake.wildcards.task)
+spec = TaskSpec.from_params(snakemake.params.task)  # resolved from the config by the rule
 if spec.source == "synthetic":
     splits = {s: data.normalise_split(pd.read_parquet(snakemake.input[f"twin_{s}"]), spec, s) for s in ("train", "eval")}
 else:

@@ -1,0 +1,16 @@
+"""One task's split sizes, examples evaluated and prompt lengths in the model's tokens."""
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(snakemake.scriptdir).resolve().parents[1] / "src"))
+from icl_gd import warm
+
+warm.delegate()  # into the warm worker, where there is one (icl_gd/warm.py)
+from icl_gd.runtime import log_to
+
+log_to(snakemake.log[0])
+from icl_gd import cache, scoring
+
+files = {key: snakemake.input[key] for key in ("train", "eval", "zsl", "icl")}
+cache.atomic_write_frame(scoring.data_statistics({snakemake.wildcards.task: files}), snakemake.output[0])
