@@ -118,17 +118,18 @@ def planned_jobs(stdout: str) -> list[tuple[str, dict[str, str]]]:
 
 
 def expected_counts(config: dict) -> dict[str, int]:
-    """The plan, from the config: one cache per (variant, task, seed, setting), one score per run."""
+    """The plan, from the config: one cache per (variant, task, seed, setting), but one ZSL per
+    (variant, task); one score per run."""
     n_runs_seeds = sum(len(cfg.task_seeds(config, t)) for t in config["tasks"])
     n_models = len(config["models"])
-    base_settings = sum(len({"zsl", *(cfg.icl_setting(config, m) for m in methods)})
-                        for methods in config["variants"].values())
+    icl_settings = sum(len({cfg.icl_setting(config, m) for m in methods}) for methods in config["variants"].values())
+    zsl = n_models * len(config["tasks"]) * len(config["variants"])
     trained_methods = sum(len(methods) for methods in config["variants"].values())
     return {
         "download_model": sum(spec["source"] == "hub" for spec in config["models"].values()),
         "prepare_task": len(config["tasks"]),
         "make_variant": n_models * sum(v != "trained" for v in config["variants"]),
-        "extract_base": n_models * n_runs_seeds * base_settings,
+        "extract_base": zsl + n_models * n_runs_seeds * icl_settings,
         "finetune_and_extract": n_models * n_runs_seeds * trained_methods,
         "score_run": n_models * n_runs_seeds * trained_methods,
         "aggregate_metrics": 1, "compare_methods": 1, "data_statistics": 1, "all": 1,
@@ -145,11 +146,11 @@ def test_paper_dry_run_job_counts(dry_run):
     expected = expected_counts(load(PAPER))
     assert counts.pop("total") == sum(counts.values())
     assert counts == expected
-    # the same, literally: 6 tasks x 3 seeds; trained runs zsl, icl and icl_switched, the other two
-    # variants zsl and icl; trained finetunes 5 methods, the other two variants 1 each
+    # the same, literally: 6 tasks x 3 seeds; trained runs icl and icl_switched, the other two
+    # variants icl, each variant one ZSL per task; trained finetunes 5 methods, the other two 1 each
     assert counts == {
         "download_model": 1, "prepare_task": 6, "make_variant": 2,
-        "extract_base": 6 * 3 * (3 * 2 + 1),  # 126
+        "extract_base": 6 * 3 + 6 * 3 * (2 + 1 + 1),  # 90
         "finetune_and_extract": 6 * 3 * (5 + 1 + 1),  # 126
         "score_run": 126,
         "aggregate_metrics": 1, "compare_methods": 1, "task_statistics": 6, "data_statistics": 1, "all": 1,
@@ -159,7 +160,7 @@ def test_paper_dry_run_job_counts(dry_run):
         # per_layer, accuracy, alpha, grad_norms, prediction_changes, reproduction (no lr sweep, one model)
         "figure": 6,
     }
-    assert sum(counts.values()) == 414
+    assert sum(counts.values()) == 378
     # the printed job blocks agree with the table
     assert Counter(rule for rule, _ in planned_jobs(dry_run)) == Counter(counts)
 
@@ -175,7 +176,8 @@ def test_benchmark_config_is_the_paper_grid_on_a_random_model_of_the_reference_s
     assert {cfg.task_spec(bench, t).source for t in bench["tasks"]} == {"synthetic"}
     assert (bench["k"], bench["max_eval"], bench["synthetic"]["n_eval"]) == (32, 2000, 2000)
     counts = job_stats(dry_run_of(BENCH, tmp_path))
-    assert counts["extract_base"] + counts["finetune_and_extract"] == 6 * 3 * (7 + 3 + 3) + 6 * 3  # 252
+    # per seed: trained icl, icl_switched and 5 methods, the other variants icl and gd; one ZSL per variant and task
+    assert counts["extract_base"] + counts["finetune_and_extract"] == 6 * 3 * (7 + 2 + 2) + 3 * 6  # 216
     assert "download_model" not in counts and counts["build_builtin_model"] == 1
 
 
@@ -194,9 +196,13 @@ def test_paper_dry_run_extraction_paths(dry_run):
         variant, task, seed, setting = match.groups()
         wildcards = dict(kv.split("=", 1) for kv in fields["wildcards"].split(", "))
         assert wildcards == {"model": "fairseq-1.3b", "variant": variant, "task": task, "seed": seed, "setting": setting}
-        # compact caches: every setting but ZSL stores its change from its run's ZSL cache
+        # compact caches: every setting but ZSL stores its change from its task's ZSL cache, which
+        # is the first seed's (ZSL does not depend on the seed)
         references = [i for i in fields["input"].split(", ") if i.startswith("results/activations/")]
-        assert references == ([] if setting == "zsl" else [caches[0].rsplit("/", 1)[0] + "/zsl.arrow"]), references
+        first = PROTOCOL_SEEDS[task][0]
+        zsl = f"results/activations/fairseq-1.3b/{variant}/{task}/seed{first}/zsl.arrow"
+        assert references == ([] if setting == "zsl" else [zsl]), references
+        assert setting != "zsl" or int(seed) == first
         if rule == "extract_base":
             assert setting in cfg.BASE_SETTINGS
         else:
@@ -208,10 +214,10 @@ def test_paper_dry_run_extraction_paths(dry_run):
         for variant, methods in config["variants"].items()
         for task, seeds in PROTOCOL_SEEDS.items()
         for seed in seeds
-        for setting in {"zsl", *(cfg.icl_setting(config, m) for m in methods), *methods}
+        for setting in {*(["zsl"] if seed == seeds[0] else []), *(cfg.icl_setting(config, m) for m in methods), *methods}
     }
     assert found == expected
-    assert len(found) == 126 + 126
+    assert len(found) == 90 + 126
     by_task = {task: sorted({s for _, t, s, _ in found if t == task}) for task in PROTOCOL_SEEDS}
     assert by_task == PROTOCOL_SEEDS
     assert {s for v, *_, s in found if v == "trained"} == {"zsl", "icl", "icl_switched", "gd", "lcgd", "lcgd_clip", "gd_switched", "gd_linearized"}

@@ -36,8 +36,10 @@ def test_runs_and_extractions_of_the_paper_config():
     assert len(runs) == 6 * 3 * (5 + 1 + 1)  # tasks x seeds x (trained 5 methods + 1 + 1)
     assert runs[0] == dict(model="fairseq-1.3b", variant="trained", task="sst2", seed=2, method="gd")
     caches = plan.extractions(PAPER)
-    # trained: zsl, icl, icl_switched + 5 methods; the other two variants zsl, icl, gd
-    assert len(caches) == 6 * 3 * (8 + 3 + 3) == 252
+    # per seed, trained: icl, icl_switched + 5 methods; the other two variants icl, gd; and each
+    # variant one ZSL per task, the first seed's, which does not depend on the seed
+    assert len(caches) == 6 * 3 * (7 + 2 + 2) + 6 * 3 == 216
+    assert {c["seed"] for c in caches if c["setting"] == "zsl" and c["task"] == "sst2"} == {2}
     assert len({tuple(c.values()) for c in caches}) == len(caches)
     assert plan.run_settings(PAPER, "gd_switched") == ["zsl", "icl_switched", "gd_switched"]
     assert plan.run_settings(PAPER, "gd_linearized") == ["zsl", "icl", "gd_linearized"]

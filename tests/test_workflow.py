@@ -89,7 +89,9 @@ def test_caches_have_the_documented_schema(finished_run):
     for variant, methods in TINY["variants"].items():
         for task, task_seeds in seeds.items():
             for seed in task_seeds:
-                for setting in ["zsl", "icl", *methods]:
+                # one ZSL per task, the first seed's: it does not depend on the seed
+                assert (finished_run / f"results/activations/tiny/{variant}/{task}/seed{seed}/zsl.arrow").exists() == (seed == task_seeds[0])
+                for setting in ["zsl", "icl", *methods] if seed == task_seeds[0] else ["icl", *methods]:
                     path = finished_run / f"results/activations/tiny/{variant}/{task}/seed{seed}/{setting}.arrow"
                     run = cache.read_cache(path)
                     n_labels = len(cfg.TASK_PRESETS[task]["label_words"])
@@ -97,6 +99,8 @@ def test_caches_have_the_documented_schema(finished_run):
                     assert run.n_examples == TINY["max_eval"]
                     # compact: ZSL's values in float32, the other settings' changes from them in float16
                     assert run.is_change == (setting != "zsl") and run.meta["layout"] == "compact"
+                    if run.is_change:  # every seed's changes are from the task's one ZSL cache
+                        assert run.reference.path.resolve() == path.parent.parent.resolve() / f"seed{task_seeds[0]}/zsl.arrow"
                     assert run.attn_out.shape == (12, 2, 32) and run.outputs().shape == (12, 2, 32)
                     assert run.attn_scores.shape == (2 * 2 * run.query_len.sum(),)  # unpadded
                     assert run.label_logprobs.shape == (12, n_labels)
@@ -376,8 +380,8 @@ def test_temporary_caches_are_deleted_once_scored_and_a_metric_edit_extracts_aga
     metrics_py = workdir / "src/icl_gd/metrics.py"
     metrics_py.write_text(metrics_py.read_text() + "\n# an edit\n")
     planned = jobs_planned(workdir)
-    # every cache again: ZSL and ICL of 2 variants x 2 tasks x 2 seeds, and the 3 methods
-    assert (planned["extract_base"], planned["finetune_and_extract"], planned["score_run"]) == (16, 12, 12)
+    # every cache again: ZSL of 2 variants x 2 tasks, ICL of each of their 2 seeds, and the 3 methods
+    assert (planned["extract_base"], planned["finetune_and_extract"], planned["score_run"]) == (4 + 8, 12, 12)
 
 
 @pytest.mark.slow
@@ -387,7 +391,7 @@ def test_the_disk_estimate_is_what_the_run_wrote(finished_run):
     out = snakemake(finished_run, "--cores", "1", "disk_estimate").stdout
     estimate = int(re.search(r"caches: keep .*\(([\d,]+) bytes\)", out).group(1).replace(",", ""))
     written = sum(p.stat().st_size for p in (finished_run / "results/activations").rglob("*.arrow"))
-    assert "28 activation caches (compact layout), 8 run groups" in out
+    assert "24 activation caches (compact layout), 4 run groups" in out
     assert abs(estimate - written) <= 0.02 * written, (estimate, written)
     assert jobs_planned(finished_run) == {}  # it writes nothing a later run would redo
 

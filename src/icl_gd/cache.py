@@ -7,8 +7,9 @@ parquet of cache version 1 took ~1 s each to decode.
 
 Layouts (``cache_dtype``):
 
-* ``compact`` (the default): the ZSL cache of a (model, variant, task, seed) holds its values in
-  float32 and is the *reference* of the others; every other setting holds its *change* from it,
+* ``compact`` (the default): the ZSL cache of a (model, variant, task; ZSL does not depend on the
+  seed) holds its values in float32 and is the *reference* of the others; every other setting of
+  each seed holds its *change* from it,
   h_S - h_ZSL and m_S - m_ZSL, in float16, each (example, layer) row divided by its largest
   magnitude (kept as a float32 per row). The change is what the metrics compare (SimAOU, SimAM_delta
   and alpha are cosines of changes, SimAOU_norm and SimAM those of reference + change), and float16
@@ -311,8 +312,10 @@ def write_cache(
         score_change, score_scale = encode_change(
             np.subtract(scores, reference.score_values(), dtype=np.float32),
             rows=np.repeat(n_heads * query_len.astype(np.int64), n_layers))
-        meta["reference"] = {"setting": reference.meta["setting"], "cache_id": reference.meta["cache_id"],
-                             "file": Path(reference.path).name if reference.path else f"{REFERENCE_SETTING}{SUFFIX}"}
+        # the reference's path relative to this cache's folder (a later seed's runs share the first
+        # seed's ZSL: ../seed2/zsl.arrow)
+        where = os.path.relpath(reference.path, Path(path).parent) if reference.path else f"{REFERENCE_SETTING}{SUFFIX}"
+        meta["reference"] = {"setting": reference.meta["setting"], "cache_id": reference.meta["cache_id"], "file": where}
         columns["attn_out"] = _fixed_list(out_change, n_layers * d_model, pa.float16())
         columns["attn_out_scale"] = _fixed_list(out_scale, n_layers, pa.float32())
         columns["attn_scores"] = _ragged(score_change, offsets, pa.float16())

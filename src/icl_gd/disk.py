@@ -4,9 +4,9 @@ A cache's size follows from its layout (``cache.write_cache``), the model's shap
 feeds the model (``extract.sequences_of``): per example, its attention outputs (L x D values), its
 score rows (L x H x its query length), its context scores (L x the context's length) and a few
 scalars. ``cache_bytes`` counts them as the writer lays them out; ``estimate`` adds up every cache
-of a config, by run group (model, variant, task, seed: a ZSL cache and the caches whose changes it
-holds, which Snakemake keeps together until the group's runs are scored); ``describe`` says it in
-words. The rule ``disk_estimate`` runs it on a config's own model and data, before any extraction.
+of a config; ``describe`` says it in words, by run group (model, variant, task: a ZSL cache and the
+caches of every seed whose changes it holds; with ``caches: temporary`` a group's caches are gone
+once its runs are scored, its ZSL once every seed's are). The rule ``disk_estimate`` runs it on a config's own model and data, before any extraction.
 """
 
 from __future__ import annotations
@@ -89,9 +89,9 @@ def _size(n: float) -> str:
 def describe(caches: pd.DataFrame, layout: str, mode: str) -> str:
     """The estimate in words: the grid's total (what `caches: keep` leaves on disk), and what
     `caches: temporary` needs: the caches of the run groups in flight."""
-    groups = caches.groupby(["model", "variant", "task", "seed"])["bytes"].sum()
-    lines = [f"{len(caches)} activation caches ({layout} layout), {len(groups)} run groups "
-             f"(model, variant, task, seed)."]
+    groups = caches.groupby(["model", "variant", "task"])["bytes"].sum()
+    lines = [f"{len(caches)} activation caches ({layout} layout), {len(groups)} run group{'s' * (len(groups) != 1)} "
+             f"(model, variant, task: a ZSL cache and every seed's caches beside it)."]
     total = int(caches["bytes"].sum())
     lines.append(f"caches: keep       {_size(total):>9}  every cache, kept for reruns of the metrics ({total:,} bytes)")
     lines.append(f"caches: temporary  {_size(groups.max()):>9}  per run group in flight (largest; median "

@@ -41,12 +41,20 @@ def run_settings(config: dict, method: str) -> list[str]:
     return ["zsl", cfg.icl_setting(config, method), method]
 
 
+def cache_seed(config: dict, task: str, setting: str, seed: int) -> int:
+    """The seed folder of a setting's cache. ZSL uses no demonstrations and no randomness, so its
+    cache does not depend on the seed: one per (model, variant, task), the first seed's, which every
+    seed's runs compare with (and, in the compact layout, store their changes from)."""
+    return cfg.task_seeds(config, task)[0] if setting == "zsl" else int(seed)
+
+
 def extractions(config: dict) -> list[dict]:
     """Every cache the runs need, once: (model, variant, task, seed, setting), sorted."""
     seen = set()
     for run in runs(config):
         for setting in run_settings(config, run["method"]):
-            seen.add((run["model"], run["variant"], run["task"], run["seed"], setting))
+            seed = cache_seed(config, run["task"], setting, run["seed"])
+            seen.add((run["model"], run["variant"], run["task"], seed, setting))
     return [dict(model=m, variant=v, task=t, seed=s, setting=x) for m, v, t, s, x in sorted(seen)]
 
 

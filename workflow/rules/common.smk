@@ -167,11 +167,17 @@ def extraction_priority(wildcards):
     return 0 if wildcards.setting == "zsl" else 1
 
 
+def zsl_cache(wildcards):
+    """The ZSL cache of a run: its task's, in the first seed's folder (plan.cache_seed)."""
+    seed = plan.cache_seed(config, wildcards.task, "zsl", int(wildcards.seed))
+    return CACHE.format(**{**wildcards, "seed": seed, "setting": "zsl"})
+
+
 def reference_cache(wildcards):
     """The cache whose values a compact cache's changes are relative to: its run's ZSL."""
     if config["cache_dtype"] != "compact" or wildcards.setting == "zsl":
         return {}
-    return {"reference": CACHE.format(**{**wildcards, "setting": "zsl"})}
+    return {"reference": zsl_cache(wildcards)}
 
 
 def run_spec(wildcards):
@@ -195,8 +201,9 @@ def preset(task):
 
 def setting_caches(wildcards):
     """ZSL, ICL and FT caches of a run, and its baseline method's cache for alpha."""
-    settings = plan.run_settings(config, wildcards.method)
-    caches = {role: CACHE.format(**wildcards, setting=s) for role, s in zip(("zsl", "icl", "ft"), settings)}
+    _, icl, method = plan.run_settings(config, wildcards.method)
+    caches = {"zsl": zsl_cache(wildcards), "icl": CACHE.format(**wildcards, setting=icl),
+              "ft": CACHE.format(**wildcards, setting=method)}
     baseline = plan.baseline_of(config, wildcards.variant, wildcards.method)
     if baseline is not None:
         caches["base"] = CACHE.format(**wildcards, setting=baseline)
