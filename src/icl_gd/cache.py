@@ -152,13 +152,10 @@ class RunCache:
 
     def score_rows(self) -> np.ndarray:
         """(n, L, H, max query_len) float32: the score rows, NaN past each example's query."""
-        n, n_layers, n_heads = self.n_examples, self.meta["n_layers"], self.meta["n_heads"]
-        flat = np.asarray(self.attn_scores, dtype=np.float32)
-        if self.is_change:
-            flat = self.reference.score_rows()[_valid_keys(self.query_len, n_layers, n_heads)] + flat * np.repeat(
-                self.attn_scores_scale.reshape(-1), np.repeat(n_heads * self.query_len.astype(np.int64), n_layers))
-        out = np.full((n, n_layers, n_heads, int(self.query_len.max(initial=0))), np.nan, np.float32)
-        out[_valid_keys(self.query_len, n_layers, n_heads, out.shape[3])] = flat
+        n_layers, n_heads = self.meta["n_layers"], self.meta["n_heads"]
+        valid = _valid_keys(self.query_len, n_layers, n_heads)
+        out = np.full(valid.shape, np.nan, np.float32)
+        out[valid] = self.score_values()
         return out
 
     def output_change(self, reference: RunCache) -> tuple[np.ndarray, np.ndarray | None]:
@@ -179,12 +176,16 @@ class RunCache:
 
     def score_values(self) -> np.ndarray:
         """The score rows' values, flat like ``attn_scores`` (float32)."""
-        if self.is_change:
-            return self.score_rows()[self._valid()]
-        return np.asarray(self.attn_scores, dtype=np.float32)
+        flat = np.asarray(self.attn_scores, dtype=np.float32)
+        if not self.is_change:
+            return flat
+        rows = _row_lengths(self.query_len, self.meta["n_layers"], self.meta["n_heads"])
+        return self.reference.score_values() + flat * np.repeat(self.attn_scores_scale.reshape(-1), rows)
 
-    def _valid(self) -> np.ndarray:
-        return _valid_keys(self.query_len, self.meta["n_layers"], self.meta["n_heads"])
+
+def _row_lengths(query_len: np.ndarray, n_layers: int, n_heads: int) -> np.ndarray:
+    """The length of each (example, layer) row of the flat score rows, in order: H x query_len."""
+    return np.repeat(n_heads * np.asarray(query_len, dtype=np.int64), n_layers)
 
 
 def _valid_keys(query_len: np.ndarray, n_layers: int, n_heads: int, width: int | None = None) -> np.ndarray:
@@ -311,7 +312,7 @@ def write_cache(
         out_change, out_scale = encode_change(np.subtract(attn_out, reference.outputs(), dtype=np.float32))
         score_change, score_scale = encode_change(
             np.subtract(scores, reference.score_values(), dtype=np.float32),
-            rows=np.repeat(n_heads * query_len.astype(np.int64), n_layers))
+            rows=_row_lengths(query_len, n_layers, n_heads))
         # the reference's path relative to this cache's folder (a later seed's runs share the first
         # seed's ZSL: ../seed2/zsl.arrow)
         where = os.path.relpath(reference.path, Path(path).parent) if reference.path else f"{REFERENCE_SETTING}{SUFFIX}"

@@ -6,7 +6,8 @@ score rows (L x H x its query length), its context scores (L x the context's len
 scalars. ``cache_bytes`` counts them as the writer lays them out; ``estimate`` adds up every cache
 of a config; ``describe`` says it in words, by run group (model, variant, task: a ZSL cache and the
 caches of every seed whose changes it holds; with ``caches: temporary`` a group's caches are gone
-once its runs are scored, its ZSL once every seed's are). The rule ``disk_estimate`` runs it on a config's own model and data, before any extraction.
+once its runs are scored, its ZSL once every seed's are). The rule ``disk_estimate`` runs it on a
+config's own model and data, before any extraction.
 """
 
 from __future__ import annotations
@@ -114,6 +115,7 @@ def estimate_from_files(config: dict, model_dirs: dict[str, str], task_files: di
     from transformers import AutoConfig
 
     from . import extract, models
+    from .specs import is_icl_setting
 
     shapes, tokenizers, context = {}, {}, {}
     for model, folder in model_dirs.items():
@@ -124,8 +126,9 @@ def estimate_from_files(config: dict, model_dirs: dict[str, str], task_files: di
     seen = {}
 
     def sequences(model: str, spec: dict) -> Sequences:
+        # what decides a run's sequences: its demonstrations, and whether they form its context (ICL)
         key = (model, spec["task"], spec["seed"], spec["setting"] if spec["setting"] == "zsl" else
-               (spec.get("k"), spec.get("demo_labels"), spec["setting"].startswith("icl")))
+               (spec["k"], spec["demo_labels"], is_icl_setting(spec["setting"])))
         if key not in seen:
             files = task_files[spec["task"]]
             run = extract.sequences_of(spec, tokenizers[model], context[model], files["train"], files["eval"])

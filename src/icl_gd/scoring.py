@@ -19,7 +19,7 @@ import pyarrow.parquet as pq
 
 from . import metrics
 from .atomic import atomic_path
-from .cache import METADATA_KEY, RunCache, atomic_write_frame, atomic_write_table, read_cache, read_table
+from .cache import METADATA_KEY, RunCache, atomic_write_frame, atomic_write_table, read_cache, read_frame, read_table
 
 log = logging.getLogger(__name__)
 
@@ -327,7 +327,7 @@ def write_aggregates(
 ) -> pd.DataFrame:
     """All runs in one tidy table, and their aggregate over seeds as parquet and CSV."""
 
-    runs = tidy(pd.concat([read_table(p).to_pandas() for p in run_paths], ignore_index=True))
+    runs = tidy(pd.concat([read_frame(p) for p in run_paths], ignore_index=True))
     intervals = None
     if example_paths:
         examples = [read_examples(p) for p in example_paths]
