@@ -132,12 +132,12 @@ def expected_counts(config: dict) -> dict[str, int]:
         "extract_base": zsl + n_models * n_runs_seeds * icl_settings,
         "finetune_and_extract": n_models * n_runs_seeds * trained_methods,
         "score_run": n_models * n_runs_seeds * trained_methods,
-        "aggregate_metrics": 1, "compare_methods": 1, "data_statistics": 1, "all": 1,
+        "aggregate_metrics": 1, "compare_methods": 1, "data_statistics": 1, "all": 1, "evaluate_claims": 1,
         "task_statistics": len(config["tasks"]),
         "table": 11,
-        # the paper's config: per_layer, accuracy, alpha, grad_norms, prediction_changes and
-        # reproduction (it sweeps no learning rate and runs one model)
-        "figure": 6,
+        # the paper's config: per_layer, accuracy, alpha, grad_norms, prediction_changes,
+        # reproduction and claims (it sweeps no learning rate and runs one model)
+        "figure": 7,
     }
 
 
@@ -154,13 +154,15 @@ def test_paper_dry_run_job_counts(dry_run):
         "finetune_and_extract": 6 * 3 * (5 + 1 + 1),  # 126
         "score_run": 126,
         "aggregate_metrics": 1, "compare_methods": 1, "task_statistics": 6, "data_statistics": 1, "all": 1,
+        "evaluate_claims": 1,
         # paper 003 Tables 1-3, paper 001 Tables 1-3, paper 002, comparisons, intervals,
         # reproduction, claims
         "table": 11,
-        # per_layer, accuracy, alpha, grad_norms, prediction_changes, reproduction (no lr sweep, one model)
-        "figure": 6,
+        # per_layer, accuracy, alpha, grad_norms, prediction_changes, reproduction, claims (no lr sweep,
+        # one model)
+        "figure": 7,
     }
-    assert sum(counts.values()) == 378
+    assert sum(counts.values()) == 380
     # the printed job blocks agree with the table
     assert Counter(rule for rule, _ in planned_jobs(dry_run)) == Counter(counts)
 
@@ -245,7 +247,7 @@ def test_paper_dry_run_figures(dry_run):
     """One job per figure; the gradient norms of Subj's first seed (paper 001 Fig. 4), every method."""
     jobs = {fields["wildcards"]: fields for rule, fields in planned_jobs(dry_run) if rule == "figure"}
     assert set(jobs) == {f"figure={f}" for f in ("per_layer", "accuracy", "alpha", "grad_norms", "prediction_changes",
-                                                 "reproduction")}
+                                                 "reproduction", "claims")}
     logs = jobs["figure=grad_norms"]["input"].split(", ")
     base = "results/training/fairseq-1.3b/trained/subj/seed4"
     assert [x for x in logs if x.startswith("results/")] == [

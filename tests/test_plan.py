@@ -73,12 +73,13 @@ def test_tables_and_figures_are_planned_where_the_config_has_their_data():
                                   "clipping", "paper002", "comparisons", "reproduction", "claims"]
     assert plan.tables(DEFAULT) == ["accuracy", "methods", "intervals", "data", "variants", "layer_causal",
                                     "comparisons", "reproduction", "claims"]
-    assert plan.figures(PAPER) == ["per_layer", "accuracy", "alpha", "grad_norms", "prediction_changes", "reproduction"]
+    assert plan.figures(PAPER) == ["per_layer", "accuracy", "alpha", "grad_norms", "prediction_changes", "reproduction",
+                                   "claims"]
     one = config(variants={"trained": ["lcgd"]}, report={"reproduction": False})
     assert plan.tables(one) == ["accuracy", "methods", "intervals", "data"]
     assert "alpha" not in plan.figures(one)
     two_models = config(models={"a": {"source": "builtin"}, "b": {"source": "builtin"}})
-    assert plan.figures(two_models)[-3:] == ["models", "sizes", "reproduction"]
+    assert plan.figures(two_models)[-4:] == ["models", "sizes", "reproduction", "claims"]
 
 
 def test_learning_rate_sweeps_group_methods_that_differ_only_in_their_rate():

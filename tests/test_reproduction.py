@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from pathlib import Path
 
@@ -10,7 +11,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from icl_gd import claims, plan, published, report, tables, validation
+from icl_gd import claims, plan, published, report, scoring, tables, validation
 
 ROOT = Path(__file__).resolve().parents[1]
 SCHEMA = yaml.safe_load((ROOT / "workflow/schemas/config.schema.yaml").read_text())
@@ -26,7 +27,7 @@ def _config(path="configs/paper.yaml", **changes):
 
 def test_every_published_row_names_what_the_workflow_computes():
     table = published.read_published(ROOT / "docs/published.csv")
-    assert set(table["task"]) == set(TASKS)
+    assert set(table["task"]) == set(TASKS) | {published.AVERAGE}
     assert set(table[["paper", "table"]].itertuples(index=False, name=None)) == {
         ("001", "Table 1"), ("001", "Table 2"), ("001", "Table 3"), ("003", "Table 1"), ("003", "Table 2"),
         ("003", "Table 3")}
@@ -43,8 +44,47 @@ def test_every_published_row_names_what_the_workflow_computes():
     assert all(f'"{column}":' in source for column in published.DATA_STATISTICS.values())
     # the cells each table prints: 001 Table 1 has no AGNews column, 003 Table 3 is Subj only
     counts = table.groupby(["paper", "table"]).size().to_dict()
-    assert counts == {("001", "Table 1"): 30, ("001", "Table 2"): 48, ("001", "Table 3"): 18,
-                      ("003", "Table 1"): 36, ("003", "Table 2"): 36, ("003", "Table 3"): 5}
+    assert counts == {("001", "Table 1"): 30, ("001", "Table 2"): 48 + 8, ("001", "Table 3"): 18,
+                      ("003", "Table 1"): 36, ("003", "Table 2"): 36 + 6, ("003", "Table 3"): 5}
+    # units say what a number counts
+    assert set(stats["unit"]) == {"examples", "characters"}
+    assert set(table[table["metric"].isin(published.RUN_METRICS)]["unit"]) == {"percent", "score"}
+
+
+def test_the_printed_averages_are_the_means_of_their_rows():
+    """Paper 001 Table 2 (8 rows) and paper 003 Table 2 (6 rows) print an Average column: each is
+    the mean of its row's six printed values, to the rounding of those values."""
+    table = published.read_published(ROOT / "docs/published.csv")
+    averages = table[table["task"] == published.AVERAGE]
+    assert len(averages) == 14 and set(averages["table"]) == {"Table 2"}
+    for avg in averages.itertuples():
+        row = table[(table["paper"] == avg.paper) & (table["table"] == avg.table) & (table["method"] == avg.method)
+                    & (table["metric"] == avg.metric) & (table["variant"] == avg.variant)
+                    & (table["task"] != published.AVERAGE)]
+        assert set(row["task"]) == set(TASKS)
+        rounding = 0.5 * 10.0 ** -row["decimals"].min()
+        assert abs(row["value"].mean() - avg.value) <= rounding + 0.5 * 10.0 ** -avg.decimals, avg
+        assert "Average" in avg.note and "mean over" in avg.note
+
+
+def test_the_notes_say_what_holds():
+    table = published.read_published(ROOT / "docs/published.csv")
+    # only the trained row of paper 001 Table 1's SimAOU equals Table 2's SimAOU (GD) row
+    table1 = table[(table["paper"] == "001") & (table["table"] == "Table 1") & (table["metric"] == "simaou")]
+    for row in table1.itertuples():
+        assert ("same values as Table 2" in row.note) == (row.variant == "trained"), row
+        if row.variant == "trained":
+            twin = table[(table["table"] == "Table 2") & (table["paper"] == "001") & (table["task"] == row.task)
+                         & (table["method"] == "gd") & (table["metric"] == "simaou")]
+            assert twin["value"].item() == row.value
+    # a Subj row of paper 003 Table 2 says it equals Table 3 only where Table 3 prints the same cell
+    subj = table[(table["paper"] == "003") & (table["task"] == "subj")]
+    table3 = {(r.method, r.metric): r.value for r in subj[subj["table"] == "Table 3"].itertuples()}
+    for row in subj[subj["table"] == "Table 2"].itertuples():
+        if (row.method, row.metric) in table3:
+            assert table3[row.method, row.metric] == row.value
+        else:
+            assert "equals Table 3" not in row.note and ("no random row" in row.note or "clipped run's" in row.note)
 
 
 def test_the_published_file_agrees_with_the_protocol_document():
@@ -131,74 +171,206 @@ def test_reproduction_matches_methods_by_what_they_do_and_reads_the_published_un
     assert "Cells covered: 3 of 4 published result cells" in md and ": 1 of 3." in md
 
 
+def test_within_combines_the_runs_interval_with_the_published_spread(tmp_path):
+    table = _published(tmp_path, [
+        "001,Table 2,sst2,trained,gd,simaou_norm,0.20,0.04,score,fairseq 1.3B,",   # 0.25 ± 0.02 vs 0.20 ± 0.04
+        "001,Table 2,mr,trained,gd,simaou_norm,0.20,,score,fairseq 1.3B,",        # the same without a spread
+    ])
+    summary = _summary([("trained", "sst2", "gd", "simaou_norm", 0.25, 0.02),
+                        ("trained", "mr", "gd", "simaou_norm", 0.25, 0.02)])
+    cells = published.reproduction(table, summary, "m", {"gd": "gd"}).set_index("task")
+    # |0.25 - 0.20| = 0.05 <= hypot(0.02, 0.04) + 0.005 = 0.0497? no: just outside
+    assert not cells.loc["sst2", "within"] and cells.loc["sst2", "allowed"] == pytest.approx(math.hypot(0.02, 0.04) + 0.005)
+    summary.loc[0, "ci_low"] = 0.22  # a wider interval on the published value's side brings it within
+    cells = published.reproduction(table, summary, "m", {"gd": "gd"}).set_index("task")
+    assert cells.loc["sst2", "within"] and not cells.loc["mr", "within"]  # no spread: the run's interval alone
+
+
+def test_a_printed_average_is_compared_with_the_runs_mean_over_the_same_tasks(tmp_path):
+    lines = [f"001,Table 2,{t},trained,gd,simaou_norm,0.2,0.01,score,fairseq 1.3B," for t in TASKS]
+    table = _published(tmp_path, lines + ["001,Table 2,average,trained,gd,simaou_norm,0.187,,score,fairseq 1.3B,"])
+    rows = [("trained", t, "gd", "simaou_norm", 0.1 + 0.02 * i, 0.03) for i, t in enumerate(TASKS)]
+    cells = published.reproduction(table, _summary(rows), "m", {"gd": "gd"})
+    average = cells[cells["task"] == published.AVERAGE].iloc[0]
+    assert average["mean"] == pytest.approx(0.15) and average["n_tasks"] == 6
+    assert average["ci_high"] - average["mean"] == pytest.approx(math.sqrt(6 * 0.03 ** 2) / 6)
+    shown = tables.to_markdown(tables.reproduction_table(cells, n_published=7))
+    assert "Average (6 tasks)" in shown and "0.187" in shown
+    # a run without every task of the row does not cover its average
+    partial = published.reproduction(table, _summary(rows[:5]), "m", {"gd": "gd"})
+    assert published.AVERAGE not in set(partial["task"]) and len(partial) == 5
+
+
 # ------------------------------------------------------------------------ claims
 
 
-def _lcgd_summary(lcgd_minus_gd):
-    rows = []
-    for task, d in zip(TASKS, lcgd_minus_gd):
-        rows += [("trained", task, "gd", "simaou_norm", 0.20), ("trained", task, "lcgd", "simaou_norm", 0.20 + d)]
-    return _summary(rows)
+def _run(task, seed, variant, method, *, icl, zsl=None, ids=None, simaou=None):
+    """A hand-made run: per example, whether ICL (and ZSL, FT) predict the gold label 0."""
+    n = len(icl)
+    gold = np.zeros(n, dtype=np.int16)
+    wrong = lambda right: np.where(np.asarray(right, dtype=bool), 0, 1).astype(np.int16)  # noqa: E731
+    zsl = np.zeros(n, dtype=bool) if zsl is None else zsl
+    sims = {} if simaou is None else {"simaou": np.asarray(simaou, dtype=np.float64).reshape(n, -1)}
+    return scoring.RunExamples(
+        meta=dict(model="m", variant=variant, task=task, seed=seed, method=method, baseline=None),
+        example_id=np.arange(n) if ids is None else np.asarray(ids), gold=gold, pred_zsl=wrong(zsl),
+        pred_icl=wrong(icl), pred_ft=wrong(zsl), similarities=sims)
 
 
-def _verdict(claim_id, summary, roles={"gd": "gd", "lcgd": "lcgd"}, comparisons=None):
-    claim = next(c for c in claims.CLAIMS if c.id == claim_id)
-    return claims.evaluate(claim, summary, comparisons, "m", roles)
+N = 200
+# per task, ICL's correct examples against ZSL's (ZSL right on the first half): the difference
+# ICL - ZSL accuracy clearly above zero, clearly below, exactly zero, or one example above (open)
+PATTERNS = {
+    "up": np.ones(N, dtype=bool),                                   # +50 points
+    "down": np.zeros(N, dtype=bool),                                # -50 points
+    "zero": np.arange(N) < N // 2,                                  # 0, every resample
+    "open": np.r_[np.ones(N // 2 + 1, dtype=bool), np.zeros(N // 2 - 1, dtype=bool)],  # +0.5 points
+}
 
 
-def test_a_claim_comes_out_supported_or_not_by_the_run():
-    every = "001-T2-simaou-norm"  # LCGD's SimAOU_norm above GD's on every task
-    assert _verdict(every, _lcgd_summary([0.1] * 6))["verdict"] == "supported"
-    one_lower = _verdict(every, _lcgd_summary([0.1, 0.1, -0.05, 0.1, 0.1, 0.1]))
-    assert one_lower["verdict"] == "not supported" and "5 of 6 tasks" in one_lower["statistic"]
-    assert "MR -0.05" in one_lower["statistic"]
-    # 003 says 5 of 6: the same run supports it
-    assert _verdict("003-T2-simaou", _lcgd_summary([0.1, 0.1, -0.05, 0.1, 0.1, 0.1]))["verdict"] == "supported"
-    assert _verdict("003-T2-simaou", _lcgd_summary([0.1, -0.1, -0.05, 0.1, 0.1, 0.1]))["verdict"] == "not supported"
-    # without layer-causal GD in the run, nothing to test
-    assert _verdict(every, _lcgd_summary([0.1] * 6), roles={"gd": "gd"})["verdict"] == "not run"
+def _accuracy_runs(kinds):
+    return [_run(task, 1, "trained", "gd", icl=PATTERNS[kind], zsl=np.arange(N) < N // 2)
+            for task, kind in zip(TASKS, kinds)]
 
 
-def test_claims_with_exceptions_constants_several_baselines_and_paired_tests():
-    rows = []
-    for task, d in zip(TASKS, (0.1, 0.1, 0.1, 0.1, -0.2, 0.1)):
-        rows += [("trained", task, "gd", "simam_delta", 0.2), ("trained", task, "lcgd", "simam_delta", 0.2 + d),
-                 ("untrained", task, "gd", "simam_delta", 0.25), ("trained_embeddings", task, "gd", "simam_delta", 0.1),
-                 ("trained", task, "gd", "jaccard_all", 0.3 if task != "cb" else 0.8)]
-    summary = _summary(rows)
-    assert _verdict("001-T2-simam-delta", summary)["verdict"] == "supported"  # lower on AGNews only: excepted
-    both = _verdict("001-T1T2-lcgd-baselines", summary)  # above untrained (0.25) and trained embeddings (0.1)?
-    assert both["verdict"] == "not supported" and "SST2 +0.05/+0.20" in both["statistic"]
-    jaccard = _verdict("003-T1-jaccard", summary)
-    assert jaccard["verdict"] == "supported" and "CB 80.00" in jaccard["statistic"] and "5 of 6" in jaccard["statistic"]
-    comparisons = pd.DataFrame([dict(model="m", variant="trained", task=t, method="lcgd", baseline="gd",
-                                     metric="simam_delta", p_value=0.01 if t == "sst2" else 0.5) for t in TASKS])
-    marked = _verdict("001-T2-simam-delta", summary, comparisons=comparisons)["statistic"]
-    assert "SST2 +0.10*" in marked and "SST5 +0.10," in marked
+def _claim(quantifier, **changes):
+    return claims.Claim("t", "003", "Table 1", "ICL beats ZSL", ("trained", "gd", "acc_icl"),
+                        (("trained", "gd", "acc_zsl"),), +1, quantifier, **changes)
 
 
-def test_the_claims_table_counts_its_verdicts(tmp_path):
-    summary = _lcgd_summary([0.1] * 6)
-    table = claims.claims_table(summary, None, "m", {"gd": "gd", "lcgd": "lcgd"})
-    assert len(table) == len(claims.CLAIMS) and set(table["Verdict"]) <= set(claims.VERDICTS)
-    supported = int((table["Verdict"] == "supported").sum())
-    assert supported >= 2 and table.attrs["footnotes"][0].startswith(f"{supported} supported")
-    summary.to_parquet(tmp_path / "summary.parquet")
-    pd.DataFrame(columns=["model", "variant", "task", "method", "baseline", "metric", "p_value"]).to_parquet(
-        tmp_path / "comparisons.parquet")
-    report.write_table("claims", {"summary": str(tmp_path / "summary.parquet"),
-                                  "comparisons": str(tmp_path / "comparisons.parquet")},
-                       str(tmp_path / "claims.md"), model="m", variant="trained", methods=["gd", "lcgd"], n_seeds=1,
-                       roles={"gd": "gd", "lcgd": "lcgd"})
-    csv = pd.read_csv(tmp_path / "claims.csv")
-    assert list(csv.columns) == ["Paper", "Table", "Claim", "Test", "Statistic", "Verdict"]
-    assert "not run" in set(csv["Verdict"])  # no untrained variant, no clipping in this run
-    assert "\\begin{tabular}" in (tmp_path / "claims.tex").read_text()
+@pytest.mark.parametrize("quantifier, kinds, verdict", [
+    ("every", ["up"] * 6, "supported"),
+    ("every", ["up"] * 5 + ["down"], "contradicted"),
+    ("every", ["up"] * 5 + ["open"], "inconclusive"),
+    ("all_but_one", ["up"] * 5 + ["down"], "supported"),
+    ("all_but_one", ["up"] * 4 + ["down"] * 2, "contradicted"),
+    ("all_but_one", ["up"] * 4 + ["open"] * 2, "inconclusive"),
+    ("most", ["up"] * 4 + ["down"] * 2, "supported"),
+    ("most", ["up"] * 3 + ["down"] * 3, "contradicted"),
+    ("most", ["up"] * 3 + ["open"] * 3, "inconclusive"),
+    ("mean", ["up"] * 3 + ["zero"] * 3, "supported"),
+    ("mean", ["down"] + ["zero"] * 5, "contradicted"),
+    ("mean", ["up", "down"] + ["zero"] * 4, "inconclusive"),
+])
+def test_each_verdict_comes_out_under_each_quantifier(quantifier, kinds, verdict):
+    tests = claims.evaluate_claims(_accuracy_runs(kinds), {"gd": "gd"}, n_boot=400, claims=(_claim(quantifier),))
+    assert set(tests["verdict"]) == {verdict}
+    per_task = tests[tests["task"] != claims.MEAN].set_index("task")
+    assert per_task.loc["sst2", "difference"] == pytest.approx({"up": 50, "down": -50, "zero": 0, "open": 0.5}[kinds[0]])
+    # the per-task intervals are simultaneous (Bonferroni over the six tasks) where the quantifier counts tasks
+    assert per_task["level"].iloc[0] == pytest.approx(0.95 if quantifier == "mean" else 1 - 0.05 / 6)
+    assert (tests["n_examples"] == N).all() and (tests["unit"] == "points").all()
+    if verdict == "inconclusive" and quantifier == "mean":  # a mean difference of exactly 0: no size resolves it
+        assert tests["resolves_to"].iloc[0] == "inconclusive" and math.isinf(tests["n_needed"].iloc[0])
+    elif verdict == "inconclusive":  # the open tasks' +0.5 points resolve with enough examples
+        assert tests["resolves_to"].iloc[0] == "supported" and tests["n_needed"].iloc[0] > N
+
+
+def test_a_claim_that_excepts_a_task_or_lacks_a_cell():
+    kinds = ["up"] * 4 + ["down", "up"]  # AGNews goes the other way
+    assert set(claims.evaluate_claims(_accuracy_runs(kinds), {"gd": "gd"}, n_boot=200, claims=(
+        _claim("every", except_tasks=("agnews",)),))["verdict"]) == {"supported"}
+    not_run = claims.evaluate_claims(_accuracy_runs(kinds), {"lcgd": "lcgd"}, n_boot=200, claims=(_claim("every"),))
+    assert list(not_run["verdict"]) == ["not run"]
+
+
+def test_the_verdict_reads_the_quantifier_on_the_sides_of_the_intervals():
+    read = claims.read_quantifier
+    assert read("every", [[1], [1]], []) == "supported" and read("every", [[1], [0]], []) == "inconclusive"
+    assert read("every", [[1], [-1]], []) == "contradicted"
+    assert read("every", [[1, 1], [1, 0]], []) == "inconclusive"  # two cells b: each must hold
+    assert read("all_but_one", [[1], [1], [-1]], []) == "supported"
+    assert read("all_but_one", [[1]], []) == "supported" and read("all_but_one", [[-1]], []) == "contradicted"
+    assert read("most", [[1], [1], [0], [-1]], []) == "inconclusive"  # two of four: not more than half
+    assert read("most", [[1], [-1], [0], [-1]], []) == "contradicted"  # two break: "most" can no longer hold
+    assert read("mean", [[-1]] * 3, [1]) == "supported" and read("mean", [], [0]) == "inconclusive"
+    assert claims.side(0.1, 0.3, +1) == 1 and claims.side(0.0, 0.3, +1) == 0 and claims.side(0.1, 0.3, -1) == -1
+
+
+def test_a_cross_variant_claim_is_paired_by_example_id():
+    """The untrained runs store their examples in another order: paired by id, a - b is the same
+    0.01 on every example, and the interval has no width; paired by position it would be noise."""
+    rng = np.random.default_rng(0)
+    trained = rng.uniform(-1, 1, N)
+    order = rng.permutation(N)
+    runs = []
+    for task in TASKS[:2]:
+        runs.append(_run(task, 1, "trained", "gd", icl=np.ones(N), simaou=trained))
+        runs.append(_run(task, 1, "untrained", "gd", icl=np.ones(N), simaou=trained[order] + 0.01, ids=order))
+    claim = next(c for c in claims.CLAIMS if c.id == "001-T1-untrained")
+    tests = claims.evaluate_claims(runs, {"gd": "gd"}, n_boot=300, claims=(claim,))
+    assert set(tests["verdict"]) == {"supported"}
+    assert tests["difference"].tolist() == pytest.approx([0.01] * 3)
+    assert (tests["ci_high"] - tests["ci_low"]).max() < 1e-9
+    shuffled = [_run(r.meta["task"], 1, r.meta["variant"], "gd", icl=np.ones(N), simaou=r.similarities["simaou"],
+                     ids=np.arange(N)) for r in runs]  # the same values, now (wrongly) aligned by position
+    assert set(claims.evaluate_claims(shuffled, {"gd": "gd"}, n_boot=300, claims=(claim,))["verdict"]) == {"inconclusive"}
+
+
+def test_seeds_are_combined_as_the_summary_combines_them():
+    runs = [_run("sst2", seed, "trained", "gd", icl=PATTERNS[kind], zsl=np.arange(N) < N // 2)
+            for seed, kind in ((1, "up"), (2, "zero"))]
+    tests = claims.evaluate_claims(runs, {"gd": "gd"}, n_boot=200, claims=(_claim("every"),))
+    row = tests[tests["task"] == "sst2"].iloc[0]
+    assert row["difference"] == pytest.approx(25.0) and row["n_seeds"] == 2  # the mean over seeds of +50 and 0
+    assert row["ci_low"] > 0 and row["verdict"] == "supported"
+
+
+def test_what_an_inconclusive_claim_needs_is_what_resolves_it():
+    """The factor comes from the run's own variance: repeating the examples that many times (and
+    a little more) resolves the claim as predicted; half as many leave it open."""
+    rng = np.random.default_rng(1)
+    zsl = rng.random(60) < 0.5
+    icl = np.where(rng.random(60) < 0.3, ~zsl, zsl) | (rng.random(60) < 0.12)
+
+    def verdict(times):
+        runs = [_run("sst2", 1, "trained", "gd", icl=np.tile(icl, times), zsl=np.tile(zsl, times))]
+        return claims.evaluate_claims(runs, {"gd": "gd"}, n_boot=2000, claims=(_claim("mean"),)).iloc[-1]
+
+    first = verdict(1)
+    assert first["verdict"] == "inconclusive" and first["difference"] > 0
+    factor = first["factor"]
+    assert 2 < factor < 40 and first["n_needed"] == math.ceil(factor * 60) and first["resolves_to"] == "supported"
+    assert verdict(math.ceil(1.5 * factor))["verdict"] == "supported"
+    assert verdict(max(1, math.floor(factor / 2.5)))["verdict"] == "inconclusive"
+    no_difference = claims.needed_factor("every", [[(0.0, -1.0, 1.0)]], [], +1)
+    assert no_difference == (math.inf, "inconclusive")
+    assert "none" in claims.needed_text("inconclusive", math.inf, math.inf, "inconclusive")
+
+
+def test_the_claims_table_and_figure_show_every_claim_with_its_intervals(tmp_path):
+    runs = _accuracy_runs(["up"] * 5 + ["open"])
+    tests = claims.evaluate_claims(runs, {"gd": "gd"}, n_boot=200)
+    assert set(tests["claim"]) == {c.id for c in claims.CLAIMS}
+    tests.to_parquet(tmp_path / "claims.parquet")
+    report.write_table("claims", {"claims": str(tmp_path / "claims.parquet")}, str(tmp_path / "claims.md"),
+                       model="m", variant="trained", methods=["gd"], n_seeds=1, roles={"gd": "gd"})
+    csv = pd.read_csv(tmp_path / "claims.csv", dtype=str, keep_default_na=False)
+    assert list(csv.columns) == ["Paper", "Table", "Claim", "Test", "Read on", "SST2", "SST5", "MR", "Subj", "AGNews",
+                                 "CB", "Mean over tasks", "Tasks: claimed / other / open", "Verdict",
+                                 "Needed for a verdict"]
+    verdicts = dict(zip(csv["Claim"], csv["Verdict"]))
+    assert verdicts["ICL is more accurate than zero-shot on every task"] == "inconclusive"  # CB: +0.5 points
+    row = csv[csv["Claim"] == "ICL is more accurate than zero-shot on every task"].iloc[0]
+    assert row["SST2"] == "+50.0 [+43.0, +57.0]" or row["SST2"].startswith("+50.0 [")
+    assert row["Tasks: claimed / other / open"] == "5 / 0 / 1" and "examples" in row["Needed for a verdict"]
+    assert "99.17% intervals" in row["Read on"]
+    assert set(csv["Verdict"]) <= set(claims.VERDICTS) and "not run" in set(csv["Verdict"])
+    md = (tmp_path / "claims.md").read_text()
+    counts = pd.Series(list(verdicts.values())).value_counts()
+    assert f"{counts.get('supported', 0)} supported, {counts.get('contradicted', 0)} contradicted" in md
+    # a claim with two cells b: two rows, its paper, table and text shown once
+    both = "In SimAM_delta layer-causal GD is better than the untrained baselines on every task"
+    assert (csv["Claim"] == both).sum() == 2 and md.count(both) == 1
+    assert "Bonferroni" in md and "\\begin{tabular}" in (tmp_path / "claims.tex").read_text()
+    report.write_figures(None, None, [str(tmp_path / "claims.png"), str(tmp_path / "claims.pdf")], model="m",
+                         variant="trained", methods=["gd"], roles={"gd": "gd"}, claims_path=str(tmp_path / "claims.parquet"))
+    assert (tmp_path / "claims.png").stat().st_size > 10_000 and (tmp_path / "claims.pdf").read_bytes()[:5] == b"%PDF-"
 
 
 def test_the_report_plans_reproduction_unless_switched_off():
     assert plan.tables(_config())[-2:] == ["reproduction", "claims"]
-    assert plan.figures(_config())[-1] == "reproduction"
+    assert plan.figures(_config())[-2:] == ["reproduction", "claims"]
     off = _config(report={"reproduction": False})
-    assert "reproduction" not in plan.tables(off) + plan.figures(off) and "claims" not in plan.tables(off)
+    assert not {"reproduction", "claims"} & set(plan.tables(off) + plan.figures(off))
     assert plan.figure_params(_config(), "reproduction")["roles"] == {m: m for m in _config()["methods"]}

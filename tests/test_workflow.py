@@ -203,7 +203,7 @@ def test_report_tables_and_figures(finished_run):
     for stem in ("accuracy", "methods", "variants"):
         assert (finished_run / f"results/reports/tables/{stem}.csv").stat().st_size > 0
     # one model, no learning-rate sweep: neither the models nor the lr_sweep figure is planned
-    planned = ("per_layer", "accuracy", "alpha", "grad_norms", "prediction_changes", "reproduction")
+    planned = ("per_layer", "accuracy", "alpha", "grad_norms", "prediction_changes", "reproduction", "claims")
     assert sorted(p.name for p in (finished_run / "results/reports/figures").iterdir()) == sorted(
         f"{stem}.{ext}" for stem in planned for ext in ("png", "pdf"))
     for stem in planned:
@@ -243,7 +243,7 @@ def test_every_table_agrees_with_the_aggregated_metrics(finished_run):
     assert "Cells covered:" in md and "Model: tiny" in md
     claims_table = _csv(finished_run, "claims")
     verdicts = dict(zip(claims_table["Claim"], claims_table["Verdict"]))
-    assert set(verdicts.values()) <= {"supported", "not supported", "not run"}
+    assert set(verdicts.values()) <= {"supported", "contradicted", "inconclusive", "not run"}
     assert all(v == "not run" for c, v in verdicts.items() if "lipp" in c or "False labels" in c)
     assert all(v != "not run" for c, v in verdicts.items() if c.startswith("Layer-causal GD achieves"))
 
@@ -312,10 +312,10 @@ def test_nothing_to_do_after_a_run_and_metric_edits_rerun_only_metrics(finished_
         planned = jobs_planned(finished_run)
     finally:
         metrics_py.write_text(original)
-    assert set(planned) == {"score_run", "aggregate_metrics", "compare_methods", "task_statistics", "data_statistics",
-                            "table", "figure", "all"}
+    assert set(planned) == {"score_run", "aggregate_metrics", "compare_methods", "evaluate_claims", "task_statistics",
+                            "data_statistics", "table", "figure", "all"}
     assert planned["score_run"] == 12
-    assert planned["figure"] == 5  # the gradient norms come from the training logs, not the metrics
+    assert planned["figure"] == 6  # the gradient norms come from the training logs, not the metrics
 
 
 @pytest.mark.slow

@@ -85,9 +85,11 @@ TABLE_CAPTIONS = {
                "ICL accuracy is ICL on its own k demonstrations; mean [{ci} interval] over seeds.",
     "reproduction": "Every published cell this run covers (docs/published.csv; the papers' fairseq 1.3B model) beside "
                     "this run's mean over seeds with its {ci} interval, the difference (run - published) and whether "
-                    "the published value lies inside the interval.",
-    "claims": "The papers' claims, each tested on this run's layer-mean scores per task (a: the claimed larger "
-              "or smaller cell, b: what it is compared with): supported, not supported, or not run.",
+                    "the two agree given both the run's interval and the published ± spread.",
+    "claims": "The papers' claims, each tested on this run's layer-mean scores (a: the claimed larger or smaller "
+              "cell, b: what it is compared with): per task a - b with its paired bootstrap interval, the "
+              "claim's quantifier read on the intervals: supported, contradicted, inconclusive (with the "
+              "examples a verdict would need) or not run.",
 }
 
 

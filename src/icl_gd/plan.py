@@ -207,7 +207,7 @@ def figures(config: dict) -> list[str]:
     planned += ["lr_sweep"] if lr_sweeps(config) else []
     planned += ["k_sweep"] if k_sweeps(config) else []
     planned += ["models", "sizes"] if len(config["models"]) > 1 else []
-    planned += ["reproduction"] if config["report"]["reproduction"] else []
+    planned += ["reproduction", "claims"] if config["report"]["reproduction"] else []
     return planned
 
 
@@ -239,7 +239,7 @@ def figure_params(config: dict, figure: str) -> dict:
         params["k_sweep"] = k_sweeps(config)
     if figure in ("models", "sizes"):
         params["models"] = list(config["models"])
-    if figure == "reproduction":
+    if figure in ("reproduction", "claims"):
         params.update(ci_level=config["statistics"]["ci_level"], roles=published_roles(config))
     return params
 

@@ -38,15 +38,14 @@ def build_table(name: str, inputs: dict, *, model: str, variant: str, methods: l
     if name == "comparisons":
         return tables.comparisons_table(cache.read_frame(inputs["comparisons"]), model, variant,
                                         significance=significance, ci_level=ci_level)
+    if name == "claims":
+        return claims.claims_table(cache.read_frame(inputs["claims"]), model, roles or {}, ci_level=ci_level)
     summary = cache.read_frame(inputs["summary"])
     if name == "reproduction":
         table = published.read_published(PUBLISHED)
         cells = published.reproduction(table, summary, model, roles or {})
         n_results = int(table["metric"].isin(published.RUN_METRICS).sum())
         return tables.reproduction_table(cells, n_results, ci_level=ci_level)
-    if name == "claims":
-        return claims.claims_table(summary, cache.read_frame(inputs["comparisons"]), model, roles or {},
-                                   significance=significance)
     first = baseline or methods[0]
     common = dict(n_seeds_expected=n_seeds)
     builders = {
@@ -115,14 +114,16 @@ def write_figures(
     kinds: dict[str, str] | None = None,
     roles: dict[str, str] | None = None,
     sizes_path: str | None = None,
+    claims_path: str | None = None,
 ) -> None:
     """Each output stem names its figure. ``methods`` are the report variant's (``kinds``: each
     one's kind, which picks its colour: names are the user's); alpha shows those
     compared with ``baseline``; the gradient norms come from ``train_logs`` (one task and seed);
     ``lr_sweep`` rows are (group, method, task, lr), ``k_sweep`` rows (group, method, task, k);
     ``models`` is the models figure's order;
-    ``roles`` match the reproduction figure's published methods to the run's, ``sizes_path``
-    (``model_statistics``) the sizes figure its models' parameter counts.
+    ``roles`` match the reproduction and claims figures' published methods to the run's, ``sizes_path``
+    (``model_statistics``) the sizes figure its models' parameter counts, ``claims_path`` (rule
+    ``evaluate_claims``) is the claims figure's tests.
     The metrics tables are read only by the figures that need them (the gradient-norm job has no
     metrics among its inputs)."""
     runs = functools.cache(lambda: cache.read_frame(runs_path))
@@ -147,6 +148,7 @@ def write_figures(
         "reproduction": lambda: figures.reproduction_figure(
             published.reproduction(published.read_published(PUBLISHED), summary(), model, roles or {}),
             model, ci_level=ci_level),
+        "claims": lambda: figures.claims_figure(cache.read_frame(claims_path), model, roles or {}, ci_level=ci_level),
     }
     for name, stem in _stems(outputs).items():
         figures.write_figure(builders[name](), stem)

@@ -539,8 +539,8 @@ def data_table(stats: pd.DataFrame) -> pd.DataFrame:
 
 def reproduction_table(cells: pd.DataFrame, n_published: int, *, ci_level: float = 0.95) -> pd.DataFrame:
     """Every published cell the run covers (``published.reproduction``): the published value ±
-    its spread, as printed; this run's mean [interval]; the difference; whether the published
-    value lies inside the interval. Rows in the published file's order (paper, table, row, task); footnotes
+    its spread, as printed; this run's mean [interval]; the difference; whether the two agree
+    given both uncertainties (``within``). Rows in the published file's order (paper, table, row, task); footnotes
     count the cells covered and within, and name the models."""
     rows, keys = [], []  # in the order of docs/published.csv: the papers' tables, row by row
     for c in cells.itertuples(index=False):
@@ -555,15 +555,19 @@ def reproduction_table(cells: pd.DataFrame, n_published: int, *, ci_level: float
         setting = f"{method_label(c.method)}, {variant_label(c.variant, in_text=True)}"
         if c.run_method != c.method:
             setting += f" (run: {c.run_method})"
-        keys.append((f"{c.paper} {c.table}", metric_label(c.metric), setting, task_label(c.task)))
+        task = f"Average ({c.n_tasks} tasks)" if c.task == "average" else task_label(c.task)
+        keys.append((f"{c.paper} {c.table}", metric_label(c.metric), setting, task))
     index = pd.MultiIndex.from_tuples(keys, names=["Source", "Metric", "Setting", "Task"]) if keys else None
     table = pd.DataFrame(rows, index=index, columns=["Published", f"This run [{percent(ci_level)} interval]",
                                                      "Difference", "Within"], dtype=object)
     models = ", ".join(sorted(set(cells["published_model"]))) if len(cells) else "—"
     within = int(cells["within"].sum()) if len(cells) else 0
     table.attrs.update(best=[], table="reproduction", footnotes=[
-        f"Cells covered: {len(cells)} of {n_published} published result cells; published value within this "
-        f"run's interval (allowing half its last printed digit): {within} of {len(cells)}.",
+        f"Cells covered: {len(cells)} of {n_published} published result cells; within (|run - published| at "
+        f"most this run's interval on the published value's side and the published ± combined in quadrature, "
+        f"plus half the last printed digit): {within} of {len(cells)}. An average is the printed mean over the "
+        f"row's tasks, set beside this run's mean over the same tasks (interval: the tasks' half-widths in "
+        f"quadrature over their number).",
         f"Published numbers: {models}, the papers' model; a run on another model reads as a comparison.",
     ])
     return table
@@ -573,23 +577,28 @@ def reproduction_table(cells: pd.DataFrame, n_published: int, *, ci_level: float
 
 
 def _rows_for_render(table: pd.DataFrame, bold_fn) -> tuple[list[str], list[list[str]], list[int]]:
-    """Header, body rows (index levels first; a repeated first level is blanked) and the body
-    positions where a new first-level group starts."""
+    """Header, body rows (index levels first; a first level that repeats the row above is
+    blanked, and so are the next ones up to ``attrs["blank_levels"]`` while they all repeat it)
+    and the body positions where a new first-level group starts."""
     best = {(k, c) for k, c in table.attrs.get("best", [])}
     nlev = table.index.nlevels
     names = [n if n is not None else "" for n in table.index.names]
     header = [*names, *map(str, table.columns)]
     body, group_starts = [], []
     prev = None
+    blank = min(table.attrs.get("blank_levels", 1), nlev - 1)
     for i, (key, row) in enumerate(table.iterrows()):
         labels = list(key) if nlev > 1 else [key]
         labels = [str(x) for x in labels]
         if nlev > 1:
-            if prev is not None and labels[0] == prev:
-                labels[0] = ""
-            elif prev is not None:
+            if prev is not None and labels[0] != prev[0]:
                 group_starts.append(i)
-            prev = str(key[0])
+            shown = list(labels)
+            for level in range(blank):
+                if prev is None or labels[: level + 1] != prev[: level + 1]:
+                    break
+                shown[level] = ""
+            prev, labels = labels, shown
         cells = [bold_fn(str(v)) if (key, col) in best else str(v) for col, v in row.items()]
         body.append([*labels, *cells])
     return header, body, group_starts

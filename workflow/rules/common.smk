@@ -55,6 +55,7 @@ GGUF_CODE = code_version("models")
 TWIN_CODE = code_version("twins", "specs")
 DATA_CODE = code_version("data", "specs")
 METRICS_CODE = code_version("cache", "metrics", "scoring")
+CLAIMS_CODE = code_version("cache", "metrics", "scoring", "labels", "claims")
 STATISTICS_CODE = code_version("models")
 REPORT_CODE = code_version("labels", "tables", "figures", "report", "published", "claims")
 # Every number the papers print, in the workflow's names: the reproduction table and figure read it
@@ -65,7 +66,7 @@ PUBLISHED_VERSION = hashlib.sha256((Path(workflow.basedir) / "docs" / "published
 def published_version(wildcards):
     return PUBLISHED_VERSION if "reproduction" in (wildcards.get("table"), wildcards.get("figure")) else None
 # the gradient-norm figure reads training logs through the cache module
-FIGURE_CODE = code_version("labels", "tables", "figures", "report", "cache", "published")
+FIGURE_CODE = code_version("labels", "tables", "figures", "report", "cache", "published", "claims")
 
 
 def _names_regex(names):
@@ -249,6 +250,8 @@ def figure_inputs(wildcards):
         return {"train_logs": [f"{base}/{method}.parquet" for method in REPORT_METHODS]}
     if wildcards.figure == "reproduction":
         return {"summary": "results/metrics/summary.parquet"}
+    if wildcards.figure == "claims":
+        return {"claims": "results/metrics/claims.parquet"}
     if wildcards.figure == "sizes":
         return {"summary": "results/metrics/summary.parquet", "sizes": "results/metrics/models.parquet"}
     return {"runs": "results/metrics/runs.parquet", "summary": "results/metrics/summary.parquet"}
@@ -335,10 +338,10 @@ def table_inputs(wildcards):
         inputs["comparisons"] = "results/metrics/comparisons.parquet"
     elif wildcards.table == "data":
         inputs["data"] = "results/metrics/data_statistics.parquet"
+    elif wildcards.table == "claims":
+        inputs["claims"] = "results/metrics/claims.parquet"
     else:
         inputs["summary"] = "results/metrics/summary.parquet"
-    if wildcards.table == "claims":
-        inputs["comparisons"] = "results/metrics/comparisons.parquet"
     return inputs
 
 

@@ -7,6 +7,7 @@ localrules:
     score_run,
     aggregate_metrics,
     compare_methods,
+    evaluate_claims,
     task_statistics,
     data_statistics,
 
@@ -66,6 +67,26 @@ rule compare_methods:
         "results/logs/compare_methods.log",
     script:
         "../scripts/compare_methods.py"
+
+
+# The papers' claims tested on every model of the run (icl_gd/claims.py): per task the paired
+# difference and its interval, the verdict, and what an inconclusive one would need.
+rule evaluate_claims:
+    input:
+        examples=all_run_examples(),
+    output:
+        table="results/metrics/claims.parquet",
+        csv="results/metrics/claims.csv",
+    params:
+        code=CLAIMS_CODE,
+        roles=plan.published_roles(config),
+        statistics=config["statistics"],
+    conda:
+        "../../envs/analysis.yaml"
+    log:
+        "results/logs/evaluate_claims.log",
+    script:
+        "../scripts/evaluate_claims.py"
 
 
 rule task_statistics:

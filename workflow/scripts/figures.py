@@ -15,5 +15,6 @@ from icl_gd import report
 inputs = dict(snakemake.input.items())
 report.write_figures(
     inputs.get("runs"), inputs.get("summary"), snakemake.output,
-    train_logs=inputs.get("train_logs", []), sizes_path=inputs.get("sizes"), **snakemake.params.figure,
+    train_logs=inputs.get("train_logs", []), sizes_path=inputs.get("sizes"), claims_path=inputs.get("claims"),
+    **snakemake.params.figure,
 )

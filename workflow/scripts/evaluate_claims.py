@@ -1,0 +1,19 @@
+"""Test the papers' claims on every model of the run, paired by example (parquet and CSV)."""
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(snakemake.scriptdir).resolve().parents[1] / "src"))
+from icl_gd import warm
+
+warm.delegate()  # into the warm worker, where there is one (icl_gd/warm.py)
+from icl_gd.runtime import log_to
+
+log_to(snakemake.log[0])
+from icl_gd import claims
+
+stats = snakemake.params.statistics
+claims.write_claim_tests(
+    snakemake.input.examples, snakemake.output.table, snakemake.output.csv, snakemake.params.roles,
+    n_boot=stats["n_boot"], level=stats["ci_level"], seed=stats["seed"],
+)
