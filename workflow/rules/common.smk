@@ -40,8 +40,19 @@ def code_version(*modules):
     code trigger sees a rule's own script, not what it imports; through the params trigger an edit
     of a module reruns exactly the jobs that import it (a metric: the metrics and what follows).
     Not as input files: their absolute paths would tie a finished run to where its checkout lay,
-    and a moved or copied run would plan everything again."""
-    return {m: hashlib.sha256((SRC / f"{m}.py").read_bytes()).hexdigest()[:16] for m in modules}
+    and a moved or copied run would plan everything again. A package (``figures``) counts all
+    its modules."""
+    versions = {}
+    for m in modules:
+        if (SRC / m).is_dir():
+            digest = hashlib.sha256()
+            for path in sorted((SRC / m).glob("*.py")):
+                digest.update(path.name.encode())
+                digest.update(path.read_bytes())
+        else:
+            digest = hashlib.sha256((SRC / f"{m}.py").read_bytes())
+        versions[m] = digest.hexdigest()[:16]
+    return versions
 
 
 # The code each job executes. Not config.py or plan.py: they decide what a job does, and what they
