@@ -14,6 +14,9 @@ include: "workflow/rules/metrics.smk"
 include: "workflow/rules/report.smk"
 
 
+report: report_description()
+
+
 rule all:
     input:
         all_activations(),

@@ -133,6 +133,7 @@ def expected_counts(config: dict) -> dict[str, int]:
         "finetune_and_extract": n_models * n_runs_seeds * trained_methods,
         "score_run": n_models * n_runs_seeds * trained_methods,
         "aggregate_metrics": 1, "compare_methods": 1, "data_statistics": 1, "all": 1, "evaluate_claims": 1,
+        "first_page": 1,
         "task_statistics": len(config["tasks"]),
         "table": 11,
         # the paper's config: per_layer, accuracy, alpha, grad_norms, prediction_changes,
@@ -154,7 +155,7 @@ def test_paper_dry_run_job_counts(dry_run):
         "finetune_and_extract": 6 * 3 * (5 + 1 + 1),  # 126
         "score_run": 126,
         "aggregate_metrics": 1, "compare_methods": 1, "task_statistics": 6, "data_statistics": 1, "all": 1,
-        "evaluate_claims": 1,
+        "evaluate_claims": 1, "first_page": 1,
         # paper 003 Tables 1-3, paper 001 Tables 1-3, paper 002, comparisons, intervals,
         # reproduction, claims
         "table": 11,
@@ -162,7 +163,7 @@ def test_paper_dry_run_job_counts(dry_run):
         # one model)
         "figure": 7,
     }
-    assert sum(counts.values()) == 380
+    assert sum(counts.values()) == 381
     # the printed job blocks agree with the table
     assert Counter(rule for rule, _ in planned_jobs(dry_run)) == Counter(counts)
 

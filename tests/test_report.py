@@ -28,7 +28,8 @@ def test_write_tables_and_figures(tmp_path):
     summary = scoring.aggregate(runs)
     runs.to_parquet(tmp_path / "runs.parquet")
     summary.to_parquet(tmp_path / "summary.parquet")
-    tables = [str(tmp_path / f"t/{name}.{ext}") for name in ("accuracy", "methods", "variants") for ext in ("md", "tex", "csv")]
+    tables = [str(tmp_path / f"t/{name}.{ext}") for name in ("accuracy", "methods", "variants")
+              for ext in ("md", "tex", "csv", "html")]
     for name in ("accuracy", "methods", "variants"):
         report.write_table(name, {"summary": str(tmp_path / "summary.parquet")}, str(tmp_path / f"t/{name}.md"),
                            model="m", methods=["gd", "lcgd"], variant="trained", n_seeds=3, baseline="gd",
@@ -39,6 +40,11 @@ def test_write_tables_and_figures(tmp_path):
     assert "LCGD" in methods_md and "of 3 seeds" in methods_md  # 2 of 3 configured seeds ran
     cell = summary.query("variant == 'trained' and task == 'cb' and method == 'lcgd' and metric == 'simam_delta' and layer.isna()")
     assert f"{cell['mean'].item():.2f}" in methods_md and "config: config.yaml" in methods_md
+    # the report's viewer gets the same table as HTML: caption above, bold best values, the marks kept
+    methods_html = (tmp_path / "t/methods.html").read_text()
+    assert methods_html.startswith("<!DOCTYPE html>") and '<meta charset="utf-8">' in methods_html
+    assert methods_html.index("<caption>") < methods_html.index("<tbody>") and "<strong>" in methods_html
+    assert f"{cell['mean'].item():.2f}" in methods_html and "†" in methods_html and "of 3 seeds" in methods_html
     names = ("per_layer", "accuracy", "alpha", "prediction_changes", "lr_sweep", "models")
     figures = [str(tmp_path / f"f/{name}.{ext}") for name in names for ext in ("png", "pdf")]
     sweep = [dict(group="GD", method=m, task=t, lr=lr) for m, lr in (("gd", 1e-3), ("lcgd", 2e-3)) for t in ("sst2", "cb")]
@@ -105,3 +111,57 @@ def test_captions_take_the_configured_interval_level(tmp_path):
     report.write_table("intervals", {"summary": str(tmp_path / "summary.parquet")}, str(tmp_path / "r/intervals.md"),
                        caption="As in the report.", ci_level=0.9, **common)
     assert (tmp_path / "r/intervals.md").read_text().startswith("**As in the report. Model: m,")
+
+
+def _claim_tests():
+    """A claims table as evaluate_claims writes it, from two hand-made tasks (ICL right on every
+    example, ZSL on half): some claims tested, the others not run."""
+    from icl_gd import claims
+    runs = []
+    for task in ("sst2", "cb"):
+        n = 80
+        zsl = np.arange(n) < n // 2
+        icl = np.ones(n, dtype=bool)
+        gold = np.zeros(n, dtype=np.int16)
+        runs.append(scoring.RunExamples(
+            meta=dict(model="m", variant="trained", task=task, seed=1, method="gd", baseline=None),
+            example_id=np.arange(n), gold=gold, pred_zsl=np.where(zsl, 0, 1).astype(np.int16),
+            pred_icl=np.where(icl, 0, 1).astype(np.int16), pred_ft=np.where(zsl, 0, 1).astype(np.int16),
+            similarities={"simam_delta": np.linspace(0, 1, n).reshape(n, 1)}))
+    return claims.evaluate_claims(runs, {"gd": "gd"}, n_boot=200)
+
+
+def test_the_first_page_says_what_was_run_and_what_it_found(tmp_path):
+    import docutils.core
+
+    from icl_gd import summary
+    tests = _claim_tests()
+    about = dict(models={"m": "builtin"}, variants=["trained"], seeds={"sst2": [2], "cb": [3]}, k=[4, 8],
+                 configfiles=["configs/x.yaml"], overrides="")
+    data = pd.DataFrame({"task": ["sst2", "cb"], "n_evaluated": [80, 80]})
+    blocks = summary.first_page(model="m", variant="trained", about=about, data=data, claim_tests=tests,
+                                reproduction=pd.DataFrame({"within": [True, False, False]}), n_published=169,
+                                tables=["accuracy", "claims"], figures=["claims"])
+    md = summary.to_markdown(blocks)
+    assert md.startswith("# What this run found") and "SST2 (seed 2), CB (seed 3)" in md and "80 evaluation" in md
+    assert "k = 4, 8 demonstrations" in md
+    assert "configs/x.yaml" in md and "[the claims table](tables/claims.md)" in md
+    verdict = tests.loc[tests["claim"] == "003-T1-icl-zsl", "verdict"].iloc[0]
+    assert f"- **{verdict}**: 003 Table 1, ICL is more accurate than zero-shot on every task" in md
+    assert "1 of the 3 published cells this run covers are within" in md and "of 169" in md
+    assert sum(line.startswith("- **") for line in md.splitlines()) == 16  # a line per claim
+    # the report's page: its links name the report's own result targets; the markup is escaped
+    rst = summary.to_rst(blocks)
+    assert "`the claims table <claims.html_>`_" in rst and "SimAM\\_delta" in rst and "{{" not in rst
+    targets = "\n".join(f".. _{name}: javascript:show('{name}')" for name in
+                        ("claims.html", "claims.png", "accuracy.html", "reproduction.html", "reproduction.png"))
+    html = docutils.core.publish_parts(rst + "\n" + targets + "\n", writer="html",
+                                       settings_overrides={"report_level": 2, "halt_level": 2})["html_body"]
+    assert "<h1 class=\"title\">What this run found</h1>" in html and "javascript:show('claims.html')" in html
+    assert "SimAM_delta" in html and "<strong>" + verdict + "</strong>" in html
+    summary.write(blocks, tmp_path / "summary.md", tmp_path / "summary.rst")
+    assert (tmp_path / "summary.md").read_text() == md and (tmp_path / "summary.rst").read_text() == rst
+    # without the papers' part: what was run, and the links
+    bare = summary.to_markdown(summary.first_page(model="m", variant="trained", about=about, data=None, claim_tests=None,
+                                                  reproduction=None, n_published=0, tables=["accuracy"], figures=[]))
+    assert "claims" not in bare and "[accuracy](tables/accuracy.md)" in bare

@@ -336,14 +336,15 @@ def test_markdown_layout(summary):
 def test_write_table(tmp_path, summary):
     t = tables.methods_table(summary, MODEL)
     paths = tables.write_table(t, tmp_path / "sub" / "table2", "Table 2")
-    assert [p.name for p in paths] == ["table2.md", "table2.tex", "table2.csv"]
+    assert [p.name for p in paths] == ["table2.md", "table2.tex", "table2.csv", "table2.html"]
     assert all(p.stat().st_size > 0 for p in paths)
     csv = pd.read_csv(paths[2])
     assert list(csv.columns) == ["Metric", "SST2", "CB", "Average"]
     assert csv.loc[0, "SST2"] == "0.11 ± 0.01"
     assert "**" not in paths[2].read_text()
     assert sorted(x.name for x in (tmp_path / "sub").iterdir()) == [
-        "table2.csv", "table2.md", "table2.tex"]  # no temp files left behind
+        "table2.csv", "table2.html", "table2.md", "table2.tex"]  # no temp files left behind
+    assert "<td class=\"value\">0.11 ± 0.01</td>" in paths[3].read_text()
 
 
 def test_tables_from_aggregated_runs(runs):

@@ -303,6 +303,45 @@ def test_the_jobs_ran_in_the_warm_worker_which_stopped(finished_run):
 
 
 @pytest.mark.slow
+def test_the_report_opens_in_a_browser_on_what_the_run_found(finished_run):
+    """`snakemake --report`, opened as a user opens it, in a real headless Chromium: the first page
+    says what the run found (a claim's verdict as the claims table has it), its link opens the
+    claims table rendered (a cell of it), and the forest plot's image loads."""
+    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is in the test extra: pip install -e '.[test]'")
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    if chromium is None:
+        pytest.skip("no Chromium: the README's set-up installs Debian's (apt-get install chromium)")
+    snakemake(finished_run, "--report", "report.html")
+    claims_csv = _csv(finished_run, "claims")
+    row = claims_csv[claims_csv["Claim"] == "ICL is more accurate than zero-shot on every task"].iloc[0]
+    with sync_api.sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 900})
+            page.goto((finished_run / "report.html").as_uri())
+            page.get_by_text("What this run found").wait_for(timeout=30_000)
+            landing = page.inner_text("body")
+            assert f"{row['Verdict']}: 003 Table 1, ICL is more accurate than zero-shot on every task" in landing
+            assert "Models: tiny" in landing and "evaluation examples per task and seed" in landing
+            # the claims table, rendered: its link opens the table's entry, the eye shows it
+            page.get_by_role("link", name="the claims table").click()
+            page.locator('a[iconname="eye"]').first.click()
+            table = page.frame_locator("iframe").locator("table")
+            table.wait_for(timeout=30_000)
+            text = table.inner_text()
+            assert "Tasks: claimed / other / open" in text and row["SST2"] in text and row["Verdict"] in text
+            # back to the first page, then the forest plot: its image loads
+            page.goto((finished_run / "report.html").as_uri())
+            page.get_by_role("link", name="the forest plot").click()
+            page.locator('a[iconname="eye"]').first.click()
+            image = page.locator("img[src^='data:image/png']")
+            image.wait_for(timeout=30_000)
+            assert image.evaluate("img => img.complete && img.naturalWidth > 1000")
+        finally:
+            browser.close()
+
+
+@pytest.mark.slow
 def test_nothing_to_do_after_a_run_and_metric_edits_rerun_only_metrics(finished_run):
     assert jobs_planned(finished_run) == {}
     metrics_py = finished_run / "src/icl_gd/metrics.py"
@@ -313,7 +352,7 @@ def test_nothing_to_do_after_a_run_and_metric_edits_rerun_only_metrics(finished_
     finally:
         metrics_py.write_text(original)
     assert set(planned) == {"score_run", "aggregate_metrics", "compare_methods", "evaluate_claims", "task_statistics",
-                            "data_statistics", "table", "figure", "all"}
+                            "data_statistics", "table", "figure", "first_page", "all"}
     assert planned["score_run"] == 12
     assert planned["figure"] == 6  # the gradient norms come from the training logs, not the metrics
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from . import cache, claims, figures, labels, published, tables
+from . import cache, claims, figures, labels, published, summary, tables
 
 log = logging.getLogger(__name__)
 # The papers' published numbers (published.py), shipped with the workflow.
@@ -153,3 +153,22 @@ def write_figures(
     for name, stem in _stems(outputs).items():
         figures.write_figure(builders[name](), stem)
         log.info("wrote figure %s", stem)
+
+
+def write_first_page(inputs: dict, md_path: str, rst_path: str, *, model: str, variant: str, about: dict,
+                     tables: list[str], figures: list[str], roles: dict[str, str] | None = None,
+                     ci_level: float = 0.95) -> None:
+    """The report's first page (``summary``) from the run's files: the data statistics, and where
+    the report sets the run beside the papers, the claims' tests and the summary."""
+    claim_tests = cells = None
+    n_published = 0
+    if "claims" in inputs:
+        claim_tests = cache.read_frame(inputs["claims"])
+        table = published.read_published(PUBLISHED)
+        cells = published.reproduction(table, cache.read_frame(inputs["summary"]), model, roles or {})
+        n_published = int(table["metric"].isin(published.RUN_METRICS).sum())
+    blocks = summary.first_page(
+        model=model, variant=variant, about=about, data=cache.read_frame(inputs["data"]), claim_tests=claim_tests,
+        reproduction=cells, n_published=n_published, tables=list(tables), figures=list(figures), ci_level=ci_level)
+    summary.write(blocks, md_path, rst_path)
+    log.info("wrote the first page %s", md_path)

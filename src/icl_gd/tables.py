@@ -28,6 +28,7 @@ take DataFrames and return DataFrames or strings; nothing reads the config.
 
 from __future__ import annotations
 
+import html
 import math
 import os
 from collections.abc import Hashable, Sequence
@@ -698,18 +699,61 @@ def to_latex(table_df: pd.DataFrame, caption: str | None = None, label: str | No
     return "\n".join(lines) + "\n"
 
 
+_HTML_STYLE = """
+body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; font-size: 14px; margin: 1.5em; color: #111; }
+table { border-collapse: collapse; }
+caption { caption-side: top; text-align: left; font-weight: 600; padding-bottom: 0.6em; max-width: 70em; }
+th, td { padding: 0.25em 0.7em; vertical-align: top; }
+thead th { border-bottom: 2px solid #333; text-align: left; }
+tbody th { font-weight: normal; text-align: left; min-width: 6em; max-width: 30em; }
+td.value, th.value { text-align: right; white-space: nowrap; font-variant-numeric: tabular-nums; }
+tr.group td, tr.group th { border-top: 1px solid #999; }
+tbody tr:hover { background: #f3f6fa; }
+p.note { max-width: 70em; font-size: 13px; color: #333; }
+"""
+
+
+def to_html(table_df: pd.DataFrame, caption: str | None = None, title: str | None = None) -> str:
+    """A standalone HTML page of the table, for the Snakemake report's viewer: the caption above
+    it, best values in <strong>, the marks (—, †, ‡) as they are, footnotes below."""
+    header, body, group_starts = _rows_for_render(table_df, lambda s: f"\x00{s}\x01")
+
+    def cell(text: str) -> str:
+        return html.escape(text).replace("\x00", "<strong>").replace("\x01", "</strong>")
+
+    nlev = table_df.index.nlevels
+    lines = ["<!DOCTYPE html>", '<html lang="en">', "<head>", '<meta charset="utf-8">',
+             f"<title>{html.escape(title or caption or 'table')}</title>", f"<style>{_HTML_STYLE}</style>",
+             "</head>", "<body>", "<table>"]
+    if caption:
+        lines.append(f"<caption>{cell(caption)}</caption>")
+    value = ' class="value"'
+    lines.append("<thead><tr>" + "".join(
+        f'<th scope="col"{"" if j < nlev else value}>{cell(h)}</th>' for j, h in enumerate(header)) + "</tr></thead>")
+    lines.append("<tbody>")
+    for i, row in enumerate(body):
+        cells = [f'<th scope="row">{cell(c)}</th>' if j < nlev else f'<td class="value">{cell(c)}</td>'
+                 for j, c in enumerate(row)]
+        lines.append(('<tr class="group">' if i in group_starts else "<tr>") + "".join(cells) + "</tr>")
+    lines += ["</tbody>", "</table>"]
+    lines += [f'<p class="note">{cell(note)}</p>' for note in table_df.attrs.get("footnotes", [])]
+    lines += ["</body>", "</html>"]
+    return "\n".join(lines) + "\n"
+
+
 # ---------------------------------------------------------------------------------- writing
 
 
 def write_table(
     table_df: pd.DataFrame, stem: str | os.PathLike, caption: str | None = None
 ) -> list[Path]:
-    """Write ``stem.md``, ``stem.tex`` and ``stem.csv`` (plain cell strings, no markup),
-    each atomically; returns the three paths."""
+    """Write ``stem.md``, ``stem.tex``, ``stem.csv`` (plain cell strings, no markup) and
+    ``stem.html`` (what the Snakemake report shows), each atomically; returns the four paths."""
     stem = Path(stem)
-    paths = [stem.with_name(stem.name + ext) for ext in (".md", ".tex", ".csv")]
+    paths = [stem.with_name(stem.name + ext) for ext in (".md", ".tex", ".csv", ".html")]
     label = "tab:" + stem.name.replace("_", "-")
     write_text(paths[0], to_markdown(table_df, caption))
     write_text(paths[1], to_latex(table_df, caption, label=label))
     write_text(paths[2], table_df.reset_index().to_csv(index=False, lineterminator="\n"))
+    write_text(paths[3], to_html(table_df, caption, title=stem.name))
     return paths

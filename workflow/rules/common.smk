@@ -78,6 +78,7 @@ def published_version(wildcards):
     return PUBLISHED_VERSION if "reproduction" in (wildcards.get("table"), wildcards.get("figure")) else None
 # the gradient-norm figure reads training logs through the cache module
 FIGURE_CODE = code_version("labels", "tables", "figures", "report", "cache", "published", "claims")
+SUMMARY_CODE = code_version("labels", "summary", "published", "claims", "cache")
 
 
 def _names_regex(names):
@@ -276,6 +277,14 @@ def figure_about(wildcards):
     """For the captions: the config file(s) and ``--config`` overrides, every task with its seeds,
     and the run of the gradient-norm heatmaps. A parameter, so that running with another config
     reruns the figure jobs (seconds each) and a caption always names the config of its figure."""
+    about = run_about()
+    if wildcards.figure == "grad_norms":
+        about["grad_norm_task"], about["grad_norm_seed"] = grad_norm_run()
+    return about
+
+
+def run_about():
+    """The config file(s), ``--config`` overrides and every task with its seeds."""
     cwd = Path.cwd()
     files = [
         str(Path(f).resolve().relative_to(cwd)) if Path(f).resolve().is_relative_to(cwd) else str(f)
@@ -287,8 +296,6 @@ def figure_about(wildcards):
         overrides=", ".join(f"{k}={v}" for k, v in workflow.config_settings.config.items() if k != "warm_worker"),
         seeds={task: cfg.task_seeds(config, task) for task in TASKS},
     )
-    if wildcards.figure == "grad_norms":
-        about["grad_norm_task"], about["grad_norm_seed"] = grad_norm_run()
     return about
 
 
@@ -296,16 +303,42 @@ REPORT_DIR = config["report"]["dir"].rstrip("/")
 
 
 def report_outputs():
-    return expand(f"{REPORT_DIR}/tables/{{table}}.{{ext}}", table=TABLES, ext=["md", "tex", "csv"]) + expand(
+    return [f"{REPORT_DIR}/summary.md", f"{REPORT_DIR}/summary.rst"] + expand(f"{REPORT_DIR}/tables/{{table}}.{{ext}}", table=TABLES, ext=["md", "tex", "csv", "html"]) + expand(
         f"{REPORT_DIR}/figures/{{figure}}.{{ext}}", figure=FIGURES, ext=["png", "pdf"]
     )
+
+
+def first_page_inputs(wildcards):
+    inputs = {"data": "results/metrics/data_statistics.parquet"}
+    if config["report"]["reproduction"]:
+        inputs.update(claims="results/metrics/claims.parquet", summary="results/metrics/summary.parquet")
+    return inputs
+
+
+def first_page_about(wildcards):
+    """What was run, for the first page: as the figures' captions say it, with the models' sources
+    and the variants and k."""
+    about = run_about()
+    about.update(
+        models={name: spec.get("id") or spec.get("package") or spec["source"] for name, spec in config["models"].items()},
+        variants=list(config["variants"]),
+        k=sorted({cfg.setting_k(config, m) for methods in config["variants"].values() for m in methods}),
+    )
+    return about
+
+
+def report_description():
+    """The report's landing page: the run's first page once the run has written it, else a page
+    that says to run the workflow first."""
+    page = Path(REPORT_DIR, "summary.rst").resolve()
+    return str(page) if page.exists() else "workflow/report/workflow.rst"
 
 
 def remove_stale_reports():
     """Tables and figures in the report folder that this config does not plan (an earlier
     config's): a report folder holds what its run produced, nothing else."""
     planned = {Path(p).resolve() for p in report_outputs()}
-    for pattern in ("tables/*.md", "tables/*.tex", "tables/*.csv", "figures/*.png", "figures/*.pdf"):
+    for pattern in ("tables/*.md", "tables/*.tex", "tables/*.csv", "tables/*.html", "figures/*.png", "figures/*.pdf"):
         for path in Path(REPORT_DIR).glob(pattern):
             if path.resolve() not in planned:
                 path.unlink()

@@ -2,6 +2,7 @@
 
 
 localrules:
+    first_page,
     table,
     tables,
     figure,
@@ -12,11 +13,13 @@ rule table:
     input:
         unpack(table_inputs),
     output:
-        report(
-            multiext(f"{REPORT_DIR}/tables/{{table}}", ".md", ".tex", ".csv"),
+        # md, tex and csv for papers and scripts; the report shows the rendered HTML
+        multiext(f"{REPORT_DIR}/tables/{{table}}", ".md", ".tex", ".csv"),
+        html=report(
+            f"{REPORT_DIR}/tables/{{table}}.html",
             caption="../report/tables.rst",
             category="Tables",
-            labels={"table": "{table}", "format": "md / tex / csv"},
+            labels={"table": "{table}"},
         ),
     wildcard_constraints:
         table="|".join(TABLES),
@@ -85,4 +88,30 @@ rule figures:
 # `snakemake tables` renders every table the config plans.
 rule tables:
     input:
-        expand(f"{REPORT_DIR}/tables/{{table}}.{{ext}}", table=TABLES, ext=["md", "tex", "csv"]),
+        expand(f"{REPORT_DIR}/tables/{{table}}.{{ext}}", table=TABLES, ext=["md", "tex", "csv", "html"]),
+
+
+# The report's first page (icl_gd/summary.py): what was run and what it found, as Markdown beside
+# the tables and as the landing page of `snakemake --report` (the Snakefile's report: directive).
+rule first_page:
+    input:
+        unpack(first_page_inputs),
+    output:
+        md=f"{REPORT_DIR}/summary.md",
+        rst=f"{REPORT_DIR}/summary.rst",
+    params:
+        code=SUMMARY_CODE,
+        published=PUBLISHED_VERSION,
+        model=REPORT_MODEL,
+        variant=REPORT_VARIANT,
+        roles=plan.published_roles(config),
+        tables=TABLES,
+        figures=FIGURES,
+        ci_level=config["statistics"]["ci_level"],
+        about=first_page_about,
+    conda:
+        "../../envs/analysis.yaml"
+    log:
+        "results/logs/first_page.log",
+    script:
+        "../scripts/first_page.py"
