@@ -165,3 +165,42 @@ def test_the_first_page_says_what_was_run_and_what_it_found(tmp_path):
     bare = summary.to_markdown(summary.first_page(model="m", variant="trained", about=about, data=None, claim_tests=None,
                                                   reproduction=None, n_published=0, tables=["accuracy"], figures=[]))
     assert "claims" not in bare and "[accuracy](tables/accuracy.md)" in bare
+
+
+def test_provenance_records_the_software_and_names_a_mix_of_versions():
+    from icl_gd import provenance, summary, tables
+    record = provenance.collect("cpu", "torch.float32")
+    assert record["transformers"] == __import__("transformers").__version__ and record["dtype"] == "float32"
+    assert record["python"].count(".") == 2 and record["device"] == "cpu" and len(record["commit"] or "x" * 40) == 40
+    other = dict(record, transformers="9.99.0", device="NVIDIA H100", dtype="bfloat16")
+    merged = provenance.distinct([record, dict(record, dtype="bfloat16"), other])
+    assert len(merged) == 2 and merged[0]["dtypes"] == ["float32", "bfloat16"] and merged[1]["devices"] == ["NVIDIA H100"]
+    assert provenance.distinct(merged) == merged  # merging merged records changes nothing
+    assert "transformers 9.99.0" in provenance.describe(merged[1]) and "NVIDIA H100, bfloat16" in provenance.describe(merged[1])
+    made_by = {"caches": merged, "computed": provenance.software()}
+    notes = tables.provenance_notes(made_by)
+    assert "come from 2 different software versions" in notes[0] and "transformers 9.99.0" in notes[0]
+    page = summary.to_markdown(summary.first_page(
+        model="m", variant="trained", about=dict(models={"m": "builtin"}, variants=["trained"], seeds={"sst2": [2]},
+                                                 k=[4], configfiles=[]),
+        data=None, claim_tests=None, reproduction=None, n_published=0, tables=[], figures=[], made_by=made_by))
+    assert "## Software" in page and "2 different software versions" in page and "Metrics computed with Python" in page
+    assert "recorded no versions" in tables.provenance_notes(None)[0]
+
+
+def test_the_constraints_file_pins_what_made_the_shipped_reports():
+    """constraints.txt (.ci/freeze-constraints) is refreshed with the shipped reports: every library
+    the first page names is pinned there at the version the report names."""
+    import re
+    from pathlib import Path
+
+    from icl_gd import provenance
+    root = Path(__file__).resolve().parents[1]
+    pins = dict(re.findall(r"^([A-Za-z0-9_.-]+)==(\S+)$", (root / "constraints.txt").read_text(), re.M))
+    pins = {name.lower(): version for name, version in pins.items()}
+    assert {"snakemake", "pandas", "matplotlib", "playwright", *provenance.PACKAGES} <= set(pins)
+    for page in (root / "reports/summary.md", root / "reports/smollm2/summary.md"):
+        line = next(line for line in page.read_text().splitlines() if line.startswith("Caches made with"))
+        for package in provenance.PACKAGES:
+            shown = re.search(rf"\b{package} (\S+?)[,;]", line).group(1)
+            assert shown.split("+")[0] == pins[package], (page, package, shown, pins[package])

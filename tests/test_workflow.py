@@ -303,6 +303,27 @@ def test_the_jobs_ran_in_the_warm_worker_which_stopped(finished_run):
 
 
 @pytest.mark.slow
+def test_every_cache_log_and_metrics_table_says_which_software_made_it(finished_run):
+    import transformers
+
+    from icl_gd import provenance
+    base = finished_run / "results/activations/tiny/trained/sst2/seed2"
+    for path in (base / "zsl.arrow", base / "gd.arrow"):
+        record = cache.read_cache(path).meta["provenance"]
+        assert record["transformers"] == transformers.__version__ and record["device"] == "cpu"
+        assert record["dtype"] == "float32" and set(provenance.SOFTWARE) <= set(record)
+    meta, _ = cache.read_train_log(finished_run / "results/training/tiny/trained/sst2/seed2/gd.parquet")
+    assert meta["provenance"]["torch"] == provenance.software()["torch"]
+    for table in ("summary", "runs", "comparisons", "claims", "data_statistics"):
+        made_by = cache.read_provenance(finished_run / f"results/metrics/{table}.parquet")
+        assert len(made_by["caches"]) == 1 and made_by["caches"][0]["devices"] == ["cpu"], table
+        assert made_by["computed"]["numpy"] == np.__version__, table
+    page = (finished_run / "results/reports/summary.md").read_text()
+    assert "Caches made with Python" in page and f"transformers {transformers.__version__}" in page
+    assert "Caches made with" in (finished_run / "results/reports/tables/data.md").read_text()
+
+
+@pytest.mark.slow
 def test_the_report_opens_in_a_browser_on_what_the_run_found(finished_run):
     """`snakemake --report`, opened as a user opens it, in a real headless Chromium: the first page
     says what the run found (a claim's verdict as the claims table has it), its link opens the

@@ -466,6 +466,20 @@ def read_train_log(path: str | os.PathLike) -> tuple[dict, dict[str, np.ndarray]
     }
 
 
-def atomic_write_frame(frame, path: str | os.PathLike) -> None:
-    """A pandas DataFrame to parquet, atomically (see ``atomic_write_table``)."""
-    atomic_write_table(pa.Table.from_pandas(frame, preserve_index=False), path)
+PROVENANCE_KEY = b"icl_gd_provenance"
+
+
+def atomic_write_frame(frame, path: str | os.PathLike, provenance: dict | None = None) -> None:
+    """A pandas DataFrame to parquet, atomically (see ``atomic_write_table``); ``provenance``
+    (``icl_gd.provenance``: what software made it, from which caches) in its schema metadata."""
+    table = pa.Table.from_pandas(frame, preserve_index=False)
+    if provenance is not None:
+        table = table.replace_schema_metadata({**(table.schema.metadata or {}),
+                                               PROVENANCE_KEY: json.dumps(provenance).encode()})
+    atomic_write_table(table, path)
+
+
+def read_provenance(path: str | os.PathLike) -> dict | None:
+    """The provenance a metrics table records (:func:`atomic_write_frame`), or None."""
+    metadata = pq.read_schema(path).metadata or {}
+    return json.loads(metadata[PROVENANCE_KEY]) if PROVENANCE_KEY in metadata else None

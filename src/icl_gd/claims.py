@@ -42,7 +42,7 @@ import pandas as pd
 
 from . import labels, metrics
 from .cache import atomic_write_frame
-from .scoring import RATIOS, RunExamples, _write_csv, read_examples
+from .scoring import RATIOS, RunExamples, _write_csv, read_examples, runs_provenance
 
 log = logging.getLogger(__name__)
 
@@ -399,8 +399,9 @@ def _cell_label(cell: Cell, roles: dict[str, str]) -> str:
 def write_claim_tests(example_paths: list[str], parquet_path: str, csv_path: str, roles: dict[str, str], *,
                       n_boot: int = 1000, level: float = 0.95, seed: int = 0) -> pd.DataFrame:
     """the claims evaluated (:func:`evaluate_claims`) on the runs' per-example files, as parquet and CSV."""
-    table = evaluate_claims([read_examples(p) for p in example_paths], roles, n_boot=n_boot, level=level, seed=seed)
-    atomic_write_frame(table, parquet_path)
+    examples = [read_examples(p) for p in example_paths]
+    table = evaluate_claims(examples, roles, n_boot=n_boot, level=level, seed=seed)
+    atomic_write_frame(table, parquet_path, runs_provenance(examples))
     _write_csv(table, csv_path)
     counts = table.drop_duplicates(["model", "claim"])["verdict"].value_counts().to_dict()
     log.info("claims: %s", ", ".join(f"{counts.get(v, 0)} {v}" for v in VERDICTS))

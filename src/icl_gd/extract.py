@@ -18,7 +18,7 @@ import pandas as pd
 import torch
 from tqdm import tqdm
 
-from . import cache, capture, data, models, prompts, training
+from . import cache, capture, data, models, prompts, provenance, training
 from .specs import TaskSpec, is_icl_setting
 from .prompts import Query
 
@@ -231,6 +231,8 @@ def run(spec: dict, *, model_name: str, variant: str, model_dir: str, train_path
                       "bos_token_id": tokenizer.bos_token_id, "eos_token_id": tokenizer.eos_token_id,
                       "pad_token_id": tokenizer.pad_token_id, "model_dir": str(model_dir)},
         "prompt_rules": PROMPT_RULES,
+        # the libraries, commit, device and dtype that made this file (README, "Provenance")
+        "provenance": provenance.collect(model.device, spec["dtype"]),
     }
     context = prepared.context
     evaluation_mode = contextlib.nullcontext()

@@ -34,7 +34,7 @@ def build_table(name: str, inputs: dict, *, model: str, variant: str, methods: l
     method -> the run's
     (``plan.published_roles``)."""
     if name == "data":
-        return tables.data_table(cache.read_frame(inputs["data"]))
+        return tables.data_table(cache.read_frame(inputs["data"]), made_by=cache.read_provenance(inputs["data"]))
     if name == "comparisons":
         return tables.comparisons_table(cache.read_frame(inputs["comparisons"]), model, variant,
                                         significance=significance, ci_level=ci_level)
@@ -169,6 +169,7 @@ def write_first_page(inputs: dict, md_path: str, rst_path: str, *, model: str, v
         n_published = int(table["metric"].isin(published.RUN_METRICS).sum())
     blocks = summary.first_page(
         model=model, variant=variant, about=about, data=cache.read_frame(inputs["data"]), claim_tests=claim_tests,
-        reproduction=cells, n_published=n_published, tables=list(tables), figures=list(figures), ci_level=ci_level)
+        reproduction=cells, n_published=n_published, tables=list(tables), figures=list(figures), ci_level=ci_level,
+        made_by=cache.read_provenance(inputs["summary"]))
     summary.write(blocks, md_path, rst_path)
     log.info("wrote the first page %s", md_path)

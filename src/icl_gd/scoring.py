@@ -17,7 +17,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from . import metrics
+from . import metrics, provenance
 from .atomic import atomic_path
 from .cache import METADATA_KEY, RunCache, atomic_write_frame, atomic_write_table, read_cache, read_frame, read_table
 
@@ -110,6 +110,8 @@ def run_examples(
     sims.update({name: outputs[name] for name in ("simaou_random", "simaou_random_gaussian")})
     meta = {key: ft.meta[key] for key in ("model", "variant", "task", "seed")}
     meta.update(method=ft.meta["setting"], baseline=None)
+    # the software that made the run's caches (a cache written before provenance was recorded: none)
+    meta["provenance"] = provenance.distinct(c.meta.get(provenance.KEY) for c in (zsl, icl, ft, base) if c is not None)
     if base is not None:
         sims["alpha"] = maps["alpha"]
         meta["baseline"] = base.meta["setting"]
@@ -321,6 +323,13 @@ def _write_csv(frame: pd.DataFrame, path) -> None:
         frame.to_csv(tmp, index=False)
 
 
+def runs_provenance(examples: list[RunExamples]) -> dict:
+    """What a table computed from ``examples`` records: the different software that made their
+    caches (``caches``; several where a run mixed versions) and this process's (``computed``)."""
+    return {"caches": provenance.distinct(r for ex in examples for r in ex.meta.get("provenance", [])),
+            "computed": provenance.software()}
+
+
 def write_aggregates(
     run_paths: list[str], runs_path: str, summary_path: str, csv_path: str, example_paths: list[str] = (),
     *, n_boot: int = 1000, level: float = 0.95, ci_seed: int = 0,
@@ -328,13 +337,14 @@ def write_aggregates(
     """All runs in one tidy table, and their aggregate over seeds as parquet and CSV."""
 
     runs = tidy(pd.concat([read_frame(p) for p in run_paths], ignore_index=True))
-    intervals = None
+    intervals, examples = None, []
     if example_paths:
         examples = [read_examples(p) for p in example_paths]
         intervals = seed_mean_intervals(examples, n_boot=n_boot, level=level, ci_seed=ci_seed)
     summary = aggregate(runs, intervals)
-    atomic_write_frame(runs, runs_path)
-    atomic_write_frame(summary, summary_path)
+    made_by = runs_provenance(examples)
+    atomic_write_frame(runs, runs_path, made_by)
+    atomic_write_frame(summary, summary_path, made_by)
     _write_csv(summary, csv_path)
     log.info("%d runs, %d summary rows", runs[RUN_KEYS].drop_duplicates().shape[0], len(summary))
     return summary
@@ -418,7 +428,7 @@ def write_comparisons(example_paths: list[str], parquet_path: str, csv_path: str
     """The paired comparisons of every method with the baseline, as parquet and CSV."""
     examples = [read_examples(p) for p in example_paths] if baseline else []
     table = compare_methods(examples, baseline, **kwargs)
-    atomic_write_frame(table, parquet_path)
+    atomic_write_frame(table, parquet_path, runs_provenance(examples))
     _write_csv(table, csv_path)
     log.info("%d comparisons (%d significant)", len(table), int(table["significant"].sum()))
     return table

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from . import claims as claims_module
-from . import labels
+from . import labels, provenance
 from .atomic import write_text
 
 
@@ -67,12 +67,14 @@ def _claim_line(claim: claims_module.Claim, rows: pd.DataFrame) -> Inline:
 
 def first_page(*, model: str, variant: str, about: dict, data: pd.DataFrame | None, claim_tests: pd.DataFrame | None,
                reproduction: pd.DataFrame | None, n_published: int, tables: list[str], figures: list[str],
-               ci_level: float = 0.95) -> list[Block]:
+               ci_level: float = 0.95, made_by: dict | None = None) -> list[Block]:
     """The blocks of the first page. ``about``: what was run (models, variants, tasks -> seeds, k,
     max_eval, config files), from the config; ``data``: the data statistics (examples evaluated);
     ``claim_tests``: ``claims.evaluate_claims``' table; ``reproduction``: ``published.reproduction``'s
     cells of the report model, out of ``n_published`` result cells; ``tables`` and ``figures``:
-    the report's, to link to. The claims and reproduction parts are left out where they are None."""
+    the report's, to link to; ``made_by``: the summary table's provenance (the software that made the
+    caches, and that computed the metrics). The claims and reproduction parts are left out where
+    they are None."""
     blocks: list[Block] = [("h1", "What this run found")]
     evaluated = ""
     if data is not None and len(data):
@@ -108,6 +110,18 @@ def first_page(*, model: str, variant: str, about: dict, data: pd.DataFrame | No
             f"(the run's interval and the published ± combined), of {n_published} published result cells; the "
             f"papers' model is the fairseq 1.3B, so another model's run reads as a comparison: ",
             _table("reproduction", "the reproduction table"), ", ", _figure("reproduction", "its figure"), "."]))
+    blocks.append(("h2", "Software"))
+    records = (made_by or {}).get("caches") or []
+    if not records:
+        blocks.append(("p", ["The caches recorded no versions (written before the workflow recorded them)."]))
+    elif len(records) == 1:
+        blocks.append(("p", [f"Caches made with {provenance.describe(records[0])}."]))
+    else:
+        blocks.append(("p", [f"The caches of this run come from {len(records)} different software versions, so "
+                             "a difference between runs may be the libraries' rather than the code's:"]))
+        blocks.append(("ul", [[provenance.describe(r)] for r in records]))
+    if made_by and made_by.get("computed"):
+        blocks.append(("p", [f"Metrics computed with {provenance.describe(made_by['computed'])}."]))
     blocks.append(("h2", "Tables and figures"))
     inline: Inline = ["Tables: "]
     for i, name in enumerate(tables):

@@ -19,10 +19,11 @@ never 0). What the string cells cannot carry travels in ``DataFrame.attrs``:
 * ``attrs["footnotes"]``: lines printed under the table (fewer seeds than expected, averages
   over incomplete rows).
 
-:func:`to_markdown` / :func:`to_latex` render a table (best values in bold), and
-:func:`write_table` writes ``stem.md``, ``stem.tex`` and ``stem.csv`` atomically.
+:func:`to_markdown` / :func:`to_latex` / :func:`to_html` render a table (best values in bold), and
+:func:`write_table` writes ``stem.md``, ``stem.tex``, ``stem.csv`` and ``stem.html`` atomically.
 
-This module imports nothing of the package but the display labels and the atomic writer: functions
+This module imports nothing of the package but the display labels, the wording of a provenance
+record and the atomic writer: functions
 take DataFrames and return DataFrames or strings; nothing reads the config.
 """
 
@@ -38,7 +39,16 @@ import numpy as np
 import pandas as pd
 
 from .atomic import write_text
-from .labels import TASK_ORDER, method_label, metric_label, order_tasks, percent, task_label, variant_label
+from .labels import (
+    TASK_ORDER,
+    method_label,
+    metric_label,
+    order_tasks,
+    percent,
+    task_label,
+    variant_label,
+)
+from .provenance import describe
 
 __all__ = [
     "TASK_ORDER",
@@ -516,7 +526,7 @@ def comparisons_table(
     return _keyed_table(rows, keys, ("Metric", "Comparison"), tasks, "comparisons", notes if keys else [])
 
 
-def data_table(stats: pd.DataFrame) -> pd.DataFrame:
+def data_table(stats: pd.DataFrame, made_by: dict | None = None) -> pd.DataFrame:
     """Paper 001 Table 3 with real token counts: per task, the sizes of the splits, the number of
     examples actually evaluated, the mean prompt length in the model's tokens (ZSL query prompt,
     label word excluded), the mean ICL prompt length and the number of demonstrations that fit
@@ -534,8 +544,20 @@ def data_table(stats: pd.DataFrame) -> pd.DataFrame:
     body = [[fmt(by_task.loc[t]) for fmt in columns.values()] for t in tasks]
     table = pd.DataFrame(body, index=pd.Index([task_label(t) for t in tasks], name="Task"),
                          columns=list(columns), dtype=object)
-    table.attrs.update(best=[], footnotes=[], table="data")
+    table.attrs.update(best=[], footnotes=provenance_notes(made_by), table="data")
     return table
+
+
+def provenance_notes(made_by: dict | None) -> list[str]:
+    """Footnotes saying which software made the caches (``icl_gd.provenance``), and where a run's
+    caches came from different versions, that they did."""
+    if not made_by or not made_by.get("caches"):
+        return ["Caches made by software that recorded no versions (written before the workflow recorded them)."]
+    records = made_by["caches"]
+    notes = [f"Caches made with {describe(records[0])}."] if len(records) == 1 else [
+        f"The caches of this run come from {len(records)} different software versions; compare with care: "
+        + " | ".join(describe(r) for r in records) + "."]
+    return notes
 
 
 def reproduction_table(cells: pd.DataFrame, n_published: int, *, ci_level: float = 0.95) -> pd.DataFrame:

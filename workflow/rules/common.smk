@@ -59,16 +59,16 @@ def code_version(*modules):
 # decide reaches it as a parameter (the run spec, a task's resolved spec, the presets a twin or the
 # built-in model reads), so an edit of them that changes no job's parameters reruns nothing, and one
 # that does reruns exactly the jobs it changes (tests/test_workflow.py).
-EXTRACTION_CODE = code_version("specs", "cache", "data", "models", "prompts", "capture", "training", "extract")
+EXTRACTION_CODE = code_version("specs", "cache", "data", "models", "prompts", "capture", "training", "extract", "provenance")
 MODEL_CODE = code_version("specs", "models", "prompts", "builtin")
 VARIANT_CODE = code_version("models")
 GGUF_CODE = code_version("models")
 TWIN_CODE = code_version("twins", "specs")
 DATA_CODE = code_version("data", "specs")
-METRICS_CODE = code_version("cache", "metrics", "scoring")
-CLAIMS_CODE = code_version("cache", "metrics", "scoring", "labels", "claims")
+METRICS_CODE = code_version("cache", "metrics", "scoring", "provenance")
+CLAIMS_CODE = code_version("cache", "metrics", "scoring", "labels", "claims", "provenance")
 STATISTICS_CODE = code_version("models")
-REPORT_CODE = code_version("labels", "tables", "figures", "report", "published", "claims")
+REPORT_CODE = code_version("labels", "tables", "figures", "report", "published", "claims", "provenance")
 # Every number the papers print, in the workflow's names: the reproduction table and figure read it
 # from the checkout (report.PUBLISHED), and rerun, through this checksum, when it changes.
 PUBLISHED_VERSION = hashlib.sha256((Path(workflow.basedir) / "docs" / "published.csv").read_bytes()).hexdigest()[:16]
@@ -78,7 +78,7 @@ def published_version(wildcards):
     return PUBLISHED_VERSION if "reproduction" in (wildcards.get("table"), wildcards.get("figure")) else None
 # the gradient-norm figure reads training logs through the cache module
 FIGURE_CODE = code_version("labels", "tables", "figures", "report", "cache", "published", "claims")
-SUMMARY_CODE = code_version("labels", "summary", "published", "claims", "cache")
+SUMMARY_CODE = code_version("labels", "summary", "published", "claims", "cache", "provenance")
 
 
 def _names_regex(names):
@@ -309,9 +309,9 @@ def report_outputs():
 
 
 def first_page_inputs(wildcards):
-    inputs = {"data": "results/metrics/data_statistics.parquet"}
+    inputs = {"data": "results/metrics/data_statistics.parquet", "summary": "results/metrics/summary.parquet"}
     if config["report"]["reproduction"]:
-        inputs.update(claims="results/metrics/claims.parquet", summary="results/metrics/summary.parquet")
+        inputs["claims"] = "results/metrics/claims.parquet"
     return inputs
 
 

@@ -12,7 +12,9 @@ from icl_gd.runtime import log_to
 log_to(snakemake.log[0])
 import pandas as pd
 
-from icl_gd import cache
+from icl_gd import cache, provenance
 
 frames = [cache.read_frame(path) for path in snakemake.input]
-cache.atomic_write_frame(pd.concat(frames, ignore_index=True), snakemake.output[0])
+records = [r for path in snakemake.input for r in (cache.read_provenance(path) or {}).get("caches", [])]
+made_by = {"caches": provenance.distinct(records), "computed": provenance.software()}
+cache.atomic_write_frame(pd.concat(frames, ignore_index=True), snakemake.output[0], made_by)

@@ -23,4 +23,4 @@ examples = scoring.run_examples(
 )
 table = scoring.score_examples(examples, n_boot=stats["n_boot"], level=stats["ci_level"], ci_seed=stats["seed"])
 scoring.write_examples(examples, snakemake.output.examples)
-cache.atomic_write_frame(table, snakemake.output.scores)
+cache.atomic_write_frame(table, snakemake.output.scores, scoring.runs_provenance([examples]))

@@ -10,7 +10,9 @@ warm.delegate()  # into the warm worker, where there is one (icl_gd/warm.py)
 from icl_gd.runtime import log_to
 
 log_to(snakemake.log[0])
-from icl_gd import cache, scoring
+from icl_gd import cache, provenance, scoring
 
 files = {key: snakemake.input[key] for key in ("train", "eval", "zsl", "icl")}
-cache.atomic_write_frame(scoring.data_statistics({snakemake.wildcards.task: files}), snakemake.output[0])
+made_by = {"caches": provenance.distinct(cache.read_cache(files[s]).meta.get(provenance.KEY) for s in ("zsl", "icl")),
+           "computed": provenance.software()}
+cache.atomic_write_frame(scoring.data_statistics({snakemake.wildcards.task: files}), snakemake.output[0], made_by)
