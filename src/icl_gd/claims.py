@@ -42,7 +42,7 @@ import pandas as pd
 
 from . import labels, metrics
 from .cache import atomic_write_frame
-from .scoring import RATIOS, RunExamples, _write_csv, read_examples, runs_provenance
+from .scoring import RATIOS, RunExamples, _layer_mean, _write_csv, positions_of, read_examples, runs_provenance
 
 log = logging.getLogger(__name__)
 
@@ -226,8 +226,7 @@ def _statistic(terms, counts: np.ndarray) -> np.ndarray:
     per-layer means over examples, as the summary computes it."""
     if isinstance(terms, tuple):
         return metrics.bootstrap_ratios(*terms, counts)
-    per_layer = metrics.bootstrap_means(terms, counts)
-    return metrics._nan_mean0(per_layer.T)
+    return _layer_mean(metrics.bootstrap_means(terms, counts))
 
 
 def _replicates(runs: dict[tuple[str, str], RunExamples], cells: set[tuple[str, str, str]], n_rep: int,
@@ -242,15 +241,12 @@ def _replicates(runs: dict[tuple[str, str], RunExamples], cells: set[tuple[str, 
     for key in sorted(present):
         run_ids = np.asarray(runs[key].example_id)
         ids = run_ids if ids is None else np.intersect1d(ids, run_ids)
-    ids = np.sort(np.unique(ids))
+    ids = np.unique(ids)
     for key in sorted(present):
         if len(ids) != len(runs[key].example_id):
             log.warning("%s: the runs of this task and seed evaluate different examples; the claims pair the %d "
                         "they share", "/".join(key), len(ids))
-    rows = {}
-    for key in present:
-        order = np.argsort(runs[key].example_id, kind="stable")
-        rows[key] = order[np.searchsorted(np.asarray(runs[key].example_id)[order], ids)]
+    rows = {key: positions_of(runs[key].example_id, ids) for key in present}
     terms = {c: _cell_terms(runs[c[:2]], c[2], rows[c[:2]]) for c in cells
              if c[:2] in present and (c[2] in RATIOS or c[2] in runs[c[:2]].similarities)}
     reps: dict[tuple, list[np.ndarray]] = {c: [] for c in terms}
@@ -446,12 +442,11 @@ def claims_table(tests: pd.DataFrame, model: str, roles: dict[str, str], *, ci_l
     tasks = labels.order_tasks(t for t in tests["task"] if t not in ("", MEAN))
     columns = ["Read on", *map(labels.task_label, tasks), "Mean over tasks", "Tasks: claimed / other / open",
                "Verdict", "Needed for a verdict"]
-    rows, keys, verdicts = [], [], {}
+    rows, keys, verdict_of = [], [], verdicts(tests)
     for claim in CLAIMS:
         found = tests[tests["claim"] == claim.id]
         text = claim.text + (f" ({claim.note})" if claim.note else "")
-        verdict = found["verdict"].iloc[0] if len(found) else "not run"
-        verdicts[claim.id] = verdict
+        verdict = verdict_of[claim.id]
         for j in range(len(claim.against)):
             statement = _statement(claim, roles, j)
             keys.append((claim.paper, claim.table, text, statement))
@@ -475,7 +470,7 @@ def claims_table(tests: pd.DataFrame, model: str, roles: dict[str, str], *, ci_l
                          verdict, needed])
     index = pd.MultiIndex.from_tuples(keys, names=["Paper", "Table", "Claim", "Test"])
     table = pd.DataFrame(rows, index=index, columns=columns, dtype=object)
-    counts = {v: sum(x == v for x in verdicts.values()) for v in VERDICTS}
+    counts = {v: sum(x == v for x in verdict_of.values()) for v in VERDICTS}
     n_examples = tests["n_examples"].dropna()
     now = f"now {int(n_examples.max())}" if len(n_examples) else "none run"
     table.attrs.update(best=[], table="claims", blank_levels=3, footnotes=[
@@ -493,6 +488,13 @@ def claims_table(tests: pd.DataFrame, model: str, roles: dict[str, str], *, ci_l
         f"factor in seeds would do), and that verdict.",
     ])
     return table
+
+
+def verdicts(tests: pd.DataFrame) -> dict[str, str]:
+    """Each claim's verdict in one model's tests (:func:`evaluate_claims`), "not run" where the
+    tests have no row of it."""
+    found = tests.drop_duplicates("claim").set_index("claim")["verdict"].to_dict()
+    return {claim.id: found.get(claim.id, "not run") for claim in CLAIMS}
 
 
 def percent_text(level: float) -> str:

@@ -71,6 +71,11 @@ def read_published(path: str | Path) -> pd.DataFrame:
     return table
 
 
+def n_results(published: pd.DataFrame) -> int:
+    """How many published cells are results a run can answer (not data statistics)."""
+    return int(published["metric"].isin(RUN_METRICS).sum())
+
+
 def protocol_roles(config: dict, methods: list[str]) -> dict[str, str]:
     """Published method -> the config's method (among ``methods``) that does the same: the
     first whose spec matches, at the protocol's learning rates."""

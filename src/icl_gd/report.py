@@ -44,8 +44,7 @@ def build_table(name: str, inputs: dict, *, model: str, variant: str, methods: l
     if name == "reproduction":
         table = published.read_published(PUBLISHED)
         cells = published.reproduction(table, summary, model, roles or {})
-        n_results = int(table["metric"].isin(published.RUN_METRICS).sum())
-        return tables.reproduction_table(cells, n_results, ci_level=ci_level)
+        return tables.reproduction_table(cells, published.n_results(table), ci_level=ci_level)
     first = baseline or methods[0]
     common = dict(n_seeds_expected=n_seeds)
     builders = {
@@ -166,7 +165,7 @@ def write_first_page(inputs: dict, md_path: str, rst_path: str, *, model: str, v
         claim_tests = cache.read_frame(inputs["claims"])
         table = published.read_published(PUBLISHED)
         cells = published.reproduction(table, cache.read_frame(inputs["summary"]), model, roles or {})
-        n_published = int(table["metric"].isin(published.RUN_METRICS).sum())
+        n_published = published.n_results(table)
     blocks = summary.first_page(
         model=model, variant=variant, about=about, data=cache.read_frame(inputs["data"]), claim_tests=claim_tests,
         reproduction=cells, n_published=n_published, tables=list(tables), figures=list(figures), ci_level=ci_level,

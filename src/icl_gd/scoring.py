@@ -361,6 +361,14 @@ def _per_example(ex: RunExamples, metric: str) -> np.ndarray:
     return _layer_mean(ex.similarities[metric])
 
 
+def positions_of(example_id: np.ndarray, ids: np.ndarray) -> np.ndarray:
+    """Where each of ``ids`` (all present) stands in ``example_id``: the rows that align a run's
+    per-example values to ``ids``."""
+    example_id = np.asarray(example_id)
+    order = np.argsort(example_id, kind="stable")
+    return order[np.searchsorted(example_id[order], ids)]
+
+
 def _paired_differences(method_runs: dict[int, RunExamples], base_runs: dict[int, RunExamples], metric: str):
     """Per example, the mean over seeds of (method − baseline), and the two means, on the
     examples every seed of both methods evaluated."""
@@ -372,8 +380,7 @@ def _paired_differences(method_runs: dict[int, RunExamples], base_runs: dict[int
     ids = np.array(sorted(common or ()), dtype=np.int64)
 
     def aligned(ex):
-        order = np.argsort(ex.example_id)
-        return _per_example(ex, metric)[order[np.searchsorted(ex.example_id[order], ids)]]
+        return _per_example(ex, metric)[positions_of(ex.example_id, ids)]
 
     a = np.stack([aligned(method_runs[s]) for s in seeds]) if seeds else np.empty((0, 0))
     b = np.stack([aligned(base_runs[s]) for s in seeds]) if seeds else np.empty((0, 0))

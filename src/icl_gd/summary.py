@@ -39,8 +39,7 @@ def _figure(name: str, label: str | None = None) -> Link:
     return Link(label or name, "figure", name)
 
 
-def _claim_line(claim: claims_module.Claim, rows: pd.DataFrame) -> Inline:
-    verdict = rows["verdict"].iloc[0] if len(rows) else "not run"
+def _claim_line(claim: claims_module.Claim, verdict: str, rows: pd.DataFrame) -> Inline:
     line = [f"**{verdict}**: {claim.paper} {claim.table}, {claim.text}"]
     rows = rows[rows["comparison"] == 0]
     if verdict == "not run" or rows.empty:
@@ -93,15 +92,14 @@ def first_page(*, model: str, variant: str, about: dict, data: pd.DataFrame | No
 
     if claim_tests is not None:
         tests = claim_tests[claim_tests["model"] == model]
-        verdicts = {c.id: (tests.loc[tests["claim"] == c.id, "verdict"].iloc[0] if (tests["claim"] == c.id).any()
-                           else "not run") for c in claims_module.CLAIMS}
+        verdicts = claims_module.verdicts(tests)
         counts = ", ".join(f"{sum(v == w for v in verdicts.values())} {w}" for w in claims_module.VERDICTS)
         blocks.append(("h2", "The papers' claims"))
         blocks.append(("p", [
             f"{counts} (of {len(claims_module.CLAIMS)} claims), each read on paired bootstrap intervals at "
             f"{labels.percent(ci_level)} (per-task intervals Bonferroni-corrected where a claim counts tasks): ",
             _table("claims", "the claims table"), ", ", _figure("claims", "the forest plot"), "."]))
-        blocks.append(("ul", [_claim_line(c, tests[tests["claim"] == c.id]) for c in claims_module.CLAIMS]))
+        blocks.append(("ul", [_claim_line(c, verdicts[c.id], tests[tests["claim"] == c.id]) for c in claims_module.CLAIMS]))
     if reproduction is not None:
         within = int(reproduction["within"].sum())
         blocks.append(("h2", "Against the published numbers"))

@@ -105,33 +105,32 @@ def claims_figure(tests: pd.DataFrame, model: str, roles: Mapping[str, str], *, 
 
     tests = tests[tests["model"] == model]
     panels = [(claim, j) for claim in claims_module.CLAIMS for j in range(len(claim.against))]
-    sizes = []
-    for claim, j in panels:
-        rows = tests[(tests["claim"] == claim.id) & (tests["comparison"] == j) & (tests["task"] != "")]
-        sizes.append(len(rows))
+    panel_rows = [tests[(tests["claim"] == claim.id) & (tests["comparison"] == j) & (tests["task"] != "")]
+                  for claim, j in panels]
+    sizes = [len(rows) for rows in panel_rows]
+    verdicts = claims_module.verdicts(tests)
     ncols = 2
     nrows = -(-len(panels) // ncols)
     heights = [max(max(sizes[r * ncols:(r + 1) * ncols]), 1) * 0.17 + 0.75 for r in range(nrows)]
     fig = plt.figure(figsize=(14, sum(heights) + 1.0), layout="constrained")
     grid = fig.add_gridspec(nrows, ncols, height_ratios=heights)
     counts = {v: 0 for v in VERDICT_COLORS}
-    for i, ((claim, j), n) in enumerate(zip(panels, sizes)):
+    for i, ((claim, j), rows) in enumerate(zip(panels, panel_rows)):
         ax = fig.add_subplot(grid[i // ncols, i % ncols])
-        rows = tests[(tests["claim"] == claim.id) & (tests["comparison"] == j) & (tests["task"] != "")]
-        verdict = tests.loc[tests["claim"] == claim.id, "verdict"].iloc[0] if (tests["claim"] == claim.id).any() else "not run"
+        verdict = verdicts[claim.id]
         if j == 0:
             counts[verdict] += 1
         color = VERDICT_COLORS[verdict]
         statement = claims_module._statement(claim, roles, j)
         title = f"{claim.paper} {claim.table}: {claim.text}" if j == 0 else "(continued)"
         title = f"{_wrap(title, 95)}\n{_wrap(statement, 105)} — {verdict}"
-        first = tests[tests["claim"] == claim.id].iloc[0] if (tests["claim"] == claim.id).any() else None
         if verdict == "inconclusive" and j == 0:
+            first = rows.iloc[0]
             title += "\n" + _wrap("would need: " + claims_module.needed_text(
                 verdict, first.factor, first.n_needed, first.resolves_to), 105)
         ax.set_title(title, fontsize=7.5, loc="left", color=color)
         ax.set_yticks([])
-        if n == 0:
+        if rows.empty:
             _no_data(ax, "not run: the run has no such cell")
             ax.set_xticks([])
             continue
