@@ -88,15 +88,17 @@ def test_captions_take_the_configured_interval_level(tmp_path):
                   configfiles=["paper.yaml"])
     # what the default run's reports/tables/intervals.md carries
     assert labels.table_caption("intervals") == (
-        "Layer-mean scores with 95% bootstrap intervals over the evaluation examples (mean over seeds).")
+        "Layer-mean scores, mean over seeds, with 95% two-level bootstrap intervals: the seeds drawn with replacement "
+        "and the evaluation examples resampled within each (one seed: the examples only).")
     for level, text in ((0.95, "95%"), (0.9, "90%"), (0.975, "97.5%")):
         report.write_table("intervals", {"summary": str(tmp_path / "summary.parquet")},
                            str(tmp_path / f"{level}/intervals.md"), ci_level=level, **common)
         md = (tmp_path / f"{level}/intervals.md").read_text()
-        assert md.startswith(f"**Layer-mean scores with {text} bootstrap intervals over the evaluation examples "
-                             "(mean over seeds). Model: m, variant: trained; config: paper.yaml.**")
+        assert md.startswith(f"**Layer-mean scores, mean over seeds, with {text} two-level bootstrap intervals: "
+                             "the seeds drawn with replacement and the evaluation examples resampled within each "
+                             "(one seed: the examples only). Model: m, variant: trained; config: paper.yaml.**")
         tex = text.replace("%", r"\%")
-        assert f"with {tex} bootstrap intervals" in (tmp_path / f"{level}/intervals.tex").read_text()
+        assert f"with {tex} two-level bootstrap intervals" in (tmp_path / f"{level}/intervals.tex").read_text()
 
     # the comparisons table's footnote says the level too
     comparisons = pd.DataFrame([dict(model="m", variant="trained", task="cb", method="lcgd", baseline="gd",

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from icl_gd import claims, plan, published, report, scoring, tables, validation
+from icl_gd import claims, metrics, plan, published, report, scoring, tables, validation
 
 ROOT = Path(__file__).resolve().parents[1]
 SCHEMA = yaml.safe_load((ROOT / "workflow/schemas/config.schema.yaml").read_text())
@@ -307,13 +307,78 @@ def test_a_cross_variant_claim_is_paired_by_example_id():
     assert set(claims.evaluate_claims(shuffled, {"gd": "gd"}, n_boot=300, claims=(claim,))["verdict"]) == {"inconclusive"}
 
 
+def _seeded_runs(icl_accuracies, *, rng=None):
+    """One task, a seed per ICL accuracy (ZSL right on the first half of N examples); each seed's
+    correct examples in an order of its own, so that equal accuracies are equal values of
+    different tables."""
+    rng = np.random.default_rng(0) if rng is None else rng
+    zsl = np.arange(N) < N // 2
+    return [_run("sst2", seed, "trained", "gd", icl=rng.permutation(np.arange(N) < round(accuracy * N)), zsl=zsl)
+            for seed, accuracy in enumerate(icl_accuracies, start=1)]
+
+
+def _mean_row(runs, **kwargs):
+    tests = claims.evaluate_claims(runs, {"gd": "gd"}, n_boot=1000, claims=(_claim("mean"),), **kwargs)
+    return tests[tests["task"] == claims.MEAN].iloc[0]
+
+
 def test_seeds_are_combined_as_the_summary_combines_them():
     runs = [_run("sst2", seed, "trained", "gd", icl=PATTERNS[kind], zsl=np.arange(N) < N // 2)
             for seed, kind in ((1, "up"), (2, "zero"))]
     tests = claims.evaluate_claims(runs, {"gd": "gd"}, n_boot=200, claims=(_claim("every"),))
     row = tests[tests["task"] == "sst2"].iloc[0]
     assert row["difference"] == pytest.approx(25.0) and row["n_seeds"] == 2  # the mean over seeds of +50 and 0
-    assert row["ci_low"] > 0 and row["verdict"] == "supported"
+    # every example says +50 in one seed and 0 in the other: the spread is the seeds', not the examples'
+    assert row["seed_share"] > 0.99 and row["ci_low"] < 0 < row["ci_high"] and row["verdict"] == "inconclusive"
+
+
+def test_the_interval_widens_with_the_seeds_spread_and_not_where_they_agree():
+    """Three seeds of one task, ICL 20 points above ZSL on their mean. Where the seeds' accuracies
+    are equal (each seed its own table), the interval is the examples' alone, to the digit; as
+    they move apart, the interval widens with them, and the seeds' share of its variance grows."""
+    agree = _mean_row(_seeded_runs([0.7, 0.7, 0.7]))
+    one_level = claims.evaluate_claims(_seeded_runs([0.7]), {"gd": "gd"}, n_boot=1000, claims=(_claim("mean"),))
+    assert agree["difference"] == pytest.approx(20.0) and agree["seed_share"] == 0.0
+    width = {}
+    for spread in (0.0, 0.05, 0.10, 0.20):
+        row = _mean_row(_seeded_runs([0.7 - spread, 0.7, 0.7 + spread]))
+        assert row["difference"] == pytest.approx(20.0)
+        width[spread] = row["ci_high"] - row["ci_low"]
+        if spread >= 0.10:
+            assert row["seed_share"] > 0.5
+    assert width[0.0] == pytest.approx(agree["ci_high"] - agree["ci_low"])
+    assert width[0.0] < width[0.05] < width[0.10] < width[0.20]
+    assert width[0.20] > 3 * width[0.0]
+    # three seeds that agree give a narrower interval than one seed (more examples), as before
+    assert width[0.0] < one_level["ci_high"].iloc[-1] - one_level["ci_low"].iloc[-1]
+    # with the seeds apart, the claim is no longer settled by the examples alone
+    assert _mean_row(_seeded_runs([0.5, 0.55, 1.0]))["verdict"] == "inconclusive"
+    assert agree["verdict"] == "supported"
+
+
+def test_an_end_within_its_monte_carlo_error_of_zero_draws_more_replicates():
+    """ICL fixes 4 of 200 examples that ZSL gets wrong and changes nothing else: a resample
+    misses all four with probability (1 - 4/200)^200 = 1.8%, close to the 2.5% tail, so 1000
+    replicates cannot tell which side of zero the lower end lies on. The claim draws more until
+    they can (whatever the bootstrap's seed, the same verdict), or says that the cap left it
+    unsettled; its first replicates are the same, so more replicates refine and do not redraw."""
+    zsl = np.arange(N) < N // 2
+    runs = [_run("sst2", 1, "trained", "gd", icl=zsl | (np.arange(N) >= N - 4), zsl=zsl)]
+
+    def mean_row(**kwargs):
+        return claims.evaluate_claims(runs, {"gd": "gd"}, n_boot=1000, claims=(_claim("mean"),), **kwargs).iloc[-1]
+
+    capped = mean_row(max_replicates=1000)
+    assert capped["difference"] == pytest.approx(2.0) and capped["n_replicates"] == 1000 and not capped["settled"]
+    refined = [mean_row(seed=seed) for seed in range(6)]
+    assert all(r["settled"] and 1000 < r["n_replicates"] <= claims.MAX_REPLICATES for r in refined)
+    assert {r["verdict"] for r in refined} == {"supported"}
+    assert [r["ci_low"] for r in refined] == pytest.approx([0.5] * 6)
+    # a plain reading's ends are settled: no more replicates than the level needs
+    clear = claims.evaluate_claims(_accuracy_runs(["up"] * 6), {"gd": "gd"}, n_boot=1000, claims=(_claim("mean"),))
+    assert set(clear["n_replicates"]) == {1000} and clear["settled"].all()
+    assert metrics.endpoint_unsettled(np.r_[np.full(60, -1.0), np.ones(940)], 0.95) == (False, False)
+    assert metrics.endpoint_unsettled(np.r_[np.full(25, -1.0), np.ones(975)], 0.95) == (True, False)
 
 
 def test_what_an_inconclusive_claim_needs_is_what_resolves_it():
@@ -335,7 +400,26 @@ def test_what_an_inconclusive_claim_needs_is_what_resolves_it():
     assert verdict(max(1, math.floor(factor / 2.5)))["verdict"] == "inconclusive"
     no_difference = claims.needed_factor("every", [[(0.0, -1.0, 1.0)]], [], +1)
     assert no_difference == (math.inf, "inconclusive")
-    assert "none" in claims.needed_text("inconclusive", math.inf, math.inf, "inconclusive")
+    nothing = pd.Series(dict(verdict="inconclusive", factor=math.inf, n_needed=math.inf, resolves_to="inconclusive",
+                             seed_factor=math.inf, seeds_needed=math.inf, seeds_resolve_to="inconclusive"))
+    assert "none" in claims.needed_text(nothing)
+    assert "examples per seed" in claims.needed_text(first) and "seeds" in claims.needed_text(first)
+
+
+def test_what_a_claim_open_for_its_seeds_spread_needs_is_more_seeds():
+    """Three seeds 0, 5 and 50 points above ZSL: no number of examples per seed narrows the
+    interval past the seeds' spread; the seeds needed, drawn again from the same spread (the
+    three tables repeated with their examples in other orders), resolve it as predicted."""
+    first = _mean_row(_seeded_runs([0.5, 0.55, 1.0]))
+    assert first["verdict"] == "inconclusive" and first["seed_share"] > 0.9
+    assert math.isinf(first["factor"]) and first["seeds_resolve_to"] == "supported"
+    assert "no number of examples" in claims.needed_text(first)
+    assert first["seeds_needed"] == math.ceil(first["seed_factor"] * 3)
+
+    def with_seeds(repeats):
+        return _mean_row(_seeded_runs([0.5, 0.55, 1.0] * repeats, rng=np.random.default_rng(repeats)))
+
+    assert with_seeds(math.ceil(1.5 * first["seed_factor"]))["verdict"] == "supported"
 
 
 def test_the_claims_table_and_figure_show_every_claim_with_its_intervals(tmp_path):

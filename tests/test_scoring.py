@@ -275,6 +275,40 @@ def test_seed_mean_interval_narrows_with_more_seeds():
     assert pick(three).ci_high - pick(three).ci_low < pick(one).ci_high - pick(one).ci_low
 
 
+def test_seed_mean_interval_carries_the_seeds_spread_and_only_where_they_disagree():
+    """Three seeds with the same per-example values in other orders: the seeds agree, the interval
+    is the one-level one (the examples' streams), and ``between`` is 0. Shifting one seed's values
+    moves the seeds apart: the interval widens, by the seeds' part."""
+    rng = np.random.default_rng(0)
+    base = scoring.run_examples(run_cache("zsl"), run_cache("icl"), run_cache("gd"))
+
+    def seeds(shifts):
+        out = []
+        for seed, shift in zip((1, 2, 3), shifts):
+            order = rng.permutation(len(base.example_id))
+            sims = {k: v[order] + shift for k, v in base.similarities.items()}
+            meta = {**base.meta, "seed": seed}
+            out.append(scoring.RunExamples(meta, base.example_id, base.gold, base.pred_zsl, base.pred_icl,
+                                           base.pred_ft, sims))
+        return out
+
+    def row(table):
+        return table[(table.metric == "simaou") & table.layer.isna()].iloc[0]
+
+    agree = seeds([0.0, 0.0, 0.0])
+    two_level = row(scoring.seed_mean_intervals(agree, n_boot=2000))
+    assert two_level["between"] == 0.0 and two_level["within"] > 0
+    one_level = []  # the mean of the seeds' replicates, from the runs' own streams
+    for ex in agree:
+        counts = metrics.bootstrap_counts(len(ex.example_id), 2000, scoring._ci_rng(0, ex.meta["seed"]))
+        one_level.append(scoring._layer_mean(scoring.bootstrap_scores(ex, counts)["simaou"]))
+    low, high = metrics.percentile_interval(np.mean(one_level, axis=0))
+    assert (two_level.ci_low, two_level.ci_high) == pytest.approx((low, high))
+    apart = row(scoring.seed_mean_intervals(seeds([-1.0, 0.0, 1.0]), n_boot=2000))
+    assert apart["between"] > 10 * apart["within"]
+    assert apart.ci_high - apart.ci_low > 3 * (two_level.ci_high - two_level.ci_low)
+
+
 def _shifted(ex: scoring.RunExamples, method: str, shift: float, seed: int | None = None) -> scoring.RunExamples:
     sims = {k: v + shift for k, v in ex.similarities.items()}
     meta = {**ex.meta, "method": method, **({"seed": seed} if seed is not None else {})}

@@ -135,8 +135,9 @@ QUANTIFIERS = {
 VERDICTS = ("supported", "contradicted", "inconclusive", "not run")
 MEAN = "mean"  # the task of a claim test's row for the mean over tasks
 COLUMNS = ["model", "claim", "paper", "table", "quantifier", "comparison", "against", "task", "n_examples",
-           "n_seeds", "a", "b", "difference", "ci_low", "ci_high", "level", "side", "unit", "verdict", "factor",
-           "n_needed", "resolves_to"]
+           "n_seeds", "a", "b", "difference", "ci_low", "ci_high", "level", "side", "seed_share", "n_replicates",
+           "unit", "verdict", "settled", "redrawn", "factor", "n_needed", "resolves_to", "seed_factor", "seeds_needed",
+           "seeds_resolve_to"]
 
 
 def _percent(metric: str) -> bool:
@@ -179,26 +180,43 @@ def read_quantifier(quantifier: str, task_sides: list[list[int]], mean_sides: li
     return "contradicted" if n and contradicted else "inconclusive"
 
 
-def _resolving_factor(difference: float, low: float, high: float) -> float:
-    """How many times the examples an interval needs to exclude zero on the side of its point
-    estimate, its width shrinking as 1/sqrt(n); inf where the difference is zero."""
+def _resolving_factor(difference: float, low: float, high: float, seed_share: float = 0.0,
+                      currency: str = "examples") -> float:
+    """By how much the evaluation examples per seed (``currency`` "examples") or the seeds
+    ("seeds") must grow for an interval to exclude zero on the side of its point estimate; inf
+    where the difference is zero, or where more examples cannot narrow it enough.
+
+    The interval's half-width toward zero, h, follows its variance B + W (``seed_share`` = B /
+    (B + W) from the seeds' spread, W from the examples); more seeds divide both, more examples
+    W only. So with r = (d / h)^2: seeds x 1/r; examples x (1 - share) / (r - share), none where
+    r <= share (the seeds' spread alone is wider than the difference)."""
     if not all(map(math.isfinite, (difference, low, high))) or difference == 0:
         return math.inf
     toward_zero = difference - low if difference > 0 else high - difference
-    return (toward_zero / difference) ** 2
+    if toward_zero <= 0:
+        return 1.0
+    r = (difference / toward_zero) ** 2
+    share = min(max(seed_share if math.isfinite(seed_share) else 0.0, 0.0), 1.0)
+    if currency == "seeds" or share == 0.0:
+        return 1.0 / r
+    return (1.0 - share) / (r - share) if r > share else math.inf
 
 
-def needed_factor(quantifier: str, tasks: list[list[tuple[float, float, float]]],
-                  mean: list[tuple[float, float, float]], direction: int) -> tuple[float, str]:
-    """The smallest factor on the examples per task and seed at which the observed differences
-    ((difference, low, high) per task and cell b, and of the mean) would give a verdict at the
-    same level, and that verdict; (inf, "inconclusive") where no size would."""
+def needed_factor(quantifier: str, tasks: list[list[tuple]], mean: list[tuple], direction: int, *,
+                  currency: str = "examples") -> tuple[float, str]:
+    """The smallest factor on the examples per task and seed (or on the seeds) at which the
+    observed differences ((difference, low, high[, share of the seeds' spread]) per task and cell
+    b, and of the mean) would give a verdict at the same level, and that verdict; (inf,
+    "inconclusive") where no size would."""
+    def factor(unit) -> float:
+        return _resolving_factor(*unit[:3], *(unit[3:4] or [0.0]), currency=currency)
+
     units = [u for row in tasks for u in row] if quantifier != "mean" else list(mean)
-    factors = [_resolving_factor(*u) for u in units]
+    factors = [factor(u) for u in units]
 
     def verdict_at(f: float) -> str:
         def sides(row):  # an interval that only touches zero does not exclude it
-            return [int(np.sign(d)) * direction if _resolving_factor(d, lo, hi) < f else 0 for d, lo, hi in row]
+            return [int(np.sign(u[0])) * direction if factor(u) < f else 0 for u in row]
         return read_quantifier(quantifier, [sides(row) for row in tasks], sides(mean))
 
     for f in sorted(max(f, 1.0) * (1 + 1e-9) for f in factors if math.isfinite(f)):
@@ -229,44 +247,79 @@ def _statistic(terms, counts: np.ndarray) -> np.ndarray:
     return _layer_mean(metrics.bootstrap_means(terms, counts))
 
 
-def _replicates(runs: dict[tuple[str, str], RunExamples], cells: set[tuple[str, str, str]], n_rep: int,
-                chunk: int, rng_key: list[int]) -> dict[tuple[str, str, str], tuple[float, np.ndarray, int]]:
-    """For each cell (variant, run method, metric) of one model, task and seed: its point value and
-    ``n_rep`` bootstrap replicates, all cells resampled with the same counts over the example ids
-    they share, and how many examples that is."""
-    present = {(v, m) for v, m, _ in cells if (v, m) in runs}
-    if not present:
-        return {}
-    ids = None
-    for key in sorted(present):
-        run_ids = np.asarray(runs[key].example_id)
-        ids = run_ids if ids is None else np.intersect1d(ids, run_ids)
-    ids = np.unique(ids)
-    for key in sorted(present):
-        if len(ids) != len(runs[key].example_id):
-            log.warning("%s: the runs of this task and seed evaluate different examples; the claims pair the %d "
-                        "they share", "/".join(key), len(ids))
-    rows = {key: positions_of(runs[key].example_id, ids) for key in present}
-    terms = {c: _cell_terms(runs[c[:2]], c[2], rows[c[:2]]) for c in cells
-             if c[:2] in present and (c[2] in RATIOS or c[2] in runs[c[:2]].similarities)}
-    reps: dict[tuple, list[np.ndarray]] = {c: [] for c in terms}
-    for start in range(0, n_rep, chunk):  # the first chunks are the same whatever n_rep
-        counts = metrics.bootstrap_counts(len(ids), min(chunk, n_rep - start),
-                                          np.random.default_rng([*rng_key, start // chunk]))
-        for c, t in terms.items():
-            reps[c].append(_statistic(t, counts))
-    ones = np.ones((1, len(ids)))
-    return {c: (float(_statistic(t, ones)[0]), np.concatenate(reps[c]), len(ids)) for c, t in terms.items()}
+class _Replicates:
+    """The bootstrap replicates of every cell of every (model, task, seed), drawn in chunks of
+    ``chunk`` as they are asked for: asking for more extends the same streams (the first
+    chunks are the same whatever the total), so a claim whose verdict the bootstrap's own noise
+    could flip can draw more (:data:`MAX_REPLICATES`) without changing any other claim's."""
+
+    def __init__(self, index, cells: set[tuple[str, str, str]], chunk: int, seed: int):
+        self.index, self.cells, self.chunk, self.seed = index, cells, chunk, seed
+        self._runs: dict[tuple, tuple] = {}  # (model, task, seed) -> (ids, terms per cell)
+        self._reps: dict[tuple, list[np.ndarray]] = {}  # (model, task, seed, *cell) -> chunks
+
+    def _prepared(self, model: str, task: str, s: int):
+        key = (model, task, s)
+        if key not in self._runs:
+            runs = self.index[(model, task)][s]
+            present = {(v, m) for v, m, _ in self.cells if (v, m) in runs}
+            ids = None
+            for run in sorted(present):
+                run_ids = np.asarray(runs[run].example_id)
+                ids = run_ids if ids is None else np.intersect1d(ids, run_ids)
+            ids = np.unique(ids) if ids is not None else np.zeros(0, np.int64)
+            for run in sorted(present):
+                if len(ids) != len(runs[run].example_id):
+                    log.warning("%s: the runs of this task and seed evaluate different examples; the claims pair "
+                                "the %d they share", "/".join(run), len(ids))
+            rows = {run: positions_of(runs[run].example_id, ids) for run in present}
+            terms = {c: _cell_terms(runs[c[:2]], c[2], rows[c[:2]]) for c in self.cells
+                     if c[:2] in present and (c[2] in RATIOS or c[2] in runs[c[:2]].similarities)}
+            ones = np.ones((1, len(ids)))
+            points = {c: float(_statistic(t, ones)[0]) for c, t in terms.items()}
+            self._runs[key] = (ids, terms, points)
+        return self._runs[key]
+
+    def has(self, model: str, task: str, s: int, cell) -> bool:
+        return cell in self._prepared(model, task, s)[1]
+
+    def get(self, model: str, task: str, s: int, cells: list, n_rep: int) -> dict:
+        """{cell: (point, replicates[:n_rep], n examples)} for ``cells`` of one task and seed."""
+        ids, terms, points = self._prepared(model, task, s)
+        n_chunks = -(-n_rep // self.chunk)
+        short = [c for c in cells if len(self._reps.setdefault((model, task, s, *c), [])) < n_chunks]
+        for j in range(min((len(self._reps[(model, task, s, *c)]) for c in short), default=n_chunks), n_chunks):
+            counts = metrics.bootstrap_counts(len(ids), self.chunk, np.random.default_rng(
+                [self.seed, s, zlib.crc32(task.encode()), j]))
+            for c in short:
+                chunks = self._reps[(model, task, s, *c)]
+                if len(chunks) == j:
+                    chunks.append(_statistic(terms[c], counts))
+        return {c: (points[c], np.concatenate(self._reps[(model, task, s, *c)])[:n_rep], len(ids)) for c in cells}
+
+    def draws(self, task: str, n_seeds: int, n_rep: int) -> np.ndarray:
+        """The seeds each replicate of a task draws (its second level), chunk by chunk as above."""
+        return np.concatenate([
+            metrics.seed_draws(n_seeds, self.chunk, np.random.default_rng([self.seed, zlib.crc32(task.encode()), j]))
+            for j in range(-(-n_rep // self.chunk))])[:n_rep]
+
+
+# the most replicates a claim draws to settle an interval's end against its Monte Carlo error
+MAX_REPLICATES = 2**20
 
 
 def evaluate_claims(examples: list[RunExamples], roles: dict[str, str], *, n_boot: int = 1000, level: float = 0.95,
-                seed: int = 0, claims: tuple[Claim, ...] | None = None) -> pd.DataFrame:
+                    seed: int = 0, claims: tuple[Claim, ...] | None = None,
+                    max_replicates: int = MAX_REPLICATES) -> pd.DataFrame:
     """Every claim on every model of ``examples``: one row per (claim, cell b, task), and one for
     the mean over tasks (task :data:`MEAN`), with the difference a - b (points for a percentage,
-    else the score's own unit), its paired interval at the level its quantifier reads it, the
-    side it lies on, and the claim's verdict, the factor on the examples per task and seed that
-    would resolve it and the verdict it would resolve to. A claim the run has no cell of has one
-    row, verdict "not run"."""
+    else the score's own unit), its paired two-level interval (examples within seeds, and seeds)
+    at the level its quantifier reads it, the side it lies on, and the claim's verdict; for an
+    inconclusive claim, the factor on the examples per task and seed, and on the seeds, that
+    would resolve it and the verdict each would resolve to. Where an end of an interval that the
+    verdict reads lies within its Monte Carlo error of zero, the claim draws twice the replicates,
+    up to ``max_replicates``, and says in ``settled`` whether that was enough. A claim the run has
+    no cell of has one row, verdict "not run"."""
     claims = CLAIMS if claims is None else claims
     alpha = 1.0 - level
     index: dict[tuple[str, str], dict[int, dict[tuple[str, str], RunExamples]]] = {}
@@ -282,95 +335,147 @@ def evaluate_claims(examples: list[RunExamples], roles: dict[str, str], *, n_boo
 
     needed = {run_cell(c) for claim in claims for c in [claim.a, *claim.against] if not isinstance(c, float)}
     needed.discard(None)
-    n_tasks = max([len({t for m, t in index if m == model}) for model in models] or [1])
-    # the narrowest interval any claim reads, and as many replicates beyond its bounds as a plain one has
-    n_rep = n_boot * max((len(c.against) * (n_tasks if c.quantifier != "mean" else 1) for c in claims), default=1)
-    values = {}
-    for (model, task), seeds in index.items():
-        for s, runs in seeds.items():
-            key = [seed, s, zlib.crc32(task.encode())]
-            for cell, value in _replicates(runs, needed, n_rep, n_boot, key).items():
-                values[(model, task, s, *cell)] = value
+    values = _Replicates(index, needed, n_boot, seed)
 
     rows = []
     for model in models:
         tasks = labels.order_tasks({t for m, t in index if m == model})
         for claim in claims:
-            rows += _test_claim(claim, model, tasks, index, values, run_cell, level=level, alpha=alpha, n_boot=n_boot)
+            rows += _test_claim(claim, model, tasks, index, values, run_cell, level=level, alpha=alpha, n_boot=n_boot,
+                                max_replicates=max_replicates)
     table = pd.DataFrame(rows, columns=COLUMNS)
-    return table.astype({"comparison": "int64", "n_examples": "Int64", "n_seeds": "Int64", "side": "Int64"})
+    return table.astype({"comparison": "int64", "n_examples": "Int64", "n_seeds": "Int64", "side": "Int64",
+                         "n_replicates": "Int64", "settled": "boolean",
+                         "redrawn": "boolean"})
 
 
-def _test_claim(claim: Claim, model: str, tasks: list[str], index, values, run_cell, *, level: float, alpha: float,
-                n_boot: int) -> list[dict]:
+def _test_claim(claim: Claim, model: str, tasks: list[str], index, values: _Replicates, run_cell, *, level: float,
+                alpha: float, n_boot: int, max_replicates: int) -> list[dict]:
     scale = 100.0 if _percent(claim.a[2]) else 1.0
     base = dict(model=model, claim=claim.id, paper=claim.paper, table=claim.table, quantifier=claim.quantifier,
                 unit="points" if scale == 100.0 else "score")
     a_cell = run_cell(claim.a)
     b_cells = [b if isinstance(b, float) else run_cell(b) for b in claim.against]
-    per_task = {}  # task -> [(point diff, replicates, n_examples, n_seeds, a, b) per cell b]
+    run_cells = [c for c in [a_cell, *b_cells] if not isinstance(c, float)]
+    seeds_of = {}  # task -> the seeds that have every cell of the claim
     for task in tasks:
         if task in claim.except_tasks or a_cell is None or any(b is None for b in b_cells):
             continue
-        seeds = [s for s in sorted(index[(model, task)]) if (model, task, s, *a_cell) in values and all(
-            isinstance(b, float) or (model, task, s, *b) in values for b in b_cells)]
-        if not seeds:
-            continue
+        seeds = [s for s in sorted(index[(model, task)])
+                 if all(values.has(model, task, s, c) for c in run_cells)]
+        if seeds:
+            seeds_of[task] = seeds
+    n_cells = len(b_cells)
+    mean_level = 1.0 - alpha / n_cells
+
+    def task_level(n_tasks: int) -> float:
+        return 1.0 - alpha / (n_cells * max(n_tasks, 1)) if claim.quantifier != "mean" else level
+
+    # each interval gets as many replicates beyond its bounds as n_boot give a plain one (its level's
+    # tails), times a power of two where its ends are not yet settled against Monte Carlo error
+    times = 1
+    while True:
+        drawn = times * max(_n_rep(n_boot, task_level(len(seeds_of)), level), _n_rep(n_boot, mean_level, level))
+        per_task = _differences(model, seeds_of, values, a_cell, b_cells, min(drawn, max_replicates))
+        if not per_task:
+            return [dict(base, comparison=0, against=_against_label(claim, 0), task="", verdict="not run")]
+        level_t = task_level(len(per_task))  # the tasks where a - b is defined
+        reps_task = min(times * _n_rep(n_boot, level_t, level), max_replicates)
+        reps_mean = min(times * _n_rep(n_boot, mean_level, level), max_replicates)
+        rows, task_units, mean_units, unsettled = _read(claim, per_task, n_cells, level_t, mean_level,
+                                                        reps_task, reps_mean, scale, base)
+        if not unsettled or drawn >= max_replicates:
+            break
+        times *= 2
+    task_sides = [[side(lo, hi, claim.direction) for _, lo, hi, _ in units] for units in task_units.values()]
+    mean_sides = [side(lo, hi, claim.direction) for _, lo, hi, _ in mean_units]
+    verdict = read_quantifier(claim.quantifier, task_sides, mean_sides)
+    need = dict(factor=math.nan, n_needed=math.nan, resolves_to="", seed_factor=math.nan, seeds_needed=math.nan,
+                seeds_resolve_to="")
+    if verdict == "inconclusive":
+        n_now = max(found[0][2] for found in per_task.values())
+        seeds_now = max(found[0][3] for found in per_task.values())
+        for currency, now, (f_key, n_key, r_key) in (
+                ("examples", n_now, ("factor", "n_needed", "resolves_to")),
+                ("seeds", seeds_now, ("seed_factor", "seeds_needed", "seeds_resolve_to"))):
+            factor, resolves_to = needed_factor(claim.quantifier, list(task_units.values()), mean_units,
+                                                claim.direction, currency=currency)
+            need.update({f_key: factor, r_key: resolves_to,
+                         n_key: math.ceil(factor * now) if math.isfinite(factor) else math.inf})
+    for row in rows:
+        row.update(verdict=verdict, settled=not unsettled, redrawn=times > 1, **need)
+    return rows
+
+
+def _differences(model: str, seeds_of: dict[str, list[int]], values: _Replicates, a_cell, b_cells, n_rep: int):
+    """Per task, per cell b: the difference a - b (mean over seeds), its two-level replicates, the
+    examples and seeds it rests on, a and b (means over seeds), and the variance of the mean that
+    the seeds' spread and the examples contribute."""
+    per_task = {}
+    for task, seeds in seeds_of.items():
+        got = {s: values.get(model, task, s, [a_cell, *[b for b in b_cells if not isinstance(b, float)]], n_rep)
+               for s in seeds}
+        draws = values.draws(task, len(seeds), n_rep)
         found = []
         for b in b_cells:
             points_a, points_b, reps, sizes = [], [], [], []
             for s in seeds:
-                value_a, reps_a, n = values[(model, task, s, *a_cell)]
-                value_b, reps_b = (b, b) if isinstance(b, float) else values[(model, task, s, *b)][:2]
+                value_a, reps_a, n = got[s][a_cell]
+                value_b, reps_b = (b, b) if isinstance(b, float) else got[s][b][:2]
                 points_a.append(value_a)
                 points_b.append(value_b)
                 reps.append(reps_a - reps_b)
                 sizes.append(n)
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", RuntimeWarning)  # a replicate undefined in every seed stays NaN
-                replicates = np.nanmean(np.stack(reps), axis=0)
+            replicates, between, within = metrics.two_level_replicates(
+                np.subtract(points_a, points_b), np.stack(reps), draws)
             found.append((float(np.mean(points_a) - np.mean(points_b)), replicates, max(sizes), len(seeds),
-                          float(np.mean(points_a)), float(np.mean(points_b))))
+                          float(np.mean(points_a)), float(np.mean(points_b)), float(between), float(within)))
         if all(math.isfinite(f[0]) for f in found):  # else a score undefined on this task (say, no change)
             per_task[task] = found
-    if not per_task:
-        return [dict(base, comparison=0, against=_against_label(claim, 0), task="", verdict="not run")]
+    return per_task
 
-    n_cells = len(b_cells)
-    task_level = 1.0 - alpha / (n_cells * len(per_task)) if claim.quantifier != "mean" else level
-    mean_level = 1.0 - alpha / n_cells
+
+def _read(claim: Claim, per_task: dict, n_cells: int, task_level: float, mean_level: float, reps_task: int,
+          reps_mean: int, scale: float, base: dict):
+    """The rows of a claim's tests, the (difference, low, high, share of the seeds' spread) of the
+    intervals per task and of the mean, and whether an end of an interval the verdict reads lies
+    within the bootstrap's Monte Carlo error of zero."""
     rows, task_units, mean_units = [], {t: [] for t in per_task}, []
+    unsettled = False
     for j in range(n_cells):
         for task, found in per_task.items():
-            diff, reps, n, n_seeds, a, b = found[j]
-            low, high = metrics.percentile_interval(reps[: _n_rep(n_boot, task_level, level)], task_level)
-            task_units[task].append((diff, low, high))
+            diff, reps, n, n_seeds, a, b, between, within = found[j]
+            reps = reps[:reps_task]
+            low, high = metrics.percentile_interval(reps, task_level)
+            if claim.quantifier != "mean":
+                unsettled |= any(metrics.endpoint_unsettled(reps, task_level))
+            task_units[task].append((diff, low, high, _share(between, within)))
             rows.append(dict(base, comparison=j, against=_against_label(claim, j), task=task, n_examples=n,
                              n_seeds=n_seeds, a=scale * a, b=scale * b, difference=scale * diff,
                              ci_low=scale * low, ci_high=scale * high, level=task_level,
-                             side=side(low, high, claim.direction)))
-        diff = float(np.mean([found[j][0] for found in per_task.values()]))
-        reps = np.mean(np.stack([found[j][1] for found in per_task.values()]), axis=0)
-        low, high = metrics.percentile_interval(reps[: _n_rep(n_boot, mean_level, level)], mean_level)
-        mean_units.append((diff, low, high))
+                             side=side(low, high, claim.direction), seed_share=_share(between, within),
+                             n_replicates=len(reps)))
+        found_j = [found[j] for found in per_task.values()]
+        diff = float(np.mean([f[0] for f in found_j]))
+        reps = np.mean(np.stack([f[1][:reps_mean] for f in found_j]), axis=0)
+        low, high = metrics.percentile_interval(reps, mean_level)
+        if claim.quantifier == "mean":
+            unsettled |= any(metrics.endpoint_unsettled(reps, mean_level))
+        share = _share(sum(f[6] for f in found_j), sum(f[7] for f in found_j))
+        mean_units.append((diff, low, high, share))
         rows.append(dict(base, comparison=j, against=_against_label(claim, j), task=MEAN,
-                         n_examples=max(found[j][2] for found in per_task.values()),
-                         n_seeds=max(found[j][3] for found in per_task.values()),
-                         a=scale * float(np.mean([found[j][4] for found in per_task.values()])),
-                         b=scale * float(np.mean([found[j][5] for found in per_task.values()])),
+                         n_examples=max(f[2] for f in found_j), n_seeds=max(f[3] for f in found_j),
+                         a=scale * float(np.mean([f[4] for f in found_j])),
+                         b=scale * float(np.mean([f[5] for f in found_j])),
                          difference=scale * diff, ci_low=scale * low, ci_high=scale * high, level=mean_level,
-                         side=side(low, high, claim.direction)))
-    task_sides = [[side(lo, hi, claim.direction) for _, lo, hi in units] for units in task_units.values()]
-    mean_sides = [side(lo, hi, claim.direction) for _, lo, hi in mean_units]
-    verdict = read_quantifier(claim.quantifier, task_sides, mean_sides)
-    factor, resolves_to, n_needed = math.nan, "", math.nan
-    if verdict == "inconclusive":
-        factor, resolves_to = needed_factor(claim.quantifier, list(task_units.values()), mean_units, claim.direction)
-        n_now = max(found[0][2] for found in per_task.values())
-        n_needed = math.ceil(factor * n_now) if math.isfinite(factor) else math.inf
-    for row in rows:
-        row.update(verdict=verdict, factor=factor, n_needed=n_needed, resolves_to=resolves_to)
-    return rows
+                         side=side(low, high, claim.direction), seed_share=share, n_replicates=len(reps)))
+    return rows, task_units, mean_units, unsettled
+
+
+def _share(between: float, within: float) -> float:
+    """The part of an interval's variance that the spread between seeds contributes."""
+    total = between + within
+    return between / total if total > 0 else 0.0
 
 
 def _n_rep(n_boot: int, interval_level: float, level: float) -> int:
@@ -424,13 +529,27 @@ def _interval(row, decimals: int) -> str:
     return f"{row.difference:+.{decimals}f} [{row.ci_low:+.{decimals}f}, {row.ci_high:+.{decimals}f}]"
 
 
-def needed_text(verdict: str, factor: float, n_needed: float, resolves_to: str) -> str:
-    """What an inconclusive claim would need, in words."""
-    if verdict != "inconclusive":
+def needed_text(row) -> str:
+    """What an inconclusive claim would need, in words, in both currencies: evaluation examples
+    per task and seed, or seeds (a claims row: verdict, factor, n_needed, resolves_to,
+    seed_factor, seeds_needed, seeds_resolve_to)."""
+    if row.verdict != "inconclusive":
         return ""
-    if not math.isfinite(factor):
+    examples_ok = math.isfinite(row.factor)
+    seed_factor = getattr(row, "seed_factor", math.nan)
+    seeds_ok = isinstance(seed_factor, float) and math.isfinite(seed_factor)
+    if not examples_ok and not seeds_ok:
         return "none: a difference of 0 (or too few defined) where the claim needs a side"
-    return f"{int(n_needed)} examples (x{factor:.1f}) -> {resolves_to}"
+    parts = []
+    if examples_ok:
+        parts.append(f"{int(row.n_needed)} examples per seed (x{row.factor:.1f}) -> {row.resolves_to}")
+    else:
+        parts.append("no number of examples (the seeds' spread alone is too wide)")
+    if seeds_ok:
+        one_seed = int(getattr(row, "n_seeds", 2) or 2) < 2  # nothing yet says how far seeds spread
+        parts.append(f"{int(row.seeds_needed)} seeds (x{seed_factor:.1f}) -> {row.seeds_resolve_to}"
+                     + (" if seeds spread no more than their examples" if one_seed else ""))
+    return "; or ".join(parts)
 
 
 def claims_table(tests: pd.DataFrame, model: str, roles: dict[str, str], *, ci_level: float = 0.95) -> pd.DataFrame:
@@ -464,30 +583,68 @@ def claims_table(tests: pd.DataFrame, model: str, roles: dict[str, str], *, ci_l
                 read += " but " + ", ".join(map(labels.task_label, claim.except_tasks))
             level = by_task[MEAN].level if claim.quantifier == "mean" else first.level
             read += f" ({percent_text(level)} intervals)"
-            needed = needed_text(verdict, first.factor, first.n_needed, first.resolves_to) if j == 0 else ""
+            needed = needed_text(first) if j == 0 else ""
             rows.append([read, *[_interval(by_task[t], decimals) if t in by_task else "—" for t in tasks],
                          _interval(by_task[MEAN], decimals), " / ".join(map(str, counts)),
-                         verdict, needed])
+                         verdict if _settled(first) else f"{verdict} (bootstrap-limited)", needed])
     index = pd.MultiIndex.from_tuples(keys, names=["Paper", "Table", "Claim", "Test"])
     table = pd.DataFrame(rows, index=index, columns=columns, dtype=object)
     counts = {v: sum(x == v for x in verdict_of.values()) for v in VERDICTS}
-    n_examples = tests["n_examples"].dropna()
-    now = f"now {int(n_examples.max())}" if len(n_examples) else "none run"
     table.attrs.update(best=[], table="claims", blank_levels=3, footnotes=[
         f"{counts['supported']} supported, {counts['contradicted']} contradicted, {counts['inconclusive']} "
         f"inconclusive, {counts['not run']} not run (of {len(CLAIMS)} claims).",
-        f"Per task: a - b, mean over seeds (points for a percentage), with its paired percentile bootstrap interval "
-        f"over the evaluation examples (a and b resampled by example id, within each seed). Quantifiers over tasks "
-        f"read each task's interval at 1 - alpha/m (Bonferroni over the m tasks x cells b; alpha = "
-        f"{1 - ci_level:.3g}); 'on the mean' reads the interval of the mean over tasks at {percent_text(ci_level)} "
-        f"(1 - alpha/m for m cells b). Supported: the claimed side holds wherever the quantifier needs it; "
-        f"contradicted: the other side holds on enough tasks to break it; else inconclusive. No correction "
-        f"across claims.",
-        f"Needed for a verdict: the evaluation examples per task and seed ({now}) at which the observed "
-        f"differences would give a verdict at the same level, an interval narrowing as 1/sqrt(n) (the same "
-        f"factor in seeds would do), and that verdict.",
+        interval_text(tests) + f" Quantifiers over tasks read each task's interval at 1 - alpha/m (Bonferroni over "
+        f"the m tasks x cells b; alpha = {1 - ci_level:.3g}); 'on the mean' reads the interval of the mean over "
+        f"tasks at {percent_text(ci_level)} (1 - alpha/m for m cells b). Supported: the claimed side holds wherever "
+        f"the quantifier needs it; contradicted: the other side holds on enough tasks to break it; else "
+        f"inconclusive. No correction across claims.",
+        replicates_text(tests),
+        needed_footnote(tests),
     ])
     return table
+
+
+def _settled(row) -> bool:
+    return not (getattr(row, "settled", True) is False or getattr(row, "settled", True) is np.False_)
+
+
+def interval_text(tests: pd.DataFrame) -> str:
+    """How the claims' intervals were drawn, in words: with several seeds, two levels; with one,
+    the examples only."""
+    seeds = tests["n_seeds"].dropna()
+    if len(seeds) and int(seeds.max()) > 1:
+        return ("Per task: a - b, mean over seeds (points for a percentage), with its paired two-level percentile "
+                "bootstrap interval: the seeds drawn with replacement, their deviations shrunk to the spread that "
+                "their examples do not explain, and the evaluation examples resampled within each seed (a and b "
+                "by example id), so that the interval carries both which demonstrations were drawn and which "
+                "examples were evaluated.")
+    return ("Per task: a - b (points for a percentage), with its paired percentile bootstrap interval over the "
+            "evaluation examples (a and b resampled by example id). One seed: the interval covers the examples "
+            "only, not the spread between seeds (which demonstrations were drawn).")
+
+
+def replicates_text(tests: pd.DataFrame) -> str:
+    """The footnote on the bootstrap's own Monte Carlo error."""
+    claims = tests[tests["verdict"] != "not run"].drop_duplicates(["model", "claim"])
+    more = [r.claim for r in claims.itertuples(index=False) if r.redrawn is True or r.redrawn is np.True_]
+    unsettled = [r.claim for r in claims.itertuples(index=False) if not _settled(r)]
+    text = ("Monte Carlo error: where an end of an interval that a verdict reads lay within 3 binomial standard "
+            "errors of zero (the share of replicates beyond zero against the tail), the claim drew twice the "
+            f"replicates, up to {MAX_REPLICATES}")
+    text += f"; {len(more)} claim(s) needed more" if more else "; none needed more"
+    if unsettled:
+        text += f"; left unsettled at the cap (marked 'bootstrap-limited'): {', '.join(unsettled)}"
+    return text + "."
+
+
+def needed_footnote(tests: pd.DataFrame) -> str:
+    n_examples, seeds = tests["n_examples"].dropna(), tests["n_seeds"].dropna()
+    now = f"now {int(n_examples.max())}" if len(n_examples) else "none run"
+    seeds_now = f"now {int(seeds.max())}" if len(seeds) else "none run"
+    return (f"Needed for a verdict: the evaluation examples per task and seed ({now}), or the seeds ({seeds_now}), "
+            f"at which the observed differences would give a verdict at the same level, and that verdict: more "
+            f"seeds narrow the whole interval (as 1/sqrt(seeds)), more examples only the examples' part of it, so "
+            f"none suffice where the seeds' spread alone is wider than the difference.")
 
 
 def verdicts(tests: pd.DataFrame) -> dict[str, str]:

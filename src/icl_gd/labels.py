@@ -79,7 +79,8 @@ TABLE_CAPTIONS = {
     "clipping": "Layer-causal finetuning with gradient clipping against standard finetuning, after paper 003 Table 3.",
     "paper002": "Label-switched and linearized finetuning against their plain counterparts (paper 002): accuracies (%) and similarities.",
     "comparisons": "Each method minus the baseline method, paired by example, with {ci} bootstrap intervals; * marks p < the significance level.",
-    "intervals": "Layer-mean scores with {ci} bootstrap intervals over the evaluation examples (mean over seeds).",
+    "intervals": "Layer-mean scores, mean over seeds, with {ci} two-level bootstrap intervals: the seeds drawn with "
+                 "replacement and the evaluation examples resampled within each (one seed: the examples only).",
     "data": "Data statistics with the model's own token counts and the sizes actually evaluated, after paper 001 Table 3.",
     "k_sweep": "Accuracies (%) and layer-mean similarities against the number of demonstrations k: each method's "
                "ICL accuracy is ICL on its own k demonstrations; mean [{ci} interval] over seeds.",
@@ -87,9 +88,10 @@ TABLE_CAPTIONS = {
                     "this run's mean over seeds with its {ci} interval, the difference (run - published) and whether "
                     "the two agree given both the run's interval and the published ± spread.",
     "claims": "The papers' claims, each tested on this run's layer-mean scores (a: the claimed larger or smaller "
-              "cell, b: what it is compared with): per task a - b with its paired bootstrap interval, the "
+              "cell, b: what it is compared with): per task a - b with its paired two-level bootstrap interval (seeds, "
+              "and examples within each; one seed: the examples only), the "
               "claim's quantifier read on the intervals: supported, contradicted, inconclusive (with the "
-              "examples a verdict would need) or not run.",
+              "examples per seed, or the seeds, a verdict would need) or not run.",
 }
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import warnings
+import zlib
 from dataclasses import dataclass
 
 import numpy as np
@@ -274,36 +275,48 @@ def seed_mean_intervals(
     examples: list[RunExamples], *, n_boot: int = 1000, level: float = 0.95, ci_seed: int = 0
 ) -> pd.DataFrame:
     """Bootstrap intervals of the mean over seeds, per (model, variant, task, method, metric,
-    layer): the examples are resampled within each seed (the same streams as the runs' own
-    intervals), each replicate of the seed mean is the mean of the seeds' replicates. With one
-    seed this is the run's interval. The spread over seeds is in ``std``; this is the part of the
-    uncertainty that comes from the finite evaluation set."""
+    layer), that carry both the sampling of the evaluation examples and the spread between the
+    seeds (which demonstrations were drawn): a two-level bootstrap
+    (:func:`metrics.two_level_replicates`), the examples resampled within each seed with the
+    same streams as the runs' own intervals, the seeds drawn with replacement. With one seed this
+    is the run's interval (the examples only). ``between`` and ``within`` are the variance of the
+    mean that each part contributes (the layer mean's for a layer-mean row)."""
     groups: dict[tuple, list[RunExamples]] = {}
     for ex in examples:
         groups.setdefault(_group_key(ex.meta), []).append(ex)
     rows = []
     for key, runs in sorted(groups.items()):
-        per_seed = []
+        runs = sorted(runs, key=lambda ex: int(ex.meta["seed"]))
+        per_seed, points = [], []
         for ex in runs:
             counts = metrics.bootstrap_counts(len(ex.example_id), n_boot, _ci_rng(ci_seed, ex.meta["seed"]))
             per_seed.append(bootstrap_scores(ex, counts))
+            points.append(bootstrap_scores(ex, np.ones((1, len(ex.example_id)))))  # the point values, as the replicates
+        draws = metrics.seed_draws(len(runs), n_boot, _seed_level_rng(ci_seed, key))
         for name in sorted(set.intersection(*(set(r) for r in per_seed))):
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", RuntimeWarning)  # a NaN replicate in every seed stays NaN
-                reps = np.nanmean(np.stack([r[name] for r in per_seed]), axis=0)
+            reps = np.stack([r[name] for r in per_seed])
+            values = np.stack([p[name][0] for p in points])
             layers: list = [pd.NA]
-            blocks = [_layer_mean(reps) if reps.ndim == 2 else reps]
-            if reps.ndim == 2:
-                layers += list(range(reps.shape[1]))
-                blocks += list(reps.T)
-            for layer, block in zip(layers, blocks):
-                low, high = metrics.percentile_interval(block, level)
+            blocks = [(_layer_mean(values), _layer_mean(reps)) if reps.ndim == 3 else (values, reps)]
+            if reps.ndim == 3:
+                layers += list(range(reps.shape[2]))
+                blocks += [(values[:, i], reps[:, :, i]) for i in range(reps.shape[2])]
+            for layer, (value, block) in zip(layers, blocks):
+                combined, between, within = metrics.two_level_replicates(value, block, draws)
+                low, high = metrics.percentile_interval(combined, level)
                 rows.append(dict(zip(("model", "variant", "task", "method"), key), metric=name, layer=layer,
-                                 ci_low=float(low), ci_high=float(high)))
-    columns = ["model", "variant", "task", "method", "metric", "layer", "ci_low", "ci_high"]
+                                 ci_low=float(low), ci_high=float(high), between=float(between),
+                                 within=float(within)))
+    columns = ["model", "variant", "task", "method", "metric", "layer", "ci_low", "ci_high", "between", "within"]
     table = pd.DataFrame(rows, columns=columns)
     table["layer"] = table["layer"].astype("Int64")
     return table
+
+
+def _seed_level_rng(stats_seed: int, key: tuple) -> np.random.Generator:
+    # the seeds' draws of one (model, variant, task, method): a stream of its own, apart from
+    # the examples' streams (which are per run seed)
+    return np.random.default_rng([stats_seed, zlib.crc32("/".join(map(str, key)).encode())])
 
 
 def aggregate(runs: pd.DataFrame, intervals: pd.DataFrame | None = None) -> pd.DataFrame:

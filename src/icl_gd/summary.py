@@ -56,12 +56,17 @@ def _claim_line(claim: claims_module.Claim, verdict: str, rows: pd.DataFrame) ->
         line.append(f"; {sides.count(1)} of {len(sides)} tasks on the claimed side, {sides.count(-1)} on the other")
     first = rows.iloc[0]
     if verdict == "inconclusive":
-        if math.isfinite(first.factor):
-            line.append(f"; about {int(first.n_needed)} examples per task and seed would resolve it "
-                        f"({first.resolves_to})")
-        else:
+        needed = claims_module.needed_text(first)
+        if needed.startswith("none"):
             line.append("; no sample size resolves it (a difference of exactly 0)")
+        else:
+            line.append(f"; would need {needed}")
     return line
+
+
+def _seeds(tests: pd.DataFrame) -> int:
+    seeds = tests["n_seeds"].dropna()
+    return int(seeds.max()) if len(seeds) else 0
 
 
 def first_page(*, model: str, variant: str, about: dict, data: pd.DataFrame | None, claim_tests: pd.DataFrame | None,
@@ -96,7 +101,8 @@ def first_page(*, model: str, variant: str, about: dict, data: pd.DataFrame | No
         counts = ", ".join(f"{sum(v == w for v in verdicts.values())} {w}" for w in claims_module.VERDICTS)
         blocks.append(("h2", "The papers' claims"))
         blocks.append(("p", [
-            f"{counts} (of {len(claims_module.CLAIMS)} claims), each read on paired bootstrap intervals at "
+            f"{counts} (of {len(claims_module.CLAIMS)} claims), each read on paired bootstrap intervals "
+            f"({'seeds, and examples within each' if _seeds(tests) > 1 else 'over the examples only: one seed'}) at "
             f"{labels.percent(ci_level)} (per-task intervals Bonferroni-corrected where a claim counts tasks): ",
             _table("claims", "the claims table"), ", ", _figure("claims", "the forest plot"), "."]))
         blocks.append(("ul", [_claim_line(c, verdicts[c.id], tests[tests["claim"] == c.id]) for c in claims_module.CLAIMS]))

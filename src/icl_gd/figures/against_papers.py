@@ -126,8 +126,7 @@ def claims_figure(tests: pd.DataFrame, model: str, roles: Mapping[str, str], *, 
         title = f"{_wrap(title, 95)}\n{_wrap(statement, 105)} — {verdict}"
         if verdict == "inconclusive" and j == 0:
             first = rows.iloc[0]
-            title += "\n" + _wrap("would need: " + claims_module.needed_text(
-                verdict, first.factor, first.n_needed, first.resolves_to), 105)
+            title += "\n" + _wrap("would need: " + claims_module.needed_text(first), 105)
         ax.set_title(title, fontsize=7.5, loc="left", color=color)
         ax.set_yticks([])
         if rows.empty:
