@@ -69,8 +69,8 @@ def test_validate_fills_top_level_and_nested_defaults(schema):
     assert out["models"] == {"tiny": model_defaults(schema)}
     assert out["models"]["tiny"]["source"] == "builtin" and out["models"]["tiny"]["id"] is None
     assert out["methods"] == {
-        "gd": {"kind": "gd", "lr": None, "clip_grad_norm": None, "demo_labels": "gold", "lr_scale": 1.0, "k": None},
-        "lcgd": {"kind": "lcgd", "lr": None, "clip_grad_norm": None, "demo_labels": "gold", "lr_scale": 1.0, "k": None},
+        "gd": {"kind": "gd", "lr": None, "clip_grad_norm": None, "demo_labels": "gold", "lr_scale": 1.0, "k": None, "tasks": None},
+        "lcgd": {"kind": "lcgd", "lr": None, "clip_grad_norm": None, "demo_labels": "gold", "lr_scale": 1.0, "k": None, "tasks": None},
     }
 
 
@@ -85,8 +85,8 @@ def test_validate_fills_defaults_inside_named_entries(schema):
     assert out["models"]["mine"] == {**defaults, "source": "local", "path": "/m"}
     assert out["models"]["big"] == {**defaults, "n_layer": 8}
     assert defaults["n_layer"] != 8 and defaults["source"] == "builtin"
-    assert out["methods"]["lcgd_clip"] == {"kind": "lcgd", "clip_grad_norm": 12.0, "lr": None, "demo_labels": "gold", "lr_scale": 1.0, "k": None}
-    assert out["methods"]["gd"] == {"kind": "gd", "lr": None, "clip_grad_norm": None, "demo_labels": "gold", "lr_scale": 1.0, "k": None}
+    assert out["methods"]["lcgd_clip"] == {"kind": "lcgd", "clip_grad_norm": 12.0, "lr": None, "demo_labels": "gold", "lr_scale": 1.0, "k": None, "tasks": None}
+    assert out["methods"]["gd"] == {"kind": "gd", "lr": None, "clip_grad_norm": None, "demo_labels": "gold", "lr_scale": 1.0, "k": None, "tasks": None}
 
 
 def test_validate_keeps_given_values(schema):

@@ -45,6 +45,21 @@ def test_runs_and_extractions_of_the_paper_config():
     assert plan.run_settings(PAPER, "gd_linearized") == ["zsl", "icl", "gd_linearized"]
 
 
+def test_a_method_that_names_its_tasks_runs_on_those_alone():
+    """Paper 003 ran clipped layer-causal GD on Subj alone: a method's ``tasks`` restricts its
+    runs (and caches) to them; the other methods keep every task."""
+    restricted = config(tasks={"sst2": None, "subj": None},
+                        methods={"gd": {"kind": "gd"}, "lcgd_clip": {"kind": "lcgd", "clip_grad_norm": 12.0,
+                                                                     "tasks": ["subj"]}},
+                        variants={"trained": ["gd", "lcgd_clip"]})
+    runs = plan.runs(restricted)
+    assert {r["task"] for r in runs if r["method"] == "lcgd_clip"} == {"subj"}
+    assert {r["task"] for r in runs if r["method"] == "gd"} == {"sst2", "subj"}
+    assert {c["task"] for c in plan.extractions(restricted) if c["setting"] == "lcgd_clip"} == {"subj"}
+    with pytest.raises(cfg.ConfigError, match=r"methods.lcgd_clip.tasks names \['mr'\]"):
+        config(methods={"lcgd_clip": {"kind": "lcgd", "tasks": ["mr"]}}, variants={"trained": ["lcgd_clip"]})
+
+
 def test_baselines_and_the_reports_methods():
     assert plan.baseline_of(PAPER, "trained", "lcgd") == "gd" and plan.baseline_of(PAPER, "trained", "gd") is None
     no_gd = config(variants={"trained": ["lcgd"]})

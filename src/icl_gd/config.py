@@ -182,6 +182,12 @@ def method_spec(config: dict, method: str) -> dict:
     return spec
 
 
+def method_runs_on(config: dict, method: str, task: str) -> bool:
+    """Whether a method runs on a task: every task, unless it names its own (``tasks``)."""
+    tasks = method_spec(config, method).get("tasks")
+    return not tasks or task in tasks
+
+
 def demo_labels(config: dict, setting: str) -> str:
     """Whether a setting's demonstrations carry their gold labels or switched ones (paper 002)."""
     if is_base_setting(setting):

@@ -33,6 +33,7 @@ def runs(config: dict) -> list[dict]:
         for task in config["tasks"]
         for seed in cfg.task_seeds(config, task)
         for method in methods
+        if cfg.method_runs_on(config, method, task)
     ]
 
 

@@ -29,7 +29,11 @@ def check_names(config: dict) -> None:
         if is_base_setting(method):
             raise ConfigError(f"methods.{method}: zsl and icl[_switched][_k<n>] are reserved setting names; "
                               "rename the method")
-        method_spec(config, method)
+        spec = method_spec(config, method)
+        unknown = [t for t in spec.get("tasks") or [] if t not in config.get("tasks", {})]
+        if unknown:
+            raise ConfigError(f"methods.{method}.tasks names {unknown}, which are not under 'tasks' "
+                              f"({sorted(config.get('tasks', {}))}); name configured tasks, or remove the key")
     for variant, methods in config.get("variants", {}).items():
         if variant not in MODEL_VARIANTS:
             raise ConfigError(f"variants.{variant}: unknown model variant; choose from {MODEL_VARIANTS}")
