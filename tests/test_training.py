@@ -416,3 +416,210 @@ def test_float16_steps_that_overflow_are_redone_at_a_lower_loss_scale(load_tiny,
     assert not log["skipped"].any() and "loss scale now" in caplog.text
     change32 = _kv_vector(reference) - _kv_vector(load_tiny("llama"))
     assert float(F.cosine_similarity(_kv_vector(half) - start, change32, dim=0)) > 0.99
+
+
+# --------------------------------------------------------------------------------------------
+# layer-causal GD's chunked head
+
+
+def _frozen_but_kv(model) -> list[torch.Tensor]:
+    """Freeze the model as ``finetune`` does: only the K/V parameters require grad."""
+    for param in model.parameters():
+        param.requires_grad_(False)
+    kv = [item.param for item in training.kv_parameters(model)]
+    for param in kv:
+        param.requires_grad_(True)
+    return kv
+
+
+def unchunked_lcgd_loss(model, ids):
+    """Layer-causal GD's loss as it was computed before the chunked head: every block's output at
+    every position through ``output_logits`` at once, the mean cross-entropy over layers x tokens
+    times the layers."""
+    from icl_gd.models import final_norm, output_logits
+
+    with training.layer_causal(model) as outputs:
+        model.base_model(input_ids=ids)
+    logits = output_logits(model, final_norm(model)(torch.cat(outputs)))
+    targets = ids.expand(len(outputs), -1)
+    return F.cross_entropy(logits[:, :-1].flatten(0, 1).float(), targets[:, 1:].flatten()) * len(outputs)
+
+
+def _relative(got, want) -> float:
+    return float((got.double() - want.double()).norm() / want.double().norm())
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_lcgd_loss_and_gradients_equal_the_unchunked_formula(load_tiny, sentences, arch):
+    model = load_tiny(arch)
+    kv = _frozen_but_kv(model)
+    ids = ids_of(sentences[1])
+    want = unchunked_lcgd_loss(model, ids)
+    want_grads = torch.autograd.grad(want, kv)
+    got = training.sequence_loss(model, ids, "lcgd")
+    got_grads = torch.autograd.grad(got, kv)
+    assert float(got) == pytest.approx(float(want), rel=1e-6)
+    assert_same_gradients(got_grads, want_grads, 1e-5)
+
+
+def assert_same_gradients(got, want, tol):
+    """Equal to ``tol`` relative, as one vector and each tensor; a tensor whose exact gradient is
+    zero (a key bias: softmax ignores a shift of every score) to ``tol`` of the largest entry."""
+    assert _relative(torch.cat([g.flatten() for g in got]), torch.cat([w.flatten() for w in want])) < tol
+    top = max(float(w.abs().max()) for w in want)
+    for g, w in zip(got, want):
+        torch.testing.assert_close(g.double(), w.double(), rtol=tol, atol=tol * top)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_lcgd_in_half_precision_equals_the_unchunked_formula_to_its_precision(load_tiny, sentences, dtype):
+    """The chunked head in half precision: the float32 softmax of the half-precision logits, the
+    gradient rounded to the weight's dtype for the product, as the unchunked formula's autograd
+    does (float16: its small probabilities kept by a power-of-two scale). Scaled as finetune scales
+    a float16 loss."""
+    model = load_tiny("llama").to(dtype)
+    kv = _frozen_but_kv(model)
+    ids = ids_of(sentences[0])
+    scale = training.FLOAT16_LOSS_SCALE if dtype == torch.float16 else 1.0
+    want = unchunked_lcgd_loss(model, ids)
+    want_grads = torch.autograd.grad(want * scale, kv)
+    got = training.sequence_loss(model, ids, "lcgd")
+    got_grads = torch.autograd.grad(got * scale, kv)
+    assert float(got) == pytest.approx(float(want), rel=1e-3)
+    eps = torch.finfo(dtype).eps
+    for g, w in zip(got_grads, want_grads):
+        assert g.dtype == dtype and torch.isfinite(g).all()
+        assert _relative(g, w) < 4 * eps, _relative(g, w)
+
+
+def test_lcgd_chunks_give_the_same_result_and_bound_the_logits(load_tiny, sentences):
+    """Any chunk size, one row, fewer rows than one layer's tokens, one layer's, more, all rows:
+    the same loss and gradients; and no tensor bigger than a chunk of logits is ever made."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Largest(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.vocab_rows = 0
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            if func.is_view:  # a view allocates nothing (the head's weight, transposed, has vocab columns)
+                return out
+            for tensor in out if isinstance(out, (tuple, list)) else [out]:
+                if isinstance(tensor, torch.Tensor) and vocab in tensor.shape:
+                    self.vocab_rows = max(self.vocab_rows, tensor.numel() // vocab)
+            return out
+
+    model = load_tiny("gpt2")
+    vocab = model.config.vocab_size
+    kv = _frozen_but_kv(model)
+    ids = ids_of(sentences[2])
+    predicted = ids.shape[1] - 1
+    rows = 2 * predicted
+    want = training.sequence_loss(model, ids, "lcgd", chunk_rows=rows)
+    want_grads = torch.autograd.grad(want, kv)
+    for chunk in (1, 3, predicted - 1, predicted, predicted + 2, rows, 10 * rows, None):
+        with Largest() as largest:
+            got = training.sequence_loss(model, ids, "lcgd", chunk_rows=chunk)
+            got_grads = torch.autograd.grad(got, kv)
+        assert largest.vocab_rows == min(chunk or rows, rows), chunk
+        assert float(got) == pytest.approx(float(want), rel=1e-6), chunk
+        assert_same_gradients(got_grads, want_grads, 1e-6)
+    with Largest() as largest:  # the unchunked formula holds every row's logits at once
+        unchunked_lcgd_loss(model, ids)
+    assert largest.vocab_rows >= 2 * ids.shape[1]
+
+
+@pytest.mark.parametrize("family", ["gemma2", "cohere", "granite", "phi"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+def test_chunked_head_differentiates_the_logit_postprocessing(family, dtype):
+    """Soft-capping (Gemma 2), logit scale (Cohere), logit scaling (Granite) and a head bias (Phi):
+    the chunked head's loss and input gradient equal those of models.output_logits + autograd,
+    in float32 to 1e-5, in half precision as close to float64 as the unchunked formula is."""
+    import transformers as T
+
+    from test_families import FAMILIES, IDS
+
+    from icl_gd.models import logit_postprocessing, output_logits
+
+    configs = {**FAMILIES, "phi": lambda: T.PhiConfig(num_hidden_layers=2, hidden_size=64, num_attention_heads=4,
+                                                      intermediate_size=96, max_position_embeddings=64, **IDS)}
+    torch.manual_seed(0)
+    model = T.AutoModelForCausalLM.from_config(configs[family]()).eval()
+    with torch.no_grad():
+        for param in model.parameters():
+            param.add_(torch.randn_like(param) * 0.3)
+    assert bool(logit_postprocessing(model.config)) == (family != "phi")
+    assert (training.linear_head(model)[1] is not None) == (family == "phi")
+    hidden = torch.randn(50, 64, generator=torch.Generator().manual_seed(1)) * 2
+    targets = torch.randint(0, IDS["vocab_size"], (50,), generator=torch.Generator().manual_seed(2))
+
+    def unchunked(m, h):
+        h = h.detach().requires_grad_()
+        loss = F.cross_entropy(output_logits(m, h).double(), targets, reduction="sum")
+        return loss, torch.autograd.grad(loss * 1e3, h)[0].double() / 1e3
+
+    exact, exact_grad = unchunked(model.double(), hidden.double())
+    model.to(dtype)
+    h = hidden.to(dtype).requires_grad_()
+    got = training.head_cross_entropy(model, h, targets, chunk_rows=7)
+    got_grad = torch.autograd.grad(got * 1e3, h)[0].double() / 1e3  # as a float16 loss is scaled
+    if dtype == torch.float32:
+        assert float(got) == pytest.approx(float(exact), rel=1e-6)
+        assert _relative(got_grad, exact_grad) < 1e-5
+    else:
+        old, old_grad = unchunked(model, h.float().to(dtype))
+        assert abs(float(got) - float(exact)) <= 1.5 * abs(float(old) - float(exact)) + 1e-6 * float(exact)
+        assert _relative(got_grad, exact_grad) <= 2 * _relative(old_grad, exact_grad) + 1e-6
+
+
+def test_a_head_that_is_not_a_plain_linear_layer_takes_the_generic_path(load_tiny, sentences):
+    model = load_tiny("llama")
+    kv = _frozen_but_kv(model)
+    ids = ids_of(sentences[0])
+    handle = model.lm_head.register_forward_hook(lambda module, args, output: output * 2)
+    try:
+        assert training.linear_head(model) is None
+        got = training.sequence_loss(model, ids, "lcgd", chunk_rows=3)
+        want = unchunked_lcgd_loss(model, ids)  # through the hooked module
+        assert float(got) == pytest.approx(float(want), rel=1e-6)
+        assert_same_gradients(torch.autograd.grad(got, kv), torch.autograd.grad(want, kv), 1e-5)
+    finally:
+        handle.remove()
+    assert float(training.sequence_loss(model, ids, "lcgd")) != pytest.approx(float(want), rel=1e-3)
+
+
+@pytest.mark.parametrize("arch", ["gpt2", "llama"])
+def test_lcgd_graph_reaches_only_the_key_value_weights(load_tiny, sentences, arch):
+    """The head (GPT-2's tied to the input embedding) and the final norm are frozen: the loss's
+    graph accumulates into no weight but the K/V ones, and finetune leaves no .grad behind."""
+    model = load_tiny(arch)
+    kv = _frozen_but_kv(model)
+    loss = training.sequence_loss(model, ids_of(sentences[0]), "lcgd")
+    reached, seen, stack = set(), set(), [loss.grad_fn]
+    while stack:
+        node = stack.pop()
+        if node is None or node in seen:
+            continue
+        seen.add(node)
+        if hasattr(node, "variable"):
+            reached.add(id(node.variable))
+        stack.extend(next_fn for next_fn, _ in node.next_functions)
+    assert reached == {id(p) for p in kv}
+    if arch == "gpt2":
+        assert model.lm_head.weight is model.transformer.wte.weight
+    training.finetune(model, sentences, lr=LR, kind="lcgd")
+    assert all(param.grad is None for param in model.parameters())
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_half_precision_lcgd_steps_follow_float32(load_tiny, sentences, dtype):
+    """finetune's half-precision path (float32 masters, float16's loss scale) with the chunked head."""
+    reference, half = load_tiny("llama"), load_tiny("llama").to(dtype)
+    start32, start = _kv_vector(reference), _kv_vector(half)
+    training.finetune(reference, sentences, lr=LR, kind="lcgd")
+    log = training.finetune(half, sentences, lr=LR, kind="lcgd")
+    assert not log["skipped"].any()
+    change32, change = _kv_vector(reference) - start32, _kv_vector(half) - start
+    assert float(F.cosine_similarity(change, change32, dim=0)) > 0.99

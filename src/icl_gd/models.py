@@ -227,20 +227,39 @@ def context_length(model) -> int:
     raise UnsupportedModelError(f"{type(config).__name__} names no context length (max_position_embeddings)")
 
 
-def output_logits(model, hidden: torch.Tensor) -> torch.Tensor:
-    """The model's logits from its last hidden states: the output embedding, then what the causal
-    LM's own forward does after it (Gemma 2/3's final tanh soft-capping, Cohere's logit scale,
-    Granite's logit scaling). ``capture.attach`` checks the result against the model's forward."""
-    logits = model.get_output_embeddings()(hidden)
-    config = model.config
+def logit_postprocessing(config) -> list[tuple[str, float]]:
+    """What a causal LM's own forward does to the output embedding's product, in order: ``("softcap",
+    c)``, tanh(z / c) * c (Gemma 2/3's final soft-capping); ``("mul", s)``, z * s (Cohere's logit
+    scale); ``("div", s)``, z / s (Granite's logit scaling). ``output_logits`` applies them, and the
+    chunked head of layer-causal GD (``training.head_cross_entropy``) differentiates them by hand."""
+    steps = []
     cap = getattr(config, "final_logit_softcapping", None)
     if cap:
-        logits = torch.tanh(logits / cap) * cap
+        steps.append(("softcap", float(cap)))
     if config.model_type in ("cohere", "cohere2") and getattr(config, "logit_scale", None) is not None:
-        logits = logits * config.logit_scale
+        steps.append(("mul", float(config.logit_scale)))
     if getattr(config, "logits_scaling", None):
-        logits = logits / config.logits_scaling
+        steps.append(("div", float(config.logits_scaling)))
+    return steps
+
+
+def apply_logit_postprocessing(logits: torch.Tensor, steps: list[tuple[str, float]]) -> torch.Tensor:
+    for op, value in steps:
+        if op == "softcap":
+            logits = torch.tanh(logits / value) * value
+        elif op == "mul":
+            logits = logits * value
+        else:
+            logits = logits / value
     return logits
+
+
+def output_logits(model, hidden: torch.Tensor) -> torch.Tensor:
+    """The model's logits from its last hidden states: the output embedding, then what the causal
+    LM's own forward does after it (``logit_postprocessing``: Gemma 2/3's final tanh soft-capping,
+    Cohere's logit scale, Granite's logit scaling). ``capture.attach`` checks the result against
+    the model's forward."""
+    return apply_logit_postprocessing(model.get_output_embeddings()(hidden), logit_postprocessing(model.config))
 
 
 def decoder_layers(model) -> nn.ModuleList:
