@@ -239,3 +239,35 @@ def test_the_default_preload_leaves_one_thread_and_cuda_untouched():
     """)
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert done.stdout == "ok\n", done.stderr[-3000:]
+
+
+def test_the_worker_serves_its_own_user_alone(tmp_path, monkeypatch, capsys):
+    """A connection from another user (the kernel's SO_PEERCRED) is refused and logged before the
+    worker reads its request; its own user's is served."""
+    path = str(tmp_path / "socket")
+    server = warm._Server(path, os.getpid())
+    try:
+        def connect_and_accept(hang_up=False):
+            client = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            client.connect(path)
+            if hang_up:
+                client.close()
+            server.accept()
+            return client
+
+        monkeypatch.setattr(warm.os, "getuid", lambda: os.geteuid() + 4242)  # as if the worker were another user's
+        client = connect_and_accept()
+        assert client.recv(1) == b""  # closed unread: no job started
+        assert not server.jobs
+        out = capsys.readouterr().out
+        assert f"refused a connection from process {os.getpid()} of user {os.geteuid()}" in out
+        monkeypatch.undo()
+        a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        assert warm.peer_is_us(a) == (True, os.getpid(), os.getuid())
+        a.close()
+        b.close()
+        connect_and_accept(hang_up=True)  # our own user's connection gets to the request (here: none)
+        assert "bad request" in capsys.readouterr().out
+    finally:
+        server.listener.close()
+        signal.set_wakeup_fd(-1)

@@ -6,11 +6,14 @@ quantifier the paper uses: on every task (but named ones), on all tasks but one,
 half), or on the mean over tasks.
 
 Per task the difference a - b is that of the run's scores, seeds combined as the summary combines
-them (the mean over seeds). Its interval is a paired percentile bootstrap over the evaluation
-examples: every setting and variant of a task and seed evaluates the same example ids, so a and b
-are resampled together, by example id, within each seed, and a replicate of the seed mean is the
-mean of the seeds' replicates (as ``scoring.seed_mean_intervals`` does for one cell). Tasks are
-resampled independently, so a replicate of the mean over tasks is the mean of the tasks'.
+them (the mean over seeds). Its interval is a paired two-level percentile bootstrap: every setting
+and variant of a task and seed evaluates the same example ids, so a and b are resampled together,
+by example id, within each seed; the seeds are drawn with replacement on top, their deviations
+shrunk to the spread their examples do not explain (:func:`metrics.two_level_replicates`, as
+``scoring.seed_mean_intervals`` does for one cell). Tasks are resampled independently, so a
+replicate of the mean over tasks is the mean of the tasks'. Where an end of an interval that the
+verdict reads lies within the bootstrap's own Monte Carlo error of zero, the claim draws more
+replicates (the same streams, extended) until it does not, or says that it stayed unsettled.
 
 The verdict, at the report's level 1 - alpha (``statistics.ci_level``), is read on the intervals:
 
@@ -25,8 +28,9 @@ The verdict, at the report's level 1 - alpha (``statistics.ci_level``), is read 
   one another: each is its own question.
 
 For an inconclusive claim, :func:`needed_factor` says by how much the evaluation examples per task
-and seed (or, equally, the seeds) would have to grow for the observed differences to give a
-verdict at the same level, from the run's own variance (an interval's width shrinks as 1/sqrt(n)).
+and seed, or the seeds, would have to grow for the observed differences to give a verdict at the
+same level, from the run's own variance: more seeds narrow the whole interval (as 1/sqrt(seeds)),
+more examples only the part of it that the examples contribute.
 """
 
 from __future__ import annotations

@@ -118,6 +118,15 @@ def delegate() -> None:
     sys.exit(_STATUS.unpack(status)[0])
 
 
+def peer_is_us(conn: socket.socket) -> tuple[bool, int, int]:
+    """Whether the process at the other end of a Unix socket runs as this process's user (the
+    kernel's SO_PEERCRED, which the peer cannot forge), and its pid and uid. The worker runs any
+    script a connection hands it, so it serves its own user alone, as ``delegate`` checks that the
+    socket it talks to is the worker's."""
+    peer_pid, peer_uid, _ = struct.unpack("3i", conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12))
+    return peer_uid == os.getuid(), peer_pid, peer_uid
+
+
 def _recv_exactly(sock: socket.socket, n: int) -> bytes | None:
     data = b""
     while len(data) < n:
@@ -241,6 +250,12 @@ class _Server:
 
     def accept(self) -> None:
         conn, _ = self.listener.accept()
+        allowed, peer_pid, peer_uid = peer_is_us(conn)
+        if not allowed:  # the 0700 folder keeps others out; this holds should it ever not
+            print(f"icl_gd.warm: refused a connection from process {peer_pid} of user {peer_uid} "
+                  f"(this worker runs jobs for user {os.getuid()} only)", flush=True)
+            conn.close()
+            return
         conn.settimeout(5)  # a request comes at once; a client that stalls must not stall the server
         fds = []
         try:
