@@ -338,7 +338,7 @@ def test_recording_on_top_of_a_key_value_cache(load_tiny, tokenizer, arch):
     with torch.no_grad():
         past = model.base_model(full[:, :n_ctx], use_cache=True).past_key_values
         with rec.record(positions - n_ctx):
-            hidden = model.base_model(full[:, n_ctx:], past_key_values=past, use_cache=True).last_hidden_state
+            hidden = model.base_model(full[:, n_ctx:], cache=past, use_cache=True).last_hidden_state  # 5.24's name
             out, scores = rec.stacked()
     assert scores.shape == scores_full.shape  # keys are absolute: the cached context, then the query
     torch.testing.assert_close(scores, scores_full, atol=1e-5, rtol=1e-5)

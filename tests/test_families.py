@@ -12,16 +12,15 @@ uniform) are loaded into an attached copy and an eager copy. Checked to 1e-5 (fl
   per-row constant; a key outside a window has probability 0 and is left out);
 - the K/V weights after GD, layer-causal GD and linearized GD, trained through the recorder's
   attention, against the same training through eager attention.
-Every test fails on a FutureWarning or DeprecationWarning that is not torch's own: a deprecated
-argument of a transformers call is one the next release may remove, breaking the workflow's call
-(``no_deprecated_transformers_call``).
+Every test fails on a FutureWarning or DeprecationWarning (pyproject.toml's filterwarnings): a
+deprecated argument of a transformers call is one the next release may remove, breaking the
+workflow's call.
 """
 
 from __future__ import annotations
 
 import copy
 import os
-import warnings
 
 os.environ["HF_HUB_OFFLINE"] = "1"
 
@@ -34,40 +33,18 @@ from icl_gd import capture, extract, training  # noqa: E402
 from icl_gd.models import UnsupportedModelError  # noqa: E402
 from icl_gd.prompts import Query  # noqa: E402
 
-def transformers_deprecations(caught) -> list[str]:
-    """The FutureWarnings and DeprecationWarnings among ``caught`` but torch's own (say, of torch.jit
-    inside forward-mode AD: torch's internals, not a call of ours). transformers' deprecation
-    decorator points its warning at the caller, so a deprecated argument of ours shows up under our
-    own file."""
-    return [f"{w.filename}:{w.lineno}: {w.message}" for w in caught
-            if issubclass(w.category, (FutureWarning, DeprecationWarning))
-            and "torch" not in w.filename.replace("\\", "/").split("/")]
-
-
-@pytest.fixture(autouse=True)
-def no_deprecated_transformers_call():
-    """The workflow's calls into transformers use its current arguments (the key/value cache as
-    ``cache`` where the release takes it): a deprecation warning is a test failure."""
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        yield
-    assert not transformers_deprecations(caught), transformers_deprecations(caught)
-
-
 def test_a_deprecated_argument_is_caught():
-    """The guard sees what transformers' own deprecation decorator raises (5.24 renamed
-    past_key_values to cache)."""
+    """pyproject.toml's filterwarnings make a deprecation an error in every test: here, what
+    transformers' own deprecation decorator raises (5.24 renamed past_key_values to cache)."""
     from transformers.utils.deprecation import deprecate_kwarg
 
     @deprecate_kwarg("past_key_values", "99.0.0", new_name="cache")
     def forward(cache=None):
         return cache
 
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        assert forward(past_key_values=3) == 3
-        assert forward(cache=4) == 4
-    assert len(transformers_deprecations(caught)) == 1 and "past_key_values" in transformers_deprecations(caught)[0]
+    with pytest.raises(FutureWarning, match="past_key_values"):
+        forward(past_key_values=3)
+    assert forward(cache=4) == 4
 
 
 @pytest.mark.parametrize("family", ["gpt2", "llama", "xglm"])

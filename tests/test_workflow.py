@@ -137,6 +137,7 @@ def test_metrics_agree_with_the_caches(finished_run):
     csv = pd.read_csv(finished_run / "results/metrics/summary.csv")
     assert list(summary.columns) == [
         "model", "variant", "task", "method", "metric", "layer", "mean", "std", "n", "ci_low", "ci_high",
+        "between", "within",
     ]
     assert len(csv) == len(summary)
     # 2 variants' methods x 2 tasks x 2 seeds
