@@ -137,8 +137,8 @@ def expected_counts(config: dict) -> dict[str, int]:
         "task_statistics": len(config["tasks"]),
         "table": 11,
         # the paper's config: per_layer, accuracy, alpha, grad_norms, prediction_changes,
-        # reproduction and claims (it sweeps no learning rate and runs one model)
-        "figure": 7,
+        # output_distributions, reproduction and claims (it sweeps no learning rate and runs one model)
+        "figure": 8,
     }
 
 
@@ -159,11 +159,11 @@ def test_paper_dry_run_job_counts(dry_run):
         # paper 003 Tables 1-3, paper 001 Tables 1-3, paper 002, comparisons, intervals,
         # reproduction, claims
         "table": 11,
-        # per_layer, accuracy, alpha, grad_norms, prediction_changes, reproduction, claims (no lr sweep,
-        # one model)
-        "figure": 7,
+        # per_layer, accuracy, alpha, grad_norms, prediction_changes, output_distributions,
+        # reproduction, claims (no lr sweep, one model)
+        "figure": 8,
     }
-    assert sum(counts.values()) == 381
+    assert sum(counts.values()) == 382
     # the printed job blocks agree with the table
     assert Counter(rule for rule, _ in planned_jobs(dry_run)) == Counter(counts)
 
@@ -248,7 +248,7 @@ def test_paper_dry_run_figures(dry_run):
     """One job per figure; the gradient norms of Subj's first seed (paper 001 Fig. 4), every method."""
     jobs = {fields["wildcards"]: fields for rule, fields in planned_jobs(dry_run) if rule == "figure"}
     assert set(jobs) == {f"figure={f}" for f in ("per_layer", "accuracy", "alpha", "grad_norms", "prediction_changes",
-                                                 "reproduction", "claims")}
+                                                 "output_distributions", "reproduction", "claims")}
     logs = jobs["figure=grad_norms"]["input"].split(", ")
     base = "results/training/fairseq-1.3b/trained/subj/seed4"
     assert [x for x in logs if x.startswith("results/")] == [

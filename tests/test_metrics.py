@@ -532,3 +532,28 @@ def test_two_level_replicates_carry_the_larger_of_the_seeds_and_the_examples_var
     # one seed: the examples' replicates themselves
     one, between, _ = M.two_level_replicates([1.0], rng.normal(size=(1, 50)), M.seed_draws(1, 50, rng))
     assert between == 0.0 and one.shape == (50,)
+
+
+# --------------------------------------------------------------------------------------------
+# output distributions
+
+
+def test_kl_and_total_variation_closed_form():
+    # two label words; the cache's log-probs are over the whole vocabulary (here 30% and 60% of its
+    # mass on the label words), which the renormalisation drops
+    p, q = np.array([0.5, 0.5]), np.array([0.25, 0.75])
+    lp, lq = np.log(0.3 * p)[None], np.log(0.6 * q)[None]
+    np.testing.assert_allclose(np.exp(M.label_log_distribution(lp)), p[None], rtol=1e-12)
+    assert M.kl_divergence(lp, lq)[0] == pytest.approx(0.5 * math.log(4 / 3), rel=1e-12)
+    assert M.kl_divergence(lq, lp)[0] == pytest.approx(0.25 * math.log(0.5) + 0.75 * math.log(1.5), rel=1e-12)
+    assert M.total_variation(lp, lq)[0] == pytest.approx(0.25, rel=1e-12)
+    assert M.kl_divergence(lp, lp)[0] == 0.0 and M.total_variation(lp, lp)[0] == 0.0
+    # three words, one nearly impossible under Q: KL grows as its log-probability falls
+    p3, q3 = np.log([[0.2, 0.3, 0.5]]), np.log([[0.5, 0.5 - 1e-9, 1e-9]])
+    expected = 0.2 * math.log(0.2 / 0.5) + 0.3 * math.log(0.3 / (0.5 - 1e-9)) + 0.5 * math.log(0.5 / 1e-9)
+    assert M.kl_divergence(p3, q3)[0] == pytest.approx(expected, rel=1e-9)
+    assert M.total_variation(p3, q3)[0] == pytest.approx(0.5 * (0.3 + 0.2 + 0.5 - 1e-9), rel=1e-9)
+    with pytest.raises(ValueError, match="at least 2 labels"):
+        M.kl_divergence(np.zeros((3, 1)), np.zeros((3, 1)))
+    with pytest.raises(ValueError, match="same shape"):
+        M.total_variation(np.zeros((3, 2)), np.zeros((2, 2)))

@@ -88,8 +88,8 @@ def test_tables_and_figures_are_planned_where_the_config_has_their_data():
                                   "clipping", "paper002", "comparisons", "reproduction", "claims"]
     assert plan.tables(DEFAULT) == ["accuracy", "methods", "intervals", "data", "variants", "layer_causal",
                                     "comparisons", "reproduction", "claims"]
-    assert plan.figures(PAPER) == ["per_layer", "accuracy", "alpha", "grad_norms", "prediction_changes", "reproduction",
-                                   "claims"]
+    assert plan.figures(PAPER) == ["per_layer", "accuracy", "alpha", "grad_norms", "prediction_changes",
+                                   "output_distributions", "reproduction", "claims"]
     one = config(variants={"trained": ["lcgd"]}, report={"reproduction": False})
     assert plan.tables(one) == ["accuracy", "methods", "intervals", "data"]
     assert "alpha" not in plan.figures(one)

@@ -84,7 +84,7 @@ def test_tidy_columns_and_types(table):
     similarities = ["simaou", "simaou_norm", "simam_before", "simam_after", "simam_delta"]
     per_layer = similarities + ["simaou_random", "simaou_random_gaussian"] + [f"{m}_f2t" for m in similarities]
     scalars = ["acc_zsl", "acc_icl", "acc_ft", "rec2ftp", "jaccard_all", "jaccard_correct", "jaccard_incorrect",
-               "n_f2t"] + [f"changes_{p}_{c}" for c in ("correct", "incorrect") for p in ("icl_only", "ft_only", "both")]
+               "kl_icl_ft", "kl_icl_zsl", "tv_icl_ft", "n_f2t"] + [f"changes_{p}_{c}" for c in ("correct", "incorrect") for p in ("icl_only", "ft_only", "both")]
     assert len(table) == len(scalars) + 3 * len(per_layer)  # layers 0, 1 and the mean
     for metric in per_layer:
         layers = table[table.metric == metric].layer
@@ -104,6 +104,19 @@ def test_prediction_metrics(table):
     # correct changes: ICL {0}, FT {0, 1}; incorrect: ICL {}, FT {3}
     assert value(table, "jaccard_correct") == pytest.approx(1 / 2)
     assert value(table, "jaccard_incorrect") == pytest.approx(0.0)
+
+
+def test_output_distributions(table):
+    # every cache's label log-probs are -0.1 at its prediction and -2.0 at the other word, so where
+    # two settings predict alike their distributions agree, and elsewhere they are each other's swap:
+    # KL = (p - q)(log p - log q) = (p - q) * 1.9, TV = p - q, p = softmax(-0.1, -2.0)[0]
+    p = 1 / (1 + math.exp(-1.9))
+    kl, tv = (2 * p - 1) * 1.9, 2 * p - 1
+    assert value(table, "kl_icl_ft") == pytest.approx(2 / 4 * kl)  # ICL and GD differ on examples 1 and 3
+    assert value(table, "kl_icl_zsl") == pytest.approx(1 / 4 * kl)  # ICL and ZSL on example 0
+    assert value(table, "tv_icl_ft") == pytest.approx(2 / 4 * tv)
+    rows = table[table.metric == "kl_icl_ft"]
+    assert float(rows.ci_low.iloc[0]) <= 2 / 4 * kl <= float(rows.ci_high.iloc[0])
 
 
 def test_simaou(table):
@@ -185,7 +198,7 @@ def test_aggregate_of_scored_runs(tmp_path):
     summary = scoring.write_aggregates(paths, tmp_path / "runs.parquet", tmp_path / "summary.parquet", tmp_path / "summary.csv")
     acc = summary[summary.metric == "acc_icl"].iloc[0]
     assert acc["mean"] == 0.75 and acc["std"] == 0.0 and acc["n"] == 2
-    assert len(summary) == 14 + 3 * 12
+    assert len(summary) == 17 + 3 * 12  # 17 run-level scores (3 divergences), 12 per-layer ones
     runs = pd.read_parquet(tmp_path / "runs.parquet")
     assert len(runs) == 2 * len(summary) and str(runs.layer.dtype) == "Int64"
     csv = pd.read_csv(tmp_path / "summary.csv")
@@ -255,6 +268,9 @@ def test_examples_round_trip_and_single_seed_interval_equals_the_runs(tmp_path):
     assert back.meta == ex.meta and back.meta["method"] == "gd" and back.meta["baseline"] is None
     np.testing.assert_array_equal(back.pred_ft, ex.pred_ft)
     assert set(back.similarities) == set(ex.similarities)
+    assert set(back.divergences) == set(scoring.DIVERGENCES)
+    for name, values in ex.divergences.items():
+        np.testing.assert_array_equal(back.divergences[name], values)
     np.testing.assert_array_equal(back.similarities["simam_delta"], ex.similarities["simam_delta"])
     run = scoring.score_examples(ex)
     intervals = scoring.seed_mean_intervals([back])

@@ -696,3 +696,24 @@ def test_method_colours_follow_the_kind_not_the_name():
     named = figures._method_colors(["vanilla", "causal", "causal_clip"], {"vanilla": "gd", "causal": "lcgd", "causal_clip": "lcgd"})
     assert named["vanilla"] == "tab:orange" and named["causal"] == "tab:blue"
     assert named["causal_clip"] not in ("tab:orange", "tab:blue")
+
+
+def test_output_distributions_figure(tmp_path):
+    rows = [_summary_row("trained", "sst2", "gd", "kl_icl_zsl", 0.40), _summary_row("trained", "sst2", "gd", "kl_icl_ft", 0.25),
+            _summary_row("trained", "sst2", "lcgd", "kl_icl_ft", 0.35), _summary_row("trained", "cb", "gd", "kl_icl_zsl", 0.10),
+            _summary_row("trained", "cb", "lcgd", "kl_icl_ft", 0.05),
+            _summary_row("trained", "cb", "lcgd", "kl_icl_zsl", 9.0)]  # ZSL's bar reads the first method's runs
+    fig = figures.output_distributions_figure(_frame(rows), MODEL, methods=("gd", "lcgd"))
+    (ax,) = fig.axes
+    bars = {b.get_label(): [p.get_height() for p in b.patches] for b in _bars(ax)}
+    assert list(bars) == ["ZSL", "GD", "LCGD"]
+    assert bars["ZSL"] == [0.40, 0.10] and bars["LCGD"] == [0.35, 0.05]
+    assert bars["GD"][0] == 0.25 and np.isnan(bars["GD"][1])  # CB has no GD cell: marked, not 0
+    assert _texts(ax).count("n/a") == 1
+    assert [x.get_text() for x in ax.get_xticklabels()] == ["SST2", "CB"]
+    assert "KL" in ax.get_ylabel() and "nats" in ax.get_ylabel()
+    assert "± std over seeds" in fig.get_suptitle()
+    empty = figures.output_distributions_figure(_frame([_summary_row("trained", "sst2", "gd", "acc_ft", 0.5)]), MODEL)
+    assert "no data" in _texts(empty.axes[0])
+    png, _ = figures.write_figure(fig, tmp_path / "output_distributions")
+    assert png.stat().st_size > 5000

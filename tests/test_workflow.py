@@ -204,7 +204,8 @@ def test_report_tables_and_figures(finished_run):
     for stem in ("accuracy", "methods", "variants"):
         assert (finished_run / f"results/reports/tables/{stem}.csv").stat().st_size > 0
     # one model, no learning-rate sweep: neither the models nor the lr_sweep figure is planned
-    planned = ("per_layer", "accuracy", "alpha", "grad_norms", "prediction_changes", "reproduction", "claims")
+    planned = ("per_layer", "accuracy", "alpha", "grad_norms", "prediction_changes", "output_distributions",
+               "reproduction", "claims")
     assert sorted(p.name for p in (finished_run / "results/reports/figures").iterdir()) == sorted(
         f"{stem}.{ext}" for stem in planned for ext in ("png", "pdf"))
     for stem in planned:

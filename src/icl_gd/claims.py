@@ -46,7 +46,7 @@ import pandas as pd
 
 from . import labels, metrics
 from .cache import atomic_write_frame
-from .scoring import RATIOS, RunExamples, _layer_mean, _write_csv, positions_of, read_examples, runs_provenance
+from .scoring import RunExamples, _layer_mean, _write_csv, positions_of, read_examples, runs_provenance
 
 log = logging.getLogger(__name__)
 
@@ -129,6 +129,11 @@ CLAIMS: tuple[Claim, ...] = (
           "With false labels in both FT and ICL, their similarity holds (SimAOU_norm no lower than with gold labels)",
           ("trained", "gd_switched", "simaou_norm"), (("trained", "gd", "simaou_norm"),), +1, "mean",
           note="the draft's hypothesis; paper 002 reports no number"),
+    Claim("shen-output-distribution", "Shen et al.", "beyond the papers",
+          "Finetuning moves the output distribution toward ICL's (KL(ICL || FT) below KL(ICL || ZSL))",
+          ("trained", "gd", "kl_icl_ft"), (("trained", "gd", "kl_icl_zsl"),), -1, "most",
+          note="Shen, Mishra and Khashabi (2023) find that ICL and GD change the output distribution differently; "
+               "the label words' distributions, renormalised over them"),
 )
 QUANTIFIERS = {
     "every": "on every task",
@@ -278,7 +283,7 @@ class _Replicates:
                                 "the %d they share", "/".join(run), len(ids))
             rows = {run: positions_of(runs[run].example_id, ids) for run in present}
             terms = {c: _cell_terms(runs[c[:2]], c[2], rows[c[:2]]) for c in self.cells
-                     if c[:2] in present and (c[2] in RATIOS or c[2] in runs[c[:2]].similarities)}
+                     if c[:2] in present and (c[2] in runs[c[:2]].ratio_names or c[2] in runs[c[:2]].similarities)}
             ones = np.ones((1, len(ids)))
             points = {c: float(_statistic(t, ones)[0]) for c, t in terms.items()}
             self._runs[key] = (ids, terms, points)

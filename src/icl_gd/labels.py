@@ -39,6 +39,9 @@ METRIC_LABELS = {
     "jaccard_all": "Jaccard Index (%)",
     "jaccard_correct": "Jaccard - Correct (%)",
     "jaccard_incorrect": "Jaccard - Incorrect (%)",
+    "kl_icl_ft": "KL(ICL || FT)",
+    "kl_icl_zsl": "KL(ICL || ZSL)",
+    "tv_icl_ft": "TV(ICL, FT)",
 }
 # Mathtext: figure panels and legends. An accuracy is named by its setting alone, as a bar beside
 # the others on an axis that says "Accuracy (%)".
@@ -57,6 +60,9 @@ FIGURE_METRIC_LABELS = {
     "jaccard_all": "Jaccard index",
     "jaccard_correct": "Jaccard index (correct changes)",
     "jaccard_incorrect": "Jaccard index (incorrect changes)",
+    "kl_icl_ft": r"KL(ICL$\,\|\,$FT)",
+    "kl_icl_zsl": r"KL(ICL$\,\|\,$ZSL)",
+    "tv_icl_ft": "TV(ICL, FT)",
 }
 # A figure axis that shows one metric, where the short legend name above would be ambiguous.
 AXIS_LABELS = {"acc_ft": "FT accuracy (%)", "acc_icl": "ICL accuracy (%)", "acc_zsl": "ZSL accuracy (%)"}
@@ -73,7 +79,7 @@ VARIANT_LABELS = {
 # "{ci}": the bootstrap intervals' level, e.g. "95%" (config key statistics.ci_level).
 TABLE_CAPTIONS = {
     "accuracy": "ZSL / FT / ICL accuracy, Jaccard index of prediction changes and Rec2FTP (%), after paper 003 Table 1.",
-    "methods": "Similarity of ICL and finetuning per method, layer mean, mean ± std over seeds, after paper 001 Table 2, with the random SimAOU baselines.",
+    "methods": "Similarity of ICL and finetuning per method, layer mean, mean ± std over seeds, after paper 001 Table 2, with the random SimAOU baselines; then how far each method's label distribution (renormalised over the label words) lies from ICL's, KL(ICL || FT) in nats and the total variation TV(ICL, FT), beside how far ZSL's does, KL(ICL || ZSL) (lowest in bold).",
     "variants": "SimAOU and SimAM_delta of GD for trained and untrained models, after paper 001 Table 1.",
     "layer_causal": "SimAOU (normalised, as the reference reports it) and SimAM of standard and layer-causal finetuning, after paper 003 Table 2.",
     "clipping": "Layer-causal finetuning with gradient clipping against standard finetuning, after paper 003 Table 3.",

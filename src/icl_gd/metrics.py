@@ -220,6 +220,38 @@ def accuracy(pred, gold) -> float:
 
 
 # --------------------------------------------------------------------------------------------
+# output distributions (Shen, Mishra and Khashabi 2023; docs/protocol.md, "Output distributions")
+
+
+def label_log_distribution(label_logprobs) -> np.ndarray:
+    """(n, C) log-probabilities of the C label words renormalised over them (float64):
+    log p(y | x) = l_y - logsumexp_c l_c, from the log-softmax over the vocabulary ``label_logprobs``
+    that a cache holds (the rest of the vocabulary's mass drops out)."""
+    logp = _f64(label_logprobs)
+    if logp.ndim != 2 or logp.shape[1] < 2:
+        raise ValueError(f"label_logprobs must be (n, labels) with at least 2 labels, got shape {logp.shape}")
+    top = logp.max(axis=1, keepdims=True)
+    return logp - (top + np.log(np.exp(logp - top).sum(axis=1, keepdims=True)))
+
+
+def kl_divergence(logprobs_p, logprobs_q) -> np.ndarray:
+    """Per example, KL(P || Q) = sum_y p(y) (log p(y) - log q(y)) in nats, P and Q the label
+    distributions (renormalised over the label words, :func:`label_log_distribution`) of two
+    settings' ``label_logprobs``. Non-negative, 0 where the two agree, not symmetric."""
+    lp, lq = label_log_distribution(logprobs_p), label_log_distribution(logprobs_q)
+    _check_same_shape(2, lp, lq, names=("logprobs_p", "logprobs_q"))
+    return np.maximum((np.exp(lp) * (lp - lq)).sum(axis=1), 0.0)  # rounding can dip below 0
+
+
+def total_variation(logprobs_p, logprobs_q) -> np.ndarray:
+    """Per example, TV(P, Q) = 1/2 sum_y |p(y) - q(y)| over the renormalised label distributions,
+    in [0, 1]."""
+    lp, lq = label_log_distribution(logprobs_p), label_log_distribution(logprobs_q)
+    _check_same_shape(2, lp, lq, names=("logprobs_p", "logprobs_q"))
+    return 0.5 * np.abs(np.exp(lp) - np.exp(lq)).sum(axis=1)
+
+
+# --------------------------------------------------------------------------------------------
 # prediction-level metrics
 
 

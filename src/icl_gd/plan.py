@@ -205,6 +205,7 @@ def figures(config: dict) -> list[str]:
     planned = ["per_layer", "accuracy"]  # paper 001 Fig. 3; accuracy per task
     planned += ["alpha"] if report_baseline(config) else []  # paper 001 Fig. 2
     planned += ["grad_norms", "prediction_changes"]  # paper 001 Fig. 4 / 003 Fig. 3; paper 003 Fig. 1
+    planned += ["output_distributions"]  # Shen et al. 2023: KL(ICL || FT) beside KL(ICL || ZSL)
     planned += ["lr_sweep"] if lr_sweeps(config) else []
     planned += ["k_sweep"] if k_sweeps(config) else []
     planned += ["models", "sizes"] if len(config["models"]) > 1 else []
@@ -228,9 +229,9 @@ def figure_params(config: dict, figure: str) -> dict:
     """What ``report.write_figures`` needs for one figure, and nothing more: a config edit then
     reruns only the figures it changes (params trigger)."""
     params = dict(model=report_model(config), variant=report_variant(config), methods=report_methods(config))
-    if figure in ("per_layer", "accuracy", "alpha", "lr_sweep", "k_sweep", "models", "sizes"):
+    if figure in ("per_layer", "accuracy", "alpha", "lr_sweep", "k_sweep", "models", "sizes", "output_distributions"):
         params["ci_level"] = config["statistics"]["ci_level"]
-    if figure in ("per_layer", "alpha", "models"):  # colours follow a method's kind, not its name
+    if figure in ("per_layer", "alpha", "models", "output_distributions"):  # colours follow a method's kind, not its name
         params["kinds"] = {m: cfg.method_spec(config, m)["kind"] for m in params["methods"]}
     if figure == "alpha":
         params["baseline"] = report_baseline(config)

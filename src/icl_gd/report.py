@@ -49,8 +49,10 @@ def build_table(name: str, inputs: dict, *, model: str, variant: str, methods: l
     common = dict(n_seeds_expected=n_seeds)
     builders = {
         "accuracy": lambda: tables.accuracy_table(summary, model, variant=variant, method=first, **common),
-        "methods": lambda: tables.methods_table(summary, model, variant=variant, methods=methods,
-                                                baselines=tables.RANDOM_BASELINES, **common),
+        "methods": lambda: tables.methods_table(
+            summary, model, variant=variant, methods=methods,
+            metrics=("simaou_norm", "simaou", "simam_after", "simam_delta", *tables.DIVERGENCE_METRICS),
+            baselines=(*tables.RANDOM_BASELINES, *tables.DIVERGENCE_BASELINES), **common),
         "variants": lambda: tables.variants_table(summary, model, method=first, **common),
         "layer_causal": lambda: tables.layer_causal_table(summary, model, variant, first, layer_causal, **common),
         "clipping": lambda: tables.layer_causal_table(summary, model, variant, first, clipped, **common),
@@ -147,6 +149,8 @@ def write_figures(
         "reproduction": lambda: figures.reproduction_figure(
             published.reproduction(published.read_published(PUBLISHED), summary(), model, roles or {}),
             model, ci_level=ci_level),
+        "output_distributions": lambda: figures.output_distributions_figure(
+            summary(), model, variant=variant, methods=methods, ci_level=ci_level, kinds=kinds),
         "claims": lambda: figures.claims_figure(cache.read_frame(claims_path), model, roles or {}, ci_level=ci_level),
     }
     for name, stem in _stems(outputs).items():

@@ -11,7 +11,7 @@ import json
 import logging
 import warnings
 import zlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
@@ -38,9 +38,13 @@ def _check_aligned(zsl: RunCache, *others: RunCache) -> None:
 
 
 SIMILARITIES = ("simaou", "simaou_norm", "simam_before", "simam_after", "simam_delta")
-# Scores that are ratios of per-example sums: accuracy, Rec2FTP (percent) and the Jaccard indices.
+# How far apart two settings' label distributions lie, per example (nats; TV in [0, 1]), from the
+# label words' log-probs the caches hold (docs/protocol.md, "Output distributions").
+DIVERGENCES = ("kl_icl_ft", "kl_icl_zsl", "tv_icl_ft")
+# Scores that are ratios of per-example sums: accuracy, Rec2FTP (percent) and the Jaccard indices;
+# and the divergences' means (a sum over the number of examples).
 RATIOS = (
-    "acc_zsl", "acc_icl", "acc_ft", "rec2ftp", "jaccard_all", "jaccard_correct", "jaccard_incorrect",
+    "acc_zsl", "acc_icl", "acc_ft", "rec2ftp", "jaccard_all", "jaccard_correct", "jaccard_incorrect", *DIVERGENCES,
 )
 # What the paired comparison of two methods looks at, per example (``compare_methods``).
 COMPARED = ("acc_ft", "simaou", "simaou_norm", "simam_after", "simam_delta")
@@ -49,8 +53,9 @@ COMPARED = ("acc_ft", "simaou", "simaou_norm", "simam_after", "simam_delta")
 @dataclass
 class RunExamples:
     """A run's per-example values, from which every run-level score and its bootstrap interval
-    follow: the predictions, and each similarity metric per example and layer (n, L). ``alpha``
-    is there when the run has a baseline method to compare with (``meta["baseline"]``)."""
+    follow: the predictions, each similarity metric per example and layer (n, L), and the output
+    distributions' divergences per example (n,). ``alpha`` is there when the run has a baseline
+    method to compare with (``meta["baseline"]``)."""
 
     meta: dict
     example_id: np.ndarray
@@ -59,11 +64,18 @@ class RunExamples:
     pred_icl: np.ndarray
     pred_ft: np.ndarray
     similarities: dict[str, np.ndarray]
+    divergences: dict[str, np.ndarray] = field(default_factory=dict)
 
     @property
     def f2t(self) -> np.ndarray:
         """ZSL wrong, ICL and FT right (docs/protocol.md, "Metrics")."""
         return metrics.f2t_mask(self.pred_zsl, self.pred_icl, self.pred_ft, self.gold)
+
+    @property
+    def ratio_names(self) -> tuple[str, ...]:
+        """The ratio scores this run has: every one of :data:`RATIOS` but divergences it lacks (its
+        per-example values were made by hand, or before the output distributions were recorded)."""
+        return tuple(name for name in RATIOS if name not in DIVERGENCES or name in self.divergences)
 
     def ratio_terms(self, name: str) -> tuple[np.ndarray, np.ndarray]:
         """Per-example (numerator, denominator) of a ratio score."""
@@ -71,6 +83,11 @@ class RunExamples:
         if name.startswith("acc_"):
             pred = {"acc_zsl": self.pred_zsl, "acc_icl": self.pred_icl, "acc_ft": self.pred_ft}[name]
             return (pred == self.gold).astype(np.float64), np.ones(len(pred))
+        if name in DIVERGENCES:
+            if name not in self.divergences:
+                raise ValueError(f"{name}: these per-example values were written before the output distributions "
+                                 "were recorded; rerun the workflow's score_run jobs")
+            return self.divergences[name], np.ones(len(self.gold))
         if name == "rec2ftp":
             num, den = metrics.rec2ftp_terms(*preds)
             return 100.0 * num, den
@@ -116,6 +133,11 @@ def run_examples(
     if base is not None:
         sims["alpha"] = maps["alpha"]
         meta["baseline"] = base.meta["setting"]
+    divergences = {
+        "kl_icl_ft": metrics.kl_divergence(icl.label_logprobs, ft.label_logprobs),
+        "kl_icl_zsl": metrics.kl_divergence(icl.label_logprobs, zsl.label_logprobs),
+        "tv_icl_ft": metrics.total_variation(icl.label_logprobs, ft.label_logprobs),
+    }
     return RunExamples(
         meta=meta,
         example_id=np.asarray(zsl.example_id, dtype=np.int64),
@@ -124,6 +146,7 @@ def run_examples(
         pred_icl=np.asarray(icl.pred),
         pred_ft=np.asarray(ft.pred),
         similarities=sims,
+        divergences=divergences,
     )
 
 
@@ -136,7 +159,7 @@ def point_scores(ex: RunExamples) -> dict[str, float | np.ndarray]:
     """Every run-level score: floats for the ratios (and ``n_f2t``), per-layer (L,) arrays for
     the similarities (mean over examples, undefined values excluded, with logged warnings)."""
     scores: dict[str, float | np.ndarray] = {}
-    for name in RATIOS:
+    for name in ex.ratio_names:
         num, den = ex.ratio_terms(name)
         if den.sum() == 0:
             log.warning("%s: empty denominator (see metrics.py); the score is NaN", name)
@@ -177,7 +200,7 @@ def prediction_changes(ex: RunExamples) -> dict[str, float]:
 def bootstrap_scores(ex: RunExamples, counts: np.ndarray) -> dict[str, np.ndarray]:
     """The scores of :func:`point_scores` on each resample of the examples (``counts``, from
     :func:`metrics.bootstrap_counts`): (n_boot,) per ratio, (n_boot, L) per similarity."""
-    reps = {name: metrics.bootstrap_ratios(*ex.ratio_terms(name), counts) for name in RATIOS}
+    reps = {name: metrics.bootstrap_ratios(*ex.ratio_terms(name), counts) for name in ex.ratio_names}
     for name, values in {**ex.similarities, **ex.f2t_similarities()}.items():
         reps[name] = metrics.bootstrap_means(values, counts)
     return reps
@@ -237,6 +260,8 @@ def write_examples(ex: RunExamples, path) -> None:
         "pred_icl": pa.array(np.asarray(ex.pred_icl, dtype=np.int16)),
         "pred_ft": pa.array(np.asarray(ex.pred_ft, dtype=np.int16)),
     }
+    for name, values in ex.divergences.items():
+        columns[name] = pa.array(np.asarray(values, dtype=np.float64))
     for name, values in ex.similarities.items():
         flat = pa.array(np.ascontiguousarray(values, dtype=np.float64).reshape(-1))
         columns[name] = pa.FixedSizeListArray.from_arrays(flat, values.shape[1])
@@ -249,12 +274,15 @@ def read_examples(path) -> RunExamples:
     meta = json.loads(table.schema.metadata[METADATA_KEY])
     n = table.num_rows
     fixed = ("example_id", "gold", "pred_zsl", "pred_icl", "pred_ft")
-    sims = {}
+    sims, divergences = {}, {}
     for name in table.column_names:
-        if name not in fixed:
+        if name in DIVERGENCES:
+            divergences[name] = table.column(name).to_numpy()
+        elif name not in fixed:
             column = table.column(name).combine_chunks()
             sims[name] = column.values.to_numpy().reshape(n, column.type.list_size)
-    return RunExamples(meta=meta, **{k: table.column(k).to_numpy() for k in fixed}, similarities=sims)
+    return RunExamples(meta=meta, **{k: table.column(k).to_numpy() for k in fixed}, similarities=sims,
+                       divergences=divergences)
 
 
 def tidy(table: pd.DataFrame) -> pd.DataFrame:

@@ -96,6 +96,13 @@ _FRACTION_METRICS = frozenset(
 # Rows of the accuracy table that are compared with each other when marking the best value.
 _ACCURACY_GROUP = frozenset({"acc_zsl", "acc_ft", "acc_icl"})
 
+# Rows where the lowest value is the one that stands out: distances from ICL's output distribution.
+_LOWER_IS_CLOSER = frozenset({"kl_icl_ft", "kl_icl_zsl", "tv_icl_ft"})
+# The output distributions' rows of the methods table: how far FT's label distribution lies from
+# ICL's, and (a row of its own, from ZSL and ICL alone) how far ZSL's does.
+DIVERGENCE_METRICS: tuple[str, ...] = ("kl_icl_ft", "tv_icl_ft")
+DIVERGENCE_BASELINES: tuple[str, ...] = ("kl_icl_zsl",)
+
 _REQUIRED = ("model", "variant", "task", "method", "metric", "mean")
 
 
@@ -154,13 +161,14 @@ def _lookup(df: pd.DataFrame) -> dict[tuple, tuple[float, float, float]]:
     return out
 
 
-def _best_rows(values: dict[Hashable, float], decimals: int) -> list[Hashable]:
-    """Rows holding the highest value, compared at display precision (ties all marked); none
-    when fewer than two rows have a value or when all of them tie (nothing stands out)."""
+def _best_rows(values: dict[Hashable, float], decimals: int, lowest: bool = False) -> list[Hashable]:
+    """Rows holding the highest value (``lowest``: the lowest), compared at display precision (ties
+    all marked); none when fewer than two rows have a value or when all of them tie (nothing
+    stands out)."""
     present = {k: _round(v, decimals) for k, v in values.items() if not pd.isna(v)}
     if len(present) < 2:
         return []
-    top = max(present.values())
+    top = min(present.values()) if lowest else max(present.values())
     best = [k for k, v in present.items() if v == top]
     return [] if len(best) == len(present) else best
 
@@ -226,8 +234,8 @@ def _build(
         groups.setdefault(spec["group"], []).append(spec["key"])
     for j, col in enumerate(columns):
         dec = average_decimals if col == "Average" and average_decimals is not None else decimals
-        for keys in groups.values():
-            for key in _best_rows({k: means[k][j] for k in keys}, dec):
+        for group, keys in groups.items():
+            for key in _best_rows({k: means[k][j] for k in keys}, dec, lowest=group in _LOWER_IS_CLOSER):
                 best.append((key, col))
 
     keys = [spec["key"] for spec in rows]
@@ -436,7 +444,8 @@ def intervals_table(
     model: str,
     variant: str = "trained",
     methods: Sequence[str] = ("gd",),
-    metrics: Sequence[str] = ("acc_ft", "acc_icl", "rec2ftp", "simaou_norm", "simaou", "simam_after", "simam_delta"),
+    metrics: Sequence[str] = ("acc_ft", "acc_icl", "rec2ftp", "simaou_norm", "simaou", "simam_after", "simam_delta",
+                              "kl_icl_ft", "kl_icl_zsl", "tv_icl_ft"),
     *,
     tasks: Sequence[str] | None = None,
     decimals: int = 2,

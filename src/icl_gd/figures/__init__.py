@@ -17,6 +17,8 @@
   metric, with the identity line (``published.reproduction``).
 * :func:`claims_figure` -- the papers' claims as a forest plot: per claim and task the paired
   difference and its interval, the claimed side shaded, the verdict coloured.
+* :func:`output_distributions_figure` -- per task, KL(ICL || ZSL) beside each method's
+  KL(ICL || FT): how far each setting's label distribution lies from ICL's (Shen et al. 2023).
 * :func:`write_figure` -- saves ``stem.png`` (150 dpi) and ``stem.pdf`` atomically, closes it.
 
 Error bars follow one rule everywhere (:func:`error_bars`): the spread of what was averaged
@@ -33,10 +35,11 @@ ci_low, ci_high) and gradient-norm arrays. The package imports nothing of icl_gd
 display labels, the claims' texts and the atomic writer, and reads no config; it renders with the
 non-interactive Agg backend (``base``). Its modules, by what they show: ``paper`` (the papers'
 figures), ``sweeps`` (learning rate, k, model size, models), ``against_papers`` (reproduction,
-claims).
+claims), ``beyond`` (the tests of papers other than the three).
 """
 
 from .against_papers import claims_figure, reproduction_figure
+from .beyond import output_distributions_figure
 from .base import CHANGE_PARTS, RANDOM_BASELINES, _method_colors, error_bars, plt, write_figure  # noqa: F401 (the tests use plt and _method_colors)
 from .paper import accuracy_figure, alpha_figure, grad_norm_figure, per_layer_figure, prediction_changes_figure
 from .sweeps import k_sweep_figure, lr_sweep_figure, models_figure, sizes_figure
@@ -53,6 +56,7 @@ __all__ = [
     "models_figure",
     "reproduction_figure",
     "claims_figure",
+    "output_distributions_figure",
     "error_bars",
     "write_figure",
     "RANDOM_BASELINES",
