@@ -20,6 +20,7 @@ report: report_description()
 rule all:
     input:
         all_activations(),
+        all_order_activations(),
         "results/metrics/summary.parquet",
         "results/metrics/summary.csv",
         "results/metrics/comparisons.csv",

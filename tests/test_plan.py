@@ -87,7 +87,7 @@ def test_tables_and_figures_are_planned_where_the_config_has_their_data():
     assert plan.tables(PAPER) == ["accuracy", "methods", "intervals", "data", "variants", "layer_causal",
                                   "clipping", "paper002", "comparisons", "reproduction", "claims"]
     assert plan.tables(DEFAULT) == ["accuracy", "methods", "intervals", "data", "variants", "layer_causal",
-                                    "comparisons", "reproduction", "claims"]
+                                    "comparisons", "orders", "reproduction", "claims"]
     assert plan.figures(PAPER) == ["per_layer", "accuracy", "alpha", "grad_norms", "prediction_changes",
                                    "output_distributions", "reproduction", "claims"]
     one = config(variants={"trained": ["lcgd"]}, report={"reproduction": False})
@@ -147,8 +147,8 @@ class Recording(dict):
         return super().get(key, default)
 
 
-@pytest.mark.parametrize("setting", ["zsl", "icl", "gd", "lin"])
-def test_an_extraction_reads_its_run_spec_whole_and_nothing_else_of_the_config(setting, tmp_path, model_dirs):
+@pytest.mark.parametrize("setting,order", [("zsl", 0), ("icl", 0), ("gd", 0), ("lin", 0), ("icl", 1), ("gd", 2)])
+def test_an_extraction_reads_its_run_spec_whole_and_nothing_else_of_the_config(setting, order, tmp_path, model_dirs):
     """The job is handed the spec alone (no config), so it can read no value the rerun trigger
     does not see; and it reads every key of the spec, so no key reruns a job needlessly."""
     from test_extract import _config, rows
@@ -156,7 +156,7 @@ def test_an_extraction_reads_its_run_spec_whole_and_nothing_else_of_the_config(s
     rows(12, 3).to_parquet(tmp_path / "train.parquet")
     rows(6, 4).to_parquet(tmp_path / "eval.parquet")
     conf = _config(methods={"gd": {"kind": "gd", "lr": 0.5}, "lin": {"kind": "linearized", "lr": 0.5}})
-    spec = Recording(plan.run_spec(conf, "sst2", setting, 2))
+    spec = Recording(plan.run_spec(conf, "sst2", setting, 2, order=order))
     extract.run(spec, model_name="tiny", variant="trained", model_dir=str(model_dirs["gpt2"]), device="cpu",
                 train_path=str(tmp_path / "train.parquet"), eval_path=str(tmp_path / "eval.parquet"),
                 out_path=str(tmp_path / "c.parquet"), train_log_path=str(tmp_path / "log.parquet"))

@@ -268,9 +268,9 @@ def test_examples_round_trip_and_single_seed_interval_equals_the_runs(tmp_path):
     assert back.meta == ex.meta and back.meta["method"] == "gd" and back.meta["baseline"] is None
     np.testing.assert_array_equal(back.pred_ft, ex.pred_ft)
     assert set(back.similarities) == set(ex.similarities)
-    assert set(back.divergences) == set(scoring.DIVERGENCES)
-    for name, values in ex.divergences.items():
-        np.testing.assert_array_equal(back.divergences[name], values)
+    assert set(back.per_example) == set(scoring.DIVERGENCES)
+    for name, values in ex.per_example.items():
+        np.testing.assert_array_equal(back.per_example[name], values)
     np.testing.assert_array_equal(back.similarities["simam_delta"], ex.similarities["simam_delta"])
     run = scoring.score_examples(ex)
     intervals = scoring.seed_mean_intervals([back])

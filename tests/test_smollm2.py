@@ -76,7 +76,7 @@ def test_smollm2_runs_the_whole_protocol_on_real_text_with_two_seeds(tmp_path):
     assert len(found) == 2 * (5 + 1 + 1)  # seeds x (trained: 5 methods, two baselines: GD)
     assert set(found["method"]) == {"gd", "lcgd", "lcgd_clip", "gd_switched", "gd_linearized"}
     tests = pd.read_csv(workdir / "results/metrics/claims.csv")
-    assert len(set(tests["claim"])) == 17
+    assert len(set(tests["claim"])) == 18
     # every claim has its cells; on 5 examples the Jaccard index is undefined where neither ICL nor FT
     # changes a prediction (left out, not 0), and only its claims may lack a defined task
     not_run = set(tests.loc[tests["verdict"] == "not run", "claim"])

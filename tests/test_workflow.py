@@ -377,7 +377,23 @@ def test_nothing_to_do_after_a_run_and_metric_edits_rerun_only_metrics(finished_
     assert set(planned) == {"score_run", "aggregate_metrics", "compare_methods", "evaluate_claims", "task_statistics",
                             "data_statistics", "table", "figure", "first_page", "all"}
     assert planned["score_run"] == 12
-    assert planned["figure"] == 6  # the gradient norms come from the training logs, not the metrics
+    assert planned["figure"] == 7  # the gradient norms come from the training logs, not the metrics
+
+
+@pytest.mark.slow
+def test_further_orders_plan_their_own_jobs_and_rerun_nothing_else(finished_run):
+    assert jobs_planned(finished_run) == {}
+    planned = jobs_planned(finished_run, "--config", "orders=2")
+    # the trained variant's runs: 2 tasks x 2 seeds, ICL once and each of its 2 methods, in 1 further order
+    assert planned.pop("extract_order") == 2 * 2 and planned.pop("finetune_order") == 2 * 2 * 2
+    assert planned.pop("score_order") == planned.pop("order_run") == 2 * 2 * 2
+    assert planned.pop("order_sensitivity") == 1
+    # what reads them: the claims (one more is tested), the orders table and figure, the first page;
+    # no cache of the run's own order, no score of it, no aggregate
+    assert set(planned) == {"evaluate_claims", "table", "figure", "first_page", "all"}
+    assert planned["table"] == 2  # claims and orders
+    # every figure's caption names the --config overrides it was made with: all 8 again, and the orders one
+    assert planned["figure"] == 8 + 1
 
 
 @pytest.mark.slow
@@ -485,6 +501,6 @@ def test_a_finished_run_that_is_moved_plans_nothing_and_a_new_config_leaves_only
     tables = sorted(p.stem for p in (moved / "results/reports/tables").glob("*.md"))
     figures = sorted(p.stem for p in (moved / "results/reports/figures").glob("*.png"))
     assert tables == ["accuracy", "data", "intervals", "methods"] and {"variants.md", "claims.md"} <= set(before)
-    assert figures == ["accuracy", "grad_norms", "per_layer", "prediction_changes"]  # no alpha without GD's twin
+    assert figures == ["accuracy", "grad_norms", "output_distributions", "per_layer", "prediction_changes"]  # no alpha without GD's twin
     assert "Model: tiny" in (moved / "results/reports/tables/methods.md").read_text()
     assert not (moved / "reports").exists()

@@ -46,7 +46,7 @@ import pandas as pd
 
 from . import labels, metrics
 from .cache import atomic_write_frame
-from .scoring import RunExamples, _layer_mean, _write_csv, positions_of, read_examples, runs_provenance
+from .scoring import RUN_KEYS, RunExamples, _layer_mean, _write_csv, positions_of, read_examples, runs_provenance
 
 log = logging.getLogger(__name__)
 
@@ -134,6 +134,12 @@ CLAIMS: tuple[Claim, ...] = (
           ("trained", "gd", "kl_icl_ft"), (("trained", "gd", "kl_icl_zsl"),), -1, "most",
           note="Shen, Mishra and Khashabi (2023) find that ICL and GD change the output distribution differently; "
                "the label words' distributions, renormalised over them"),
+    Claim("shen-order-sensitivity", "Shen et al.", "beyond the papers",
+          "ICL is more sensitive to the order of its demonstrations than sequential GD (more predictions change "
+          "across orders)",
+          ("trained", "gd", "order_changed_icl"), (("trained", "gd", "order_changed_ft"),), +1, "most",
+          note="Shen, Mishra and Khashabi (2023) argue ICL is order-sensitive and GD is not; paper 001 answers that "
+               "GD one demonstration at a time is order-sensitive too; needs orders > 1"),
 )
 QUANTIFIERS = {
     "every": "on every task",
@@ -507,9 +513,13 @@ def _cell_label(cell: Cell, roles: dict[str, str]) -> str:
 
 
 def write_claim_tests(example_paths: list[str], parquet_path: str, csv_path: str, roles: dict[str, str], *,
-                      n_boot: int = 1000, level: float = 0.95, seed: int = 0) -> pd.DataFrame:
-    """the claims evaluated (:func:`evaluate_claims`) on the runs' per-example files, as parquet and CSV."""
+                      order_paths: list[str] = (), n_boot: int = 1000, level: float = 0.95, seed: int = 0) -> pd.DataFrame:
+    """The claims evaluated (:func:`evaluate_claims`) on the runs' per-example files, as parquet and
+    CSV. ``order_paths``: the runs that also ran in further orders (``orders.order_sensitivity``),
+    which stand in for their own order's file."""
+    with_orders = {tuple(ex.meta[k] for k in RUN_KEYS): ex for ex in map(read_examples, order_paths)}
     examples = [read_examples(p) for p in example_paths]
+    examples = [with_orders.get(tuple(ex.meta[k] for k in RUN_KEYS), ex) for ex in examples]
     table = evaluate_claims(examples, roles, n_boot=n_boot, level=level, seed=seed)
     atomic_write_frame(table, parquet_path, runs_provenance(examples))
     _write_csv(table, csv_path)

@@ -308,6 +308,25 @@ def permutation_seed(seed: int, permutation: int) -> int:
     return int(np.random.SeedSequence([int(seed), int(permutation)]).generate_state(1)[0])
 
 
+# A fixed entropy word for the further orders of a run's demonstrations (config key ``orders``), so
+# that they draw from a stream of their own, not the protocol's permutations'.
+_ORDER_STREAM = 4096
+
+
+def demo_order(n_used: int, n_all: int, seed: int, order: int) -> list[int]:
+    """Positions of a run's demonstrations in further order ``order`` (> 0; 0 is the run's own):
+    the ``n_used`` that ICL sees (true k) shuffled among themselves, the rest among themselves, so
+    that each order holds the same demonstrations in ICL and in finetuning (``ft_demos``), in
+    another order. Seeded by (run seed, order); order 0 is the identity."""
+    n_used, n_all, order = int(n_used), int(n_all), int(order)
+    if order < 0 or not 0 <= n_used <= n_all:
+        raise ValueError(f"demo_order: order must be >= 0 and 0 <= n_used <= n_all, got {order}, {n_used}, {n_all}")
+    if order == 0:
+        return list(range(n_all))
+    rng = np.random.RandomState(np.random.SeedSequence([int(seed), _ORDER_STREAM, order]).generate_state(1)[0])
+    return [int(i) for i in rng.permutation(n_used)] + [n_used + int(i) for i in rng.permutation(n_all - n_used)]
+
+
 def select_demos(train: pd.DataFrame, seed: int, k: int, permutation: int) -> pd.DataFrame:
     """The demonstrations: the train split shuffled with the run's seed, first k rows, no class balancing.
 

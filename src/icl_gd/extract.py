@@ -114,7 +114,9 @@ PROMPT_RULES = {
     "eval_set": "numpy.random.RandomState(1).permutation(len(eval split))[:max_eval] (data.select_eval); "
                 "the cache's example_id column lists them in that order",
     "demonstrations": "numpy.random.RandomState(seed).permutation(len(train split))[:k], reordered for "
-                      "permutation p > 0 (data.select_demos); demo_ids lists them in the order used",
+                      "permutation p > 0 (data.select_demos), and in a further order o > 0 (config key orders) "
+                      "shuffled by data.demo_order (the first true_k among themselves, the rest among themselves); "
+                      "demo_ids lists them in the order used",
     "prompt": "template.format(**row), each newline in a text replaced by the EOS token (prompts.encode_text)",
     "zsl": "<s> + prompt [+ first label word where record_position is label_word]",
     "icl": "<s> + the first true_k demonstrations (prompt + label word + </s>) + the ZSL query without <s>",
@@ -192,6 +194,9 @@ def sequences_of(spec: dict, tokenizer, max_len: int, train_path: str, eval_path
             f"{first}. Use a model with a longer context, drop the longest examples (max_eval, your data), "
             "or set min_true_k: 0 to run ICL with fewer demonstrations on purpose"
         )
+    if "order" in spec:  # a further order of the same demonstrations (config key orders; absent: the run's own)
+        position = data.demo_order(k_true, len(demo_ids), seed, spec["order"])
+        demos, demo_ids = demos.iloc[position].reset_index(drop=True), [demo_ids[i] for i in position]
     out.demos, out.demo_ids, out.true_k = demos, demo_ids, k_true
     if is_icl_setting(setting):
         out.context = prompts.icl_context(tokenizer, demo_ids[:k_true])
@@ -238,7 +243,8 @@ def run(spec: dict, *, model_name: str, variant: str, model_dir: str, train_path
     evaluation_mode = contextlib.nullcontext()
     if setting != "zsl":  # ZSL uses no demonstrations
         demos, demo_ids, k_true = prepared.demos, prepared.demo_ids, prepared.true_k
-        identity.update(k=spec["k"], true_k=k_true, demo_ids=[int(x) for x in demos["example_id"]],
+        identity.update(k=spec["k"], true_k=k_true, order=int(spec["order"]) if "order" in spec else 0,
+                        demo_ids=[int(x) for x in demos["example_id"]],
                         demo_labels=spec["demo_labels"], demo_label_ids=[int(x) for x in demos["label"]])
     if setting != "zsl" and not is_icl_setting(setting):
         train_demos = demo_ids if spec["ft_demos"] == "all" else demo_ids[:k_true]

@@ -87,6 +87,11 @@ TABLE_CAPTIONS = {
     "comparisons": "Each method minus the baseline method, paired by example, with {ci} bootstrap intervals; * marks p < the significance level.",
     "intervals": "Layer-mean scores, mean over seeds, with {ci} two-level bootstrap intervals: the seeds drawn with "
                  "replacement and the evaluation examples resampled within each (one seed: the examples only).",
+    "orders": "Order sensitivity (beyond the papers: Shen et al. 2023): per method, the share of evaluation examples "
+              "whose ICL / finetuned prediction changes across further seeded orders of the same demonstrations "
+              "(config key orders), their difference, and how much the layer-mean SimAOU_norm and SimAM_delta vary "
+              "across the orders (sample std, mean over seeds); mean over seeds with {ci} two-level bootstrap "
+              "intervals (seeds, then examples within each).",
     "data": "Data statistics with the model's own token counts and the sizes actually evaluated, after paper 001 Table 3.",
     "k_sweep": "Accuracies (%) and layer-mean similarities against the number of demonstrations k: each method's "
                "ICL accuracy is ICL on its own k demonstrations; mean [{ci} interval] over seeds.",

@@ -59,6 +59,23 @@ def extractions(config: dict) -> list[dict]:
     return [dict(model=m, variant=v, task=t, seed=s, setting=x) for m, v, t, s, x in sorted(seen)]
 
 
+def order_runs(config: dict) -> list[dict]:
+    """The runs that also run in further orders of their demonstrations (config key ``orders``):
+    the report variant's, each with ``order`` 1 .. orders - 1 (order 0 is the run's own). None where
+    ``orders`` is 1."""
+    variant = report_variant(config)
+    return [dict(run, order=order) for run in runs(config) if run["variant"] == variant
+            for order in range(1, int(config.get("orders", 1)))]
+
+
+def order_extractions(config: dict) -> list[dict]:
+    """The caches of the further orders, once: (model, variant, task, seed, order, setting), sorted;
+    each run's ICL setting and its method (ZSL has no demonstrations to reorder)."""
+    seen = {(r["model"], r["variant"], r["task"], r["seed"], r["order"], setting)
+            for r in order_runs(config) for setting in run_settings(config, r["method"])[1:]}
+    return [dict(model=m, variant=v, task=t, seed=s, order=o, setting=x) for m, v, t, s, o, x in sorted(seen)]
+
+
 def baseline_of(config: dict, variant: str, method: str) -> str | None:
     """The method a run is compared with (alpha, paired tests), if its variant runs it."""
     baseline = config["statistics"]["baseline_method"]
@@ -67,13 +84,15 @@ def baseline_of(config: dict, variant: str, method: str) -> str | None:
     return baseline
 
 
-def run_spec(config: dict, task: str, setting: str, seed: int) -> dict:
+def run_spec(config: dict, task: str, setting: str, seed: int, order: int = 0) -> dict:
     """Everything an extraction job of ``setting`` on ``task`` and ``seed`` reads from the config,
     resolved, and nothing else: the job executes this object, and the rule passes it as a
     parameter, so Snakemake's params trigger reruns exactly the caches a config edit changes (a
     new ``k`` reruns ICL and the training methods, not ZSL, which uses no demonstrations).
 
-    How a job runs (``device``, ``batch_size``) is not part of it: it must not change results."""
+    How a job runs (``device``, ``batch_size``) is not part of it: it must not change results.
+    ``order`` > 0: the same run on a further order of its demonstrations (``order_extractions``);
+    the run's own order (0) leaves the spec as it was, so that ``orders`` reruns none of its caches."""
     task_spec = cfg.task_spec(config, task)
     spec = {
         "task": task, "seed": int(seed), "setting": setting,
@@ -87,6 +106,8 @@ def run_spec(config: dict, task: str, setting: str, seed: int) -> dict:
         return spec
     spec.update(k=cfg.setting_k(config, setting), permutation=cfg.permutation_index(config, task, seed),
                 demo_labels=cfg.demo_labels(config, setting), min_true_k=config["min_true_k"])
+    if order:
+        spec["order"] = int(order)
     if not cfg.is_base_setting(setting):
         method = cfg.method_spec(config, setting)
         spec.update(kind=method["kind"], clip_grad_norm=method.get("clip_grad_norm"),
@@ -161,6 +182,8 @@ def tables(config: dict) -> list[str]:
         planned.append("comparisons")
     if k_sweeps(config):
         planned.append("k_sweep")  # accuracies and similarities against the demonstrations
+    if order_runs(config):
+        planned.append("orders")  # Shen et al. 2023: order sensitivity of ICL and each method
     if config["report"]["reproduction"]:
         planned += ["reproduction", "claims"]  # the run beside the published numbers and claims
     return planned
@@ -206,6 +229,7 @@ def figures(config: dict) -> list[str]:
     planned += ["alpha"] if report_baseline(config) else []  # paper 001 Fig. 2
     planned += ["grad_norms", "prediction_changes"]  # paper 001 Fig. 4 / 003 Fig. 3; paper 003 Fig. 1
     planned += ["output_distributions"]  # Shen et al. 2023: KL(ICL || FT) beside KL(ICL || ZSL)
+    planned += ["orders"] if order_runs(config) else []  # Shen et al. 2023: order sensitivity
     planned += ["lr_sweep"] if lr_sweeps(config) else []
     planned += ["k_sweep"] if k_sweeps(config) else []
     planned += ["models", "sizes"] if len(config["models"]) > 1 else []
@@ -229,9 +253,10 @@ def figure_params(config: dict, figure: str) -> dict:
     """What ``report.write_figures`` needs for one figure, and nothing more: a config edit then
     reruns only the figures it changes (params trigger)."""
     params = dict(model=report_model(config), variant=report_variant(config), methods=report_methods(config))
-    if figure in ("per_layer", "accuracy", "alpha", "lr_sweep", "k_sweep", "models", "sizes", "output_distributions"):
+    if figure in ("per_layer", "accuracy", "alpha", "lr_sweep", "k_sweep", "models", "sizes", "output_distributions",
+                  "orders"):
         params["ci_level"] = config["statistics"]["ci_level"]
-    if figure in ("per_layer", "alpha", "models", "output_distributions"):  # colours follow a method's kind, not its name
+    if figure in ("per_layer", "alpha", "models", "output_distributions", "orders"):  # colours follow a method's kind, not its name
         params["kinds"] = {m: cfg.method_spec(config, m)["kind"] for m in params["methods"]}
     if figure == "alpha":
         params["baseline"] = report_baseline(config)

@@ -38,6 +38,8 @@ def build_table(name: str, inputs: dict, *, model: str, variant: str, methods: l
     if name == "comparisons":
         return tables.comparisons_table(cache.read_frame(inputs["comparisons"]), model, variant,
                                         significance=significance, ci_level=ci_level)
+    if name == "orders":
+        return tables.orders_table(cache.read_frame(inputs["orders"]), model, variant, methods)
     if name == "claims":
         return claims.claims_table(cache.read_frame(inputs["claims"]), model, roles or {}, ci_level=ci_level)
     summary = cache.read_frame(inputs["summary"])
@@ -63,7 +65,7 @@ def build_table(name: str, inputs: dict, *, model: str, variant: str, methods: l
         "k_sweep": lambda: tables.k_sweep_table(summary, model, variant, list(k_sweep)),
     }
     if name not in builders:
-        raise ValueError(f"unknown table {name!r}; known: {sorted([*builders, 'data', 'comparisons', 'reproduction', 'claims'])}")
+        raise ValueError(f"unknown table {name!r}; known: {sorted([*builders, 'data', 'comparisons', 'reproduction', 'claims', 'orders'])}")
     return builders[name]()
 
 
@@ -116,6 +118,7 @@ def write_figures(
     roles: dict[str, str] | None = None,
     sizes_path: str | None = None,
     claims_path: str | None = None,
+    orders_path: str | None = None,
 ) -> None:
     """Each output stem names its figure. ``methods`` are the report variant's (``kinds``: each
     one's kind, which picks its colour: names are the user's); alpha shows those
@@ -124,7 +127,8 @@ def write_figures(
     ``models`` is the models figure's order;
     ``roles`` match the reproduction and claims figures' published methods to the run's, ``sizes_path``
     (``model_statistics``) the sizes figure its models' parameter counts, ``claims_path`` (rule
-    ``evaluate_claims``) is the claims figure's tests.
+    ``evaluate_claims``) is the claims figure's tests, ``orders_path`` (rule ``order_sensitivity``)
+    the orders figure's table.
     The metrics tables are read only by the figures that need them (the gradient-norm job has no
     metrics among its inputs)."""
     runs = functools.cache(lambda: cache.read_frame(runs_path))
@@ -151,6 +155,8 @@ def write_figures(
             model, ci_level=ci_level),
         "output_distributions": lambda: figures.output_distributions_figure(
             summary(), model, variant=variant, methods=methods, ci_level=ci_level, kinds=kinds),
+        "orders": lambda: figures.orders_figure(cache.read_frame(orders_path), model, variant=variant, methods=methods,
+                                                ci_level=ci_level, kinds=kinds),
         "claims": lambda: figures.claims_figure(cache.read_frame(claims_path), model, roles or {}, ci_level=ci_level),
     }
     for name, stem in _stems(outputs).items():

@@ -41,10 +41,15 @@ SIMILARITIES = ("simaou", "simaou_norm", "simam_before", "simam_after", "simam_d
 # How far apart two settings' label distributions lie, per example (nats; TV in [0, 1]), from the
 # label words' log-probs the caches hold (docs/protocol.md, "Output distributions").
 DIVERGENCES = ("kl_icl_ft", "kl_icl_zsl", "tv_icl_ft")
+# Whether an example's ICL / FT prediction changes across further orders of the demonstrations
+# (0/1), and the difference (config key ``orders``; icl_gd/orders.py adds them to a run).
+ORDER_METRICS = ("order_changed_icl", "order_changed_ft", "order_change_gap")
+# Scores that are means of one value per example (a ratio of sums, over the number of examples).
+MEANS = DIVERGENCES + ORDER_METRICS
 # Scores that are ratios of per-example sums: accuracy, Rec2FTP (percent) and the Jaccard indices;
-# and the divergences' means (a sum over the number of examples).
+# then the means a run has.
 RATIOS = (
-    "acc_zsl", "acc_icl", "acc_ft", "rec2ftp", "jaccard_all", "jaccard_correct", "jaccard_incorrect", *DIVERGENCES,
+    "acc_zsl", "acc_icl", "acc_ft", "rec2ftp", "jaccard_all", "jaccard_correct", "jaccard_incorrect", *MEANS,
 )
 # What the paired comparison of two methods looks at, per example (``compare_methods``).
 COMPARED = ("acc_ft", "simaou", "simaou_norm", "simam_after", "simam_delta")
@@ -53,9 +58,10 @@ COMPARED = ("acc_ft", "simaou", "simaou_norm", "simam_after", "simam_delta")
 @dataclass
 class RunExamples:
     """A run's per-example values, from which every run-level score and its bootstrap interval
-    follow: the predictions, each similarity metric per example and layer (n, L), and the output
-    distributions' divergences per example (n,). ``alpha`` is there when the run has a baseline
-    method to compare with (``meta["baseline"]``)."""
+    follow: the predictions, each similarity metric per example and layer (n, L), and the values
+    of :data:`MEANS` it has per example (n,): the output distributions' divergences, and where the
+    run's demonstrations ran in further orders, the order sensitivity. ``alpha`` is there when
+    the run has a baseline method to compare with (``meta["baseline"]``)."""
 
     meta: dict
     example_id: np.ndarray
@@ -64,7 +70,7 @@ class RunExamples:
     pred_icl: np.ndarray
     pred_ft: np.ndarray
     similarities: dict[str, np.ndarray]
-    divergences: dict[str, np.ndarray] = field(default_factory=dict)
+    per_example: dict[str, np.ndarray] = field(default_factory=dict)
 
     @property
     def f2t(self) -> np.ndarray:
@@ -73,9 +79,9 @@ class RunExamples:
 
     @property
     def ratio_names(self) -> tuple[str, ...]:
-        """The ratio scores this run has: every one of :data:`RATIOS` but divergences it lacks (its
-        per-example values were made by hand, or before the output distributions were recorded)."""
-        return tuple(name for name in RATIOS if name not in DIVERGENCES or name in self.divergences)
+        """The ratio scores this run has: every one of :data:`RATIOS` but the means whose values
+        it lacks (made by hand, or without further orders)."""
+        return tuple(name for name in RATIOS if name not in MEANS or name in self.per_example)
 
     def ratio_terms(self, name: str) -> tuple[np.ndarray, np.ndarray]:
         """Per-example (numerator, denominator) of a ratio score."""
@@ -83,11 +89,11 @@ class RunExamples:
         if name.startswith("acc_"):
             pred = {"acc_zsl": self.pred_zsl, "acc_icl": self.pred_icl, "acc_ft": self.pred_ft}[name]
             return (pred == self.gold).astype(np.float64), np.ones(len(pred))
-        if name in DIVERGENCES:
-            if name not in self.divergences:
-                raise ValueError(f"{name}: these per-example values were written before the output distributions "
-                                 "were recorded; rerun the workflow's score_run jobs")
-            return self.divergences[name], np.ones(len(self.gold))
+        if name in MEANS:
+            if name not in self.per_example:
+                raise ValueError(f"{name}: this run has no such per-example values (its file was written before "
+                                 "they were recorded, or its demonstrations ran in one order); rerun score_run")
+            return self.per_example[name], np.ones(len(self.gold))
         if name == "rec2ftp":
             num, den = metrics.rec2ftp_terms(*preds)
             return 100.0 * num, den
@@ -133,7 +139,7 @@ def run_examples(
     if base is not None:
         sims["alpha"] = maps["alpha"]
         meta["baseline"] = base.meta["setting"]
-    divergences = {
+    per_example = {
         "kl_icl_ft": metrics.kl_divergence(icl.label_logprobs, ft.label_logprobs),
         "kl_icl_zsl": metrics.kl_divergence(icl.label_logprobs, zsl.label_logprobs),
         "tv_icl_ft": metrics.total_variation(icl.label_logprobs, ft.label_logprobs),
@@ -146,7 +152,7 @@ def run_examples(
         pred_icl=np.asarray(icl.pred),
         pred_ft=np.asarray(ft.pred),
         similarities=sims,
-        divergences=divergences,
+        per_example=per_example,
     )
 
 
@@ -260,7 +266,7 @@ def write_examples(ex: RunExamples, path) -> None:
         "pred_icl": pa.array(np.asarray(ex.pred_icl, dtype=np.int16)),
         "pred_ft": pa.array(np.asarray(ex.pred_ft, dtype=np.int16)),
     }
-    for name, values in ex.divergences.items():
+    for name, values in ex.per_example.items():
         columns[name] = pa.array(np.asarray(values, dtype=np.float64))
     for name, values in ex.similarities.items():
         flat = pa.array(np.ascontiguousarray(values, dtype=np.float64).reshape(-1))
@@ -274,15 +280,15 @@ def read_examples(path) -> RunExamples:
     meta = json.loads(table.schema.metadata[METADATA_KEY])
     n = table.num_rows
     fixed = ("example_id", "gold", "pred_zsl", "pred_icl", "pred_ft")
-    sims, divergences = {}, {}
+    sims, per_example = {}, {}
     for name in table.column_names:
-        if name in DIVERGENCES:
-            divergences[name] = table.column(name).to_numpy()
+        if name in MEANS:
+            per_example[name] = table.column(name).to_numpy()
         elif name not in fixed:
             column = table.column(name).combine_chunks()
             sims[name] = column.values.to_numpy().reshape(n, column.type.list_size)
     return RunExamples(meta=meta, **{k: table.column(k).to_numpy() for k in fixed}, similarities=sims,
-                       divergences=divergences)
+                       per_example=per_example)
 
 
 def tidy(table: pd.DataFrame) -> pd.DataFrame:

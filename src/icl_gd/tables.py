@@ -478,6 +478,45 @@ def intervals_table(
     return _keyed_table(rows, keys, ("Metric", "Method"), tasks, "intervals")
 
 
+# The rows of the orders table, per method: what each is, and its scale (percent for fractions).
+ORDER_ROWS: tuple[tuple[str, str, float], ...] = (
+    ("order_changed_icl", "ICL: predictions changed across orders (%)", 100.0),
+    ("order_changed_ft", "FT: predictions changed across orders (%)", 100.0),
+    ("order_change_gap", "ICL minus FT (points)", 100.0),
+    ("simaou_norm_order_sd", "SimAOU_norm: std over orders", 1.0),
+    ("simam_delta_order_sd", "SimAM_delta: std over orders", 1.0),
+)
+
+
+def orders_table(orders: pd.DataFrame, model: str, variant: str = "trained", methods: Sequence[str] = ("gd",), *,
+                 tasks: Sequence[str] | None = None, decimals: int = 2) -> pd.DataFrame:
+    """Order sensitivity (``orders.order_table``): rows (method, what), columns tasks, cells
+    "mean [low, high]" over seeds (the order metrics' two-level intervals; the spreads over orders
+    have none). ICL's row is the ICL each method is compared with (its own demonstrations)."""
+    df = orders[(orders["model"] == model) & (orders["variant"] == variant)]
+    tasks = list(tasks) if tasks is not None else order_tasks(df["task"].dropna().unique())
+    index = df.set_index(["method", "metric", "task"])
+    rows, keys = [], []
+    for method in methods:
+        for metric, what, scale in ORDER_ROWS:
+            cells = []
+            for task in tasks:
+                key = (method, metric, task)
+                if key not in index.index or pd.isna(index.loc[key, "mean"]):
+                    cells.append(MISSING)
+                    continue
+                row = index.loc[key]
+                text = format_cell(row["mean"] * scale, decimals=decimals)
+                if not pd.isna(row["ci_low"]):
+                    text += f" [{_round(row['ci_low'] * scale, decimals):.{decimals}f}, {_round(row['ci_high'] * scale, decimals):.{decimals}f}]"
+                cells.append(text)
+            rows.append(cells)
+            keys.append((method_label(method), what))
+    n_orders = sorted({int(n) for n in df["n_orders"].dropna()}) if "n_orders" in df.columns else []
+    notes = [f"{' or '.join(map(str, n_orders))} orders of each run's demonstrations"] if n_orders else []
+    return _keyed_table(rows, keys, ("Method", "Metric"), tasks, "orders", footnotes=notes)
+
+
 def k_sweep_table(summary: pd.DataFrame, model: str, variant: str, sweep: Sequence[dict],
                   metrics: Sequence[str] = ("acc_zsl", "acc_icl", "acc_ft", "simaou_norm", "simam_delta")) -> pd.DataFrame:
     """The k sweep (``plan.k_sweeps`` rows: group, method, task, k) as :func:`intervals_table`

@@ -70,6 +70,7 @@ DATA_CODE = code_version("data", "specs")
 PACKAGE_DATA_CODE = code_version("data", "specs", "corpora")
 METRICS_CODE = code_version("cache", "metrics", "scoring", "provenance")
 CLAIMS_CODE = code_version("cache", "metrics", "scoring", "labels", "claims", "provenance")
+ORDERS_CODE = code_version("cache", "metrics", "scoring", "orders", "provenance")
 STATISTICS_CODE = code_version("models")
 REPORT_CODE = code_version("labels", "tables", "figures", "report", "published", "claims", "provenance")
 # Every number the papers print, in the workflow's names: the reproduction table and figure read it
@@ -119,6 +120,7 @@ wildcard_constraints:
     twin=_names_regex(BUILTIN_TASKS),
     variant=_names_regex(cfg.MODEL_VARIANTS),
     seed=r"\d+",
+    order=r"[1-9]\d*",
 
 
 RUNS = plan.runs(config)
@@ -207,6 +209,49 @@ def cache_output():
     once every job that reads it (the metrics, the settings that store their changes from it) is
     done; the run then holds only the caches in flight, not the grid's."""
     return temp(CACHE) if config["caches"] == "temporary" else CACHE
+
+
+# A further order of a run's demonstrations (config key orders; icl_gd/orders.py): its ICL and
+# finetuned caches beside the run's, the ZSL cache shared.
+ORDER_CACHE = "results/activations/{model}/{variant}/{task}/seed{seed}/order{order}/{setting}.arrow"
+ORDER_RUNS = plan.order_runs(config)
+
+
+def order_cache_output():
+    return temp(ORDER_CACHE) if config["caches"] == "temporary" else ORDER_CACHE
+
+
+def order_run_spec(wildcards):
+    return plan.run_spec(config, wildcards.task, wildcards.setting, int(wildcards.seed), order=int(wildcards.order))
+
+
+def order_setting_caches(wildcards):
+    """ZSL (the run's), and ICL and the method in the further order."""
+    _, icl, method = plan.run_settings(config, wildcards.method)
+    return {"zsl": zsl_cache(wildcards), "icl": ORDER_CACHE.format(**wildcards, setting=icl),
+            "ft": ORDER_CACHE.format(**wildcards, setting=method)}
+
+
+ORDER_EXAMPLES = "results/metrics/orders/examples/{model}/{variant}/{task}/seed{seed}/order{order}/{method}.parquet"
+ORDER_RUN = "results/metrics/orders/runs/{model}/{variant}/{task}/seed{seed}/{method}.parquet"
+
+
+def run_in_every_order(wildcards):
+    """One run's per-example files in its own order, then in each further one."""
+    own = "results/metrics/examples/{model}/{variant}/{task}/seed{seed}/{method}.parquet".format(**wildcards)
+    return [own] + [ORDER_EXAMPLES.format(**wildcards, order=o) for o in range(1, config["orders"])]
+
+
+def all_order_runs():
+    """Every run with its order sensitivity (none where orders is 1)."""
+    keys = sorted({tuple(r[k] for k in ("model", "variant", "task", "seed", "method")) for r in ORDER_RUNS})
+    return [ORDER_RUN.format(model=m, variant=v, task=t, seed=s, method=x) for m, v, t, s, x in keys]
+
+
+def all_order_activations():
+    if config["caches"] == "temporary":
+        return []
+    return [ORDER_CACHE.format(**e) for e in plan.order_extractions(config)]
 
 
 # Priorities keep a run depth-first: scoring (which frees a run group's caches) first, then the
@@ -303,6 +348,8 @@ def figure_inputs(wildcards):
         return {"summary": "results/metrics/summary.parquet"}
     if wildcards.figure == "claims":
         return {"claims": "results/metrics/claims.parquet"}
+    if wildcards.figure == "orders":
+        return {"orders": "results/metrics/orders.parquet"}
     if wildcards.figure == "sizes":
         return {"summary": "results/metrics/summary.parquet", "sizes": "results/metrics/models.parquet"}
     return {"runs": "results/metrics/runs.parquet", "summary": "results/metrics/summary.parquet"}
@@ -418,7 +465,9 @@ def task_statistics_files(wildcards):
 
 def table_inputs(wildcards):
     inputs = {}
-    if wildcards.table == "comparisons":
+    if wildcards.table == "orders":
+        inputs["orders"] = "results/metrics/orders.parquet"
+    elif wildcards.table == "comparisons":
         inputs["comparisons"] = "results/metrics/comparisons.parquet"
     elif wildcards.table == "data":
         inputs["data"] = "results/metrics/data_statistics.parquet"

@@ -5,6 +5,9 @@
 localrules:
     disk_estimate,
     score_run,
+    score_order,
+    order_run,
+    order_sensitivity,
     aggregate_metrics,
     compare_methods,
     evaluate_claims,
@@ -31,6 +34,61 @@ rule score_run:
         "results/logs/score_run/{model}/{variant}/{task}/seed{seed}/{method}.log",
     script:
         "../scripts/score_run.py"
+
+
+# The further orders of a run (config key orders): each order scored as the run is, then the run's
+# order sensitivity per example (icl_gd/orders.py), then the table over tasks and seeds.
+rule score_order:
+    input:
+        unpack(order_setting_caches),
+    output:
+        examples=ORDER_EXAMPLES,
+    wildcard_constraints:
+        method=_names_regex(METHODS),
+    params:
+        code=METRICS_CODE,
+        random_seed=config["random_baseline_seed"],
+    priority: SCORE_PRIORITY
+    conda:
+        "../../envs/analysis.yaml"
+    log:
+        "results/logs/score_order/{model}/{variant}/{task}/seed{seed}/order{order}/{method}.log",
+    script:
+        "../scripts/score_order.py"
+
+
+rule order_run:
+    input:
+        run_in_every_order,
+    output:
+        ORDER_RUN,
+    wildcard_constraints:
+        method=_names_regex(METHODS),
+    params:
+        code=ORDERS_CODE,
+    conda:
+        "../../envs/analysis.yaml"
+    log:
+        "results/logs/order_run/{model}/{variant}/{task}/seed{seed}/{method}.log",
+    script:
+        "../scripts/order_run.py"
+
+
+rule order_sensitivity:
+    input:
+        all_order_runs(),
+    output:
+        table="results/metrics/orders.parquet",
+        csv="results/metrics/orders.csv",
+    params:
+        code=ORDERS_CODE,
+        statistics=config["statistics"],
+    conda:
+        "../../envs/analysis.yaml"
+    log:
+        "results/logs/order_sensitivity.log",
+    script:
+        "../scripts/order_sensitivity.py"
 
 
 rule aggregate_metrics:
@@ -74,6 +132,7 @@ rule compare_methods:
 rule evaluate_claims:
     input:
         examples=all_run_examples(),
+        orders=all_order_runs(),
     output:
         table="results/metrics/claims.parquet",
         csv="results/metrics/claims.csv",

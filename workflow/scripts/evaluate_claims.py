@@ -15,5 +15,5 @@ from icl_gd import claims
 stats = snakemake.params.statistics
 claims.write_claim_tests(
     snakemake.input.examples, snakemake.output.table, snakemake.output.csv, snakemake.params.roles,
-    n_boot=stats["n_boot"], level=stats["ci_level"], seed=stats["seed"],
+    order_paths=snakemake.input.get("orders", []), n_boot=stats["n_boot"], level=stats["ci_level"], seed=stats["seed"],
 )

@@ -16,5 +16,6 @@ inputs = dict(snakemake.input.items())
 report.write_figures(
     inputs.get("runs"), inputs.get("summary"), snakemake.output,
     train_logs=inputs.get("train_logs", []), sizes_path=inputs.get("sizes"), claims_path=inputs.get("claims"),
+    orders_path=inputs.get("orders"),
     **snakemake.params.figure,
 )

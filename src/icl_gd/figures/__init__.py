@@ -19,6 +19,8 @@
   difference and its interval, the claimed side shaded, the verdict coloured.
 * :func:`output_distributions_figure` -- per task, KL(ICL || ZSL) beside each method's
   KL(ICL || FT): how far each setting's label distribution lies from ICL's (Shen et al. 2023).
+* :func:`orders_figure` -- per task, the share of predictions the demonstrations' order changes,
+  for ICL and each method.
 * :func:`write_figure` -- saves ``stem.png`` (150 dpi) and ``stem.pdf`` atomically, closes it.
 
 Error bars follow one rule everywhere (:func:`error_bars`): the spread of what was averaged
@@ -39,7 +41,7 @@ claims), ``beyond`` (the tests of papers other than the three).
 """
 
 from .against_papers import claims_figure, reproduction_figure
-from .beyond import output_distributions_figure
+from .beyond import orders_figure, output_distributions_figure
 from .base import CHANGE_PARTS, RANDOM_BASELINES, _method_colors, error_bars, plt, write_figure  # noqa: F401 (the tests use plt and _method_colors)
 from .paper import accuracy_figure, alpha_figure, grad_norm_figure, per_layer_figure, prediction_changes_figure
 from .sweeps import k_sweep_figure, lr_sweep_figure, models_figure, sizes_figure
@@ -57,6 +59,7 @@ __all__ = [
     "reproduction_figure",
     "claims_figure",
     "output_distributions_figure",
+    "orders_figure",
     "error_bars",
     "write_figure",
     "RANDOM_BASELINES",
