@@ -129,7 +129,8 @@ def expected_counts(config: dict) -> dict[str, int]:
         "download_model": sum(spec["source"] == "hub" for spec in config["models"].values()),
         "prepare_task": len(config["tasks"]),
         "make_variant": n_models * sum(v != "trained" for v in config["variants"]),
-        "extract_base": zsl + n_models * n_runs_seeds * icl_settings,
+        "extract_zsl": zsl,
+        "extract_base": n_models * n_runs_seeds * icl_settings,
         "finetune_and_extract": n_models * n_runs_seeds * trained_methods,
         "score_run": n_models * n_runs_seeds * trained_methods,
         "aggregate_metrics": 1, "compare_methods": 1, "data_statistics": 1, "all": 1, "evaluate_claims": 1,
@@ -151,7 +152,8 @@ def test_paper_dry_run_job_counts(dry_run):
     # variants icl, each variant one ZSL per task; trained finetunes 5 methods, the other two 1 each
     assert counts == {
         "download_model": 1, "prepare_task": 6, "make_variant": 2,
-        "extract_base": 6 * 3 + 6 * 3 * (2 + 1 + 1),  # 90
+        "extract_zsl": 6 * 3,
+        "extract_base": 6 * 3 * (2 + 1 + 1),  # 72
         "finetune_and_extract": 6 * 3 * (5 + 1 + 1),  # 126
         "score_run": 126,
         "aggregate_metrics": 1, "compare_methods": 1, "task_statistics": 6, "data_statistics": 1, "all": 1,
@@ -180,7 +182,7 @@ def test_benchmark_config_is_the_paper_grid_on_a_random_model_of_the_reference_s
     assert (bench["k"], bench["max_eval"], bench["synthetic"]["n_eval"]) == (32, 2000, 2000)
     counts = job_stats(dry_run_of(BENCH, tmp_path))
     # per seed: trained icl, icl_switched and 5 methods, the other variants icl and gd; one ZSL per variant and task
-    assert counts["extract_base"] + counts["finetune_and_extract"] == 6 * 3 * (7 + 2 + 2) + 3 * 6  # 216
+    assert counts["extract_zsl"] + counts["extract_base"] + counts["finetune_and_extract"] == 6 * 3 * (7 + 2 + 2) + 3 * 6  # 216
     assert "download_model" not in counts and counts["build_builtin_model"] == 1
 
 
@@ -189,7 +191,7 @@ def test_paper_dry_run_extraction_paths(dry_run):
     pattern = re.compile(r"results/activations/fairseq-1\.3b/(\w+)/(\w+)/seed(\d+)/(\w+)\.arrow")
     found = set()
     for rule, fields in planned_jobs(dry_run):
-        if rule not in ("extract_base", "finetune_and_extract"):
+        if rule not in ("extract_zsl", "extract_base", "finetune_and_extract"):
             continue
         outputs = fields["output"].split(", ")
         caches = [o for o in outputs if o.startswith("results/activations/")]
@@ -198,7 +200,8 @@ def test_paper_dry_run_extraction_paths(dry_run):
         assert match, caches[0]
         variant, task, seed, setting = match.groups()
         wildcards = dict(kv.split("=", 1) for kv in fields["wildcards"].split(", "))
-        assert wildcards == {"model": "fairseq-1.3b", "variant": variant, "task": task, "seed": seed, "setting": setting}
+        assert wildcards == {"model": "fairseq-1.3b", "variant": variant, "task": task, "seed": seed,
+                             **({} if rule == "extract_zsl" else {"setting": setting})}
         # compact caches: every setting but ZSL stores its change from its task's ZSL cache, which
         # is the first seed's (ZSL does not depend on the seed)
         references = [i for i in fields["input"].split(", ") if i.startswith("results/activations/")]
@@ -206,8 +209,10 @@ def test_paper_dry_run_extraction_paths(dry_run):
         zsl = f"results/activations/fairseq-1.3b/{variant}/{task}/seed{first}/zsl.arrow"
         assert references == ([] if setting == "zsl" else [zsl]), references
         assert setting != "zsl" or int(seed) == first
-        if rule == "extract_base":
-            assert setting in cfg.BASE_SETTINGS
+        if rule == "extract_zsl":
+            assert setting == "zsl"
+        elif rule == "extract_base":
+            assert setting in cfg.BASE_SETTINGS and setting != "zsl"
         else:
             assert setting in config["methods"]
             assert fields["output"].endswith(f"results/training/fairseq-1.3b/{variant}/{task}/seed{seed}/{setting}.parquet")

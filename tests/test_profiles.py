@@ -22,7 +22,7 @@ from test_workflow import TINY  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 SNAKEMAKE = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile")]
-GPU_RULES = {"extract_base", "finetune_and_extract"}
+GPU_RULES = {"extract_zsl", "extract_base", "finetune_and_extract"}
 CPU_RULES = {"build_builtin_model", "make_variant"}
 # Two variants of one task and seed: per variant zsl, icl and gd extractions.
 CONFIG = {**TINY, "variants": {"trained": ["gd"], "untrained": ["gd"]}, "tasks": {"sst2": {"source": "synthetic"}}, "n_seeds": 1}
@@ -88,5 +88,5 @@ def test_slurm_profile_plans_the_workflow_where_slurm_is_absent(tmp_path):
         assert not any(item.startswith("gpu=") and item != "gpu=0" for r in resources[rule] for item in r)
     # a variant's zsl, icl and gd extractions are one group job
     assert {g: sorted(rules) for g, rules in groups.items()} == {
-        f"extract_tiny_{v}": ["extract_base", "extract_base", "finetune_and_extract"] for v in ("trained", "untrained")
+        f"extract_tiny_{v}": ["extract_base", "extract_zsl", "finetune_and_extract"] for v in ("trained", "untrained")
     }

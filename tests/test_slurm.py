@@ -261,14 +261,14 @@ def test_model_jobs_go_through_sbatch_with_their_resources(slurm, runs):
     # one SLURM job per CPU model job, and one per variant for its three extractions (a group
     # job's comment is its group and its rules); none for a local rule
     groups = {c for c in by_comment if c.startswith("rule_extract_")}
-    assert groups == {f"rule_extract_tiny_{v}_extract_base_finetune_and_extract" for v in ("trained", "untrained")}
+    assert groups == {f"rule_extract_tiny_{v}_extract_base_extract_zsl_finetune_and_extract" for v in ("trained", "untrained")}
     assert {c.split("_wildcards_")[0] for c in by_comment} - groups == {f"rule_{r}" for r in CPU_RULES}
     for comment, record in by_comment.items():
         if comment in groups:
             assert record["Partition"] == GPU_PARTITION
             assert record["TresPerJob"] == "gres:gpu:1" and record["CpusPerTres"] == "gres:gpu:1"
             assert record["MinMemoryNode"] == f"{JOB_MEM_MB}M"
-            # zsl and icl (extract_base, 60 min each) and gd (finetune_and_extract, 120), in turn
+            # zsl and icl (extract_zsl, extract_base, 60 min each) and gd (finetune_and_extract, 120), in turn
             assert record["TimeLimit"] == "04:00:00"
         else:
             assert record["Partition"] == CPU_PARTITION and "gpu" not in record.get("TresPerJob", "")

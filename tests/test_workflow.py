@@ -430,7 +430,7 @@ def test_an_edit_of_the_planning_reruns_no_extraction_unless_it_changes_a_run_sp
             path.write_text(text)
     # SST-2's finetuning only: 2 seeds x (trained: gd, lcgd; untrained: gd); then its scores and the report
     assert planned["finetune_and_extract"] == 6 and planned["score_run"] == 6
-    assert not {"extract_base", "build_builtin_model", "synthetic_twin", "prepare_task", "make_variant"} & set(planned)
+    assert not {"extract_zsl", "extract_base", "build_builtin_model", "synthetic_twin", "prepare_task", "make_variant"} & set(planned)
     assert jobs_planned(finished_run) == {}
 
 
@@ -459,7 +459,8 @@ def test_temporary_caches_are_deleted_once_scored_and_a_metric_edit_extracts_aga
     metrics_py.write_text(metrics_py.read_text() + "\n# an edit\n")
     planned = jobs_planned(workdir)
     # every cache again: ZSL of 2 variants x 2 tasks, ICL of each of their 2 seeds, and the 3 methods
-    assert (planned["extract_base"], planned["finetune_and_extract"], planned["score_run"]) == (4 + 8, 12, 12)
+    assert (planned["extract_zsl"], planned["extract_base"], planned["finetune_and_extract"], planned["score_run"]) == (
+        4, 8, 12, 12)
 
 
 @pytest.mark.slow

@@ -1,7 +1,32 @@
 # Activations: one cache per (model, variant, task, seed, setting). zsl, icl and icl_switched
 # evaluate the model as it is; every other setting names a training method, which finetunes a
 # copy first. In the compact layout (cache_dtype) every setting but zsl stores its change from
-# the zsl cache of its run, which is therefore its input.
+# the zsl cache of its run, which is therefore its input. ZSL has a rule of its own: a rule whose
+# jobs take another job of the same rule as input breaks Snakemake's --until on it (its issue 823).
+
+
+rule extract_zsl:
+    input:
+        unpack(task_files),
+        model=model_dir,
+    output:
+        cache=zsl_cache_output(),
+    params:
+        run=zsl_run_spec,
+        code=EXTRACTION_CODE,
+    threads: 1
+    priority: 0
+    resources:
+        gpu=MODEL_GPUS,
+        jobs_per_gpu=JOBS_PER_GPU,
+        mem_mb=8000,
+        runtime=60,
+    conda:
+        "../../envs/models.yaml"
+    log:
+        "results/logs/extract/{model}/{variant}/{task}/seed{seed}/zsl.log",
+    script:
+        "../scripts/extract.py"
 
 
 rule extract_base:
@@ -12,12 +37,12 @@ rule extract_base:
     output:
         cache=cache_output(),
     wildcard_constraints:
-        setting=cfg.BASE_SETTING_PATTERN,
+        setting=cfg.ICL_SETTING_PATTERN,
     params:
         run=run_spec,
         code=EXTRACTION_CODE,
     threads: 1
-    priority: extraction_priority
+    priority: 1
     resources:
         gpu=MODEL_GPUS,
         jobs_per_gpu=JOBS_PER_GPU,
@@ -45,7 +70,7 @@ rule finetune_and_extract:
         run=run_spec,
         code=EXTRACTION_CODE,
     threads: 1
-    priority: extraction_priority
+    priority: 1
     resources:
         gpu=MODEL_GPUS,
         jobs_per_gpu=JOBS_PER_GPU,

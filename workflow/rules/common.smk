@@ -204,6 +204,17 @@ def data_sources():
 CACHE = "results/activations/{model}/{variant}/{task}/seed{seed}/{setting}.arrow"
 
 
+ZSL_CACHE = "results/activations/{model}/{variant}/{task}/seed{seed}/zsl.arrow"
+
+
+def zsl_cache_output():
+    return temp(ZSL_CACHE) if config["caches"] == "temporary" else ZSL_CACHE
+
+
+def zsl_run_spec(wildcards):
+    return plan.run_spec(config, wildcards.task, "zsl", int(wildcards.seed))
+
+
 def cache_output():
     """The extraction rules' cache: with `caches: temporary` a temp() file, which Snakemake deletes
     once every job that reads it (the metrics, the settings that store their changes from it) is
@@ -258,10 +269,6 @@ def all_order_activations():
 # settings of a run group whose ZSL is done, then the ZSL of a new group. With `caches: temporary`
 # only the groups in flight are on disk, about one per job slot, not every group whose ZSL is done.
 SCORE_PRIORITY = 2
-
-
-def extraction_priority(wildcards):
-    return 0 if wildcards.setting == "zsl" else 1
 
 
 def zsl_cache(wildcards):

@@ -4,6 +4,7 @@
 
 localrules:
     disk_estimate,
+    scores,
     score_run,
     score_order,
     order_run,
@@ -89,6 +90,14 @@ rule order_sensitivity:
         "results/logs/order_sensitivity.log",
     script:
         "../scripts/order_sensitivity.py"
+
+
+# Every run scored, and nothing after: a target to cut a long run into pieces of runs, each with
+# the caches it needs: `snakemake scores --batch scores=1/3`, 2/3, 3/3, then a plain run (README,
+# "Reruns"). Batching `all` cannot do it: the report among its inputs needs every run.
+rule scores:
+    input:
+        all_run_examples(),
 
 
 rule aggregate_metrics:
