@@ -110,7 +110,7 @@ def test_allowed_rules_and_single_targets(layout_run):
     score.unlink()
     # Snakemake's --allowed-rules builds only what the targets need through allowed rules: with the
     # default target, whose own rule and aggregate are not allowed, nothing (its design, not the
-    # DAG's: README, "Reruns"). Named as the target, the file is made by the allowed rule alone.
+    # DAG's: docs/reruns.md). Named as the target, the file is made by the allowed rule alone.
     assert jobs_planned(workdir, "--allowed-rules", "score_run") == {}
     target = str(score.relative_to(workdir))
     assert jobs_planned(workdir, "--allowed-rules", "score_run", "--", target) == {"score_run": 1}
@@ -126,6 +126,8 @@ def test_allowed_rules_and_single_targets(layout_run):
     assert planned == {"finetune_and_extract": 1}
     snakemake(workdir, "--cores", "2", str(cache.relative_to(workdir)))
     assert cache.exists()
+    snakemake(workdir, "--cores", "2")  # what reads the new cache (its score, unless it is the same)
+    assert jobs_planned(workdir) == {}
     # a table as the target
     table = workdir / "results/reports/tables/accuracy.md"
     table.unlink()
