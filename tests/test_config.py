@@ -365,6 +365,6 @@ def test_a_precision_that_departs_from_float32_is_named_with_what_it_shifts_and_
                               ("cache_dtype", "float16", "SimAM_delta")]:
         messages = validation.precision_warnings(validation.validate({key: value}, schema))
         assert len(messages) == 1 and messages[0].startswith(f"{key}: {value}"), messages
-        assert words in messages[0] and "README, \"Numerical precision\"" in messages[0]
+        assert words in messages[0] and "docs/precision.md" in messages[0]
     both = validation.validate({"dtype": "float16", "cache_dtype": "float16"}, schema)
     assert len(validation.precision_warnings(both)) == 2

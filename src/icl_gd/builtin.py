@@ -6,7 +6,7 @@ out as ICL episodes (demonstrations in the protocol's own format), label words w
 loss. "Pretraining" is brief, but the default model learns the twins (ZSL well above chance), so
 that the trained / untrained comparison of paper 001 and the prediction changes of paper 003 mean
 something offline. It learns the tasks in its weights: in-context learning that beats its own
-zero-shot accuracy is not something a few hundred CPU steps teach it (README, "The default run").
+zero-shot accuracy is not something a few hundred CPU steps teach it (docs/results.md, "The default run").
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ Layouts (``cache_dtype``):
   keeps three significant digits of a change however small it is beside the activation, where
   float16 values would lose it. Half the bytes of float32, with float32's metrics.
 * ``float32``, ``float16``: every setting's values in that dtype (float16 shifts the similarities
-  of small changes: README, "Numerical precision").
+  of small changes: docs/precision.md).
 
 =================  =========================  ===============================================
 column             numpy shape after reading  what it holds

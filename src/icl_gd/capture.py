@@ -313,7 +313,7 @@ def _inline_attention_error(model) -> UnsupportedModelError:
         f"{type(model).__name__} ({config.model_type}) computes its {what} inline, not through "
         "transformers' attention interface, so the workflow can neither record its pre-softmax scores "
         "nor run its shared-prefix and finetuning paths exactly; supported families are listed in "
-        "the README (\"Models\")"
+        "docs/models.md"
     )
 
 

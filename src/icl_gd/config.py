@@ -128,7 +128,7 @@ def _package_task(task: str, spec: dict, given: dict) -> TaskSpec:
     start-up."""
     if not spec.get("corpus"):
         raise ConfigError(f"tasks.{task}: source package needs tasks.{task}.corpus, one of "
-                          f"{', '.join(sorted(corpora.CORPORA))} (README, \"Real text offline\")")
+                          f"{', '.join(sorted(corpora.CORPORA))} (docs/tasks.md, \"Real text offline\")")
     corpus = corpora.get(spec["corpus"], key=f"tasks.{task}.corpus")
     rule = corpora.rule_of(corpus, spec.get("label_rule") or task, key=f"tasks.{task}.label_rule")
     if len(rule.classes) != len(spec["label_words"]):

