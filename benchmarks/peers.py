@@ -43,7 +43,7 @@ from icl_gd.config import TASK_PRESETS  # noqa: E402
 from icl_gd.corpora import CORPORA, archive_path  # noqa: E402
 from icl_gd.specs import TaskSpec  # noqa: E402
 
-from _shared import DEFAULT_CACHE, smollm2_folder  # noqa: E402
+from _shared import DEFAULT_CACHE, linear_layers, smollm2_folder  # noqa: E402
 
 CORPUS = "vader_movie_reviews"
 TOLERANCE = 1e-4
@@ -97,18 +97,6 @@ def timed(fn, *args, **kwargs) -> tuple[float, object]:
     return time.perf_counter() - start, result
 
 
-def linears(model) -> list[tuple[int, int]]:
-    """(in, out) of every block's linear layers."""
-    found = []
-    for block in models.decoder_layers(model):
-        for module in block.modules():
-            if isinstance(module, torch.nn.Linear):
-                found.append((module.in_features, module.out_features))
-            elif type(module).__name__ == "Conv1D":  # GPT-2: weight (in, out)
-                found.append(tuple(module.weight.shape))
-    return found
-
-
 def example_products(model, query_tokens: int, keys_before: int, batch: int):
     """The products of ``batch`` examples of ``query_tokens`` tokens each, after ``keys_before``
     shared keys: (kind, shape) for torch.mm ((m, k), (k, n)) and torch.bmm (attention, per head)."""
@@ -116,7 +104,8 @@ def example_products(model, query_tokens: int, keys_before: int, batch: int):
     heads = config.num_attention_heads
     head_dim = getattr(config, "head_dim", None) or config.hidden_size // heads
     keys = keys_before + (query_tokens + 1) / 2  # keys a query token sees, on average
-    out = [("mm", (batch * query_tokens, fan_in), (fan_in, fan_out)) for fan_in, fan_out in linears(model)]
+    out = [("mm", (batch * query_tokens, fan_in), (fan_in, fan_out))
+           for _, _, _, fan_in, fan_out, _ in linear_layers(model)]
     for _ in range(config.num_hidden_layers):
         out.append(("bmm", (batch * heads, query_tokens, head_dim), (batch * heads, head_dim, round(keys))))  # q.k
         out.append(("bmm", (batch * heads, query_tokens, round(keys)), (batch * heads, round(keys), head_dim)))  # p.v

@@ -54,9 +54,9 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import torch  # noqa: E402
 
 from icl_gd import training  # noqa: E402
-from icl_gd.models import DTYPES, decoder_layers, pick_device  # noqa: E402
+from icl_gd.models import DTYPES, pick_device  # noqa: E402
 
-from _shared import DEFAULT_CACHE, smollm2_folder  # noqa: E402
+from _shared import DEFAULT_CACHE, linear_layers, smollm2_folder  # noqa: E402
 
 SENTENCE = ("the film's gorgeous cinematography and a quietly devastating lead performance more than make up "
             "for a script that occasionally loses its way in the overlong second half")
@@ -86,18 +86,6 @@ def load(args, device, dtype):
     room = args.tokens - 1 - len(before) - len(after)
     words = (words * (room // len(words) + 1))[:room]
     return model, [tokenizer.bos_token_id] + before + words + after, str(folder)
-
-
-def linear_layers(model):
-    """(block, name, module, in, out, weight as (out, in)) of every block's linear layers, in order."""
-    found = []
-    for layer, block in enumerate(decoder_layers(model)):
-        for name, module in block.named_modules():
-            if isinstance(module, torch.nn.Linear):
-                found.append((layer, name, module, module.in_features, module.out_features, module.weight))
-            elif type(module).__name__ == "Conv1D":  # GPT-2: weight (in, out)
-                found.append((layer, name, module, module.weight.shape[0], module.weight.shape[1], module.weight.t()))
-    return found
 
 
 def gemms(model, tokens: int, kind: str):

@@ -46,7 +46,7 @@ import pandas as pd
 
 from . import labels, metrics
 from .cache import atomic_write_frame
-from .scoring import RUN_KEYS, RunExamples, _layer_mean, _write_csv, positions_of, read_examples, runs_provenance
+from .scoring import RunExamples, _layer_mean, _write_csv, positions_of, read_examples, run_key, runs_provenance
 
 log = logging.getLogger(__name__)
 
@@ -517,9 +517,8 @@ def write_claim_tests(example_paths: list[str], parquet_path: str, csv_path: str
     """The claims evaluated (:func:`evaluate_claims`) on the runs' per-example files, as parquet and
     CSV. ``order_paths``: the runs that also ran in further orders (``orders.order_sensitivity``),
     which stand in for their own order's file."""
-    with_orders = {tuple(ex.meta[k] for k in RUN_KEYS): ex for ex in map(read_examples, order_paths)}
-    examples = [read_examples(p) for p in example_paths]
-    examples = [with_orders.get(tuple(ex.meta[k] for k in RUN_KEYS), ex) for ex in examples]
+    with_orders = {run_key(ex.meta): ex for ex in map(read_examples, order_paths)}
+    examples = [with_orders.get(run_key(ex.meta), ex) for ex in map(read_examples, example_paths)]
     table = evaluate_claims(examples, roles, n_boot=n_boot, level=level, seed=seed)
     atomic_write_frame(table, parquet_path, runs_provenance(examples))
     _write_csv(table, csv_path)

@@ -19,16 +19,12 @@ import pandas as pd
 from . import metrics
 from .cache import atomic_write_frame
 from .scoring import (
-    GROUP_KEYS, ORDER_METRICS, RUN_KEYS, RunExamples, _layer_mean, _write_csv, positions_of, read_examples,
+    GROUP_KEYS, ORDER_METRICS, RunExamples, _layer_mean, _write_csv, positions_of, read_examples, run_key,
     runs_provenance, seed_mean_intervals, write_examples,
 )
 
 SPREAD_OF = ("simaou_norm", "simam_delta")  # the similarities whose spread over the orders is reported
 COLUMNS = ["model", "variant", "task", "method", "metric", "mean", "std", "n", "ci_low", "ci_high", "n_orders"]
-
-
-def _run_key(meta: dict) -> tuple:
-    return tuple(meta[key] for key in RUN_KEYS)
 
 
 def _layer_mean_score(values: np.ndarray) -> float:
@@ -45,11 +41,11 @@ def order_sensitivity(orders: list[RunExamples]) -> RunExamples:
     if len(orders) < 2:
         raise ValueError(f"order sensitivity needs the run in at least 2 orders, got {len(orders)}")
     first = orders[0]
-    key = _run_key(first.meta)
+    key = run_key(first.meta)
     icl, ft = [], []
     for run in orders:
-        if _run_key(run.meta) != key:
-            raise ValueError(f"the orders of run {key} include another run's values, {_run_key(run.meta)}")
+        if run_key(run.meta) != key:
+            raise ValueError(f"the orders of run {key} include another run's values, {run_key(run.meta)}")
         missing = np.setdiff1d(first.example_id, run.example_id)
         if missing.size:
             raise ValueError(f"run {key}: an order lacks {missing.size} of the run's evaluation examples "

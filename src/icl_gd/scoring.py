@@ -301,6 +301,11 @@ def tidy(table: pd.DataFrame) -> pd.DataFrame:
     return table.reset_index(drop=True)
 
 
+def run_key(meta: dict) -> tuple:
+    """A run's (model, variant, task, seed, method), from its per-example file's metadata."""
+    return tuple(meta[key] for key in RUN_KEYS)
+
+
 def _group_key(meta: dict) -> tuple:
     return tuple(meta[key] for key in ("model", "variant", "task", "method"))
 

@@ -96,12 +96,12 @@ _FRACTION_METRICS = frozenset(
 # Rows of the accuracy table that are compared with each other when marking the best value.
 _ACCURACY_GROUP = frozenset({"acc_zsl", "acc_ft", "acc_icl"})
 
-# Rows where the lowest value is the one that stands out: distances from ICL's output distribution.
-_LOWER_IS_CLOSER = frozenset({"kl_icl_ft", "kl_icl_zsl", "tv_icl_ft"})
 # The output distributions' rows of the methods table: how far FT's label distribution lies from
 # ICL's, and (a row of its own, from ZSL and ICL alone) how far ZSL's does.
 DIVERGENCE_METRICS: tuple[str, ...] = ("kl_icl_ft", "tv_icl_ft")
 DIVERGENCE_BASELINES: tuple[str, ...] = ("kl_icl_zsl",)
+# Rows where the lowest value is the one that stands out: distances from ICL's output distribution.
+_LOWER_IS_CLOSER = frozenset(DIVERGENCE_METRICS + DIVERGENCE_BASELINES)
 
 _REQUIRED = ("model", "variant", "task", "method", "metric", "mean")
 
@@ -439,6 +439,18 @@ def _keyed_table(rows: list[list[str]], keys: list[tuple], names: Sequence[str],
     return table
 
 
+def _interval_cell(index: pd.DataFrame, key: tuple, scale: float, decimals: int) -> str:
+    """ "mean [low, high]" of the row ``key`` of ``index`` (its mean alone where it has no interval),
+    scaled; "—" where there is no such row or no mean."""
+    if key not in index.index or pd.isna(index.loc[key, "mean"]):
+        return MISSING
+    row = index.loc[key]
+    text = format_cell(row["mean"] * scale, decimals=decimals)
+    if not pd.isna(row["ci_low"]):
+        text += f" [{_round(row['ci_low'] * scale, decimals):.{decimals}f}, {_round(row['ci_high'] * scale, decimals):.{decimals}f}]"
+    return text
+
+
 def intervals_table(
     summary: pd.DataFrame,
     model: str,
@@ -462,18 +474,7 @@ def intervals_table(
     for metric in metrics:
         scale = 100.0 if metric in _FRACTION_METRICS else 1.0
         for method in methods:
-            cells = []
-            for task in tasks:
-                key = (variant, method, metric, task)
-                if key not in index.index or pd.isna(index.loc[key, "mean"]):
-                    cells.append(MISSING)
-                    continue
-                row = index.loc[key]
-                text = format_cell(row["mean"] * scale, decimals=decimals)
-                if not pd.isna(row["ci_low"]):
-                    text += f" [{_round(row['ci_low'] * scale, decimals):.{decimals}f}, {_round(row['ci_high'] * scale, decimals):.{decimals}f}]"
-                cells.append(text)
-            rows.append(cells)
+            rows.append([_interval_cell(index, (variant, method, metric, task), scale, decimals) for task in tasks])
             keys.append((metric_label(metric), method_label(method)))
     return _keyed_table(rows, keys, ("Metric", "Method"), tasks, "intervals")
 
@@ -499,18 +500,7 @@ def orders_table(orders: pd.DataFrame, model: str, variant: str = "trained", met
     rows, keys = [], []
     for method in methods:
         for metric, what, scale in ORDER_ROWS:
-            cells = []
-            for task in tasks:
-                key = (method, metric, task)
-                if key not in index.index or pd.isna(index.loc[key, "mean"]):
-                    cells.append(MISSING)
-                    continue
-                row = index.loc[key]
-                text = format_cell(row["mean"] * scale, decimals=decimals)
-                if not pd.isna(row["ci_low"]):
-                    text += f" [{_round(row['ci_low'] * scale, decimals):.{decimals}f}, {_round(row['ci_high'] * scale, decimals):.{decimals}f}]"
-                cells.append(text)
-            rows.append(cells)
+            rows.append([_interval_cell(index, (method, metric, task), scale, decimals) for task in tasks])
             keys.append((method_label(method), what))
     n_orders = sorted({int(n) for n in df["n_orders"].dropna()}) if "n_orders" in df.columns else []
     notes = [f"{' or '.join(map(str, n_orders))} orders of each run's demonstrations"] if n_orders else []

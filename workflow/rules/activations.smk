@@ -5,30 +5,6 @@
 # jobs take another job of the same rule as input breaks Snakemake's --until on it (its issue 823).
 
 
-rule extract_zsl:
-    input:
-        unpack(task_files),
-        model=model_dir,
-    output:
-        cache=zsl_cache_output(),
-    params:
-        run=zsl_run_spec,
-        code=EXTRACTION_CODE,
-    threads: 1
-    priority: 0
-    resources:
-        gpu=MODEL_GPUS,
-        jobs_per_gpu=JOBS_PER_GPU,
-        mem_mb=8000,
-        runtime=60,
-    conda:
-        "../../envs/models.yaml"
-    log:
-        "results/logs/extract/{model}/{variant}/{task}/seed{seed}/zsl.log",
-    script:
-        "../scripts/extract.py"
-
-
 rule extract_base:
     input:
         unpack(task_files),
@@ -54,6 +30,16 @@ rule extract_base:
         "results/logs/extract/{model}/{variant}/{task}/seed{seed}/{setting}.log",
     script:
         "../scripts/extract.py"
+
+
+# ZSL: extract_base's job on a path without a setting, which run_spec and reference_cache read as
+# zsl (no demonstrations, no reference cache); first in line, as a new run group starts with it.
+use rule extract_base as extract_zsl with:
+    output:
+        cache=cache_output(ZSL_CACHE),
+    priority: 0
+    log:
+        "results/logs/extract/{model}/{variant}/{task}/seed{seed}/zsl.log",
 
 
 rule finetune_and_extract:
@@ -85,57 +71,18 @@ rule finetune_and_extract:
 
 
 # The further orders of a run's demonstrations (config key orders): ICL and the method on the same
-# demonstrations in another order, planned only when orders > 1 (icl_gd/plan.py, order_runs).
-rule extract_order:
-    input:
-        unpack(task_files),
-        unpack(reference_cache),
-        model=model_dir,
+# demonstrations in another order, planned only when orders > 1 (icl_gd/plan.py, order_runs); the
+# jobs of the run's own rules, with the order in their run spec (run_spec reads the wildcard).
+use rule extract_base as extract_order with:
     output:
-        cache=order_cache_output(),
-    wildcard_constraints:
-        setting=cfg.ICL_SETTING_PATTERN,
-    params:
-        run=order_run_spec,
-        code=EXTRACTION_CODE,
-    threads: 1
-    priority: 1
-    resources:
-        gpu=MODEL_GPUS,
-        jobs_per_gpu=JOBS_PER_GPU,
-        mem_mb=8000,
-        runtime=60,
-    conda:
-        "../../envs/models.yaml"
+        cache=cache_output(ORDER_CACHE),
     log:
         "results/logs/extract/{model}/{variant}/{task}/seed{seed}/order{order}/{setting}.log",
-    script:
-        "../scripts/extract.py"
 
 
-rule finetune_order:
-    input:
-        unpack(task_files),
-        unpack(reference_cache),
-        model=model_dir,
+use rule finetune_and_extract as finetune_order with:
     output:
-        cache=order_cache_output(),
+        cache=cache_output(ORDER_CACHE),
         train_log="results/training/{model}/{variant}/{task}/seed{seed}/order{order}/{setting}.parquet",
-    wildcard_constraints:
-        setting=_names_regex(METHODS),
-    params:
-        run=order_run_spec,
-        code=EXTRACTION_CODE,
-    threads: 1
-    priority: 1
-    resources:
-        gpu=MODEL_GPUS,
-        jobs_per_gpu=JOBS_PER_GPU,
-        mem_mb=16000,
-        runtime=120,
-    conda:
-        "../../envs/models.yaml"
     log:
         "results/logs/extract/{model}/{variant}/{task}/seed{seed}/order{order}/{setting}.log",
-    script:
-        "../scripts/extract.py"

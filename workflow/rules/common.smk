@@ -207,33 +207,17 @@ CACHE = "results/activations/{model}/{variant}/{task}/seed{seed}/{setting}.arrow
 ZSL_CACHE = "results/activations/{model}/{variant}/{task}/seed{seed}/zsl.arrow"
 
 
-def zsl_cache_output():
-    return temp(ZSL_CACHE) if config["caches"] == "temporary" else ZSL_CACHE
-
-
-def zsl_run_spec(wildcards):
-    return plan.run_spec(config, wildcards.task, "zsl", int(wildcards.seed))
-
-
-def cache_output():
-    """The extraction rules' cache: with `caches: temporary` a temp() file, which Snakemake deletes
+def cache_output(path=CACHE):
+    """An extraction rule's cache: with `caches: temporary` a temp() file, which Snakemake deletes
     once every job that reads it (the metrics, the settings that store their changes from it) is
     done; the run then holds only the caches in flight, not the grid's."""
-    return temp(CACHE) if config["caches"] == "temporary" else CACHE
+    return temp(path) if config["caches"] == "temporary" else path
 
 
 # A further order of a run's demonstrations (config key orders; icl_gd/orders.py): its ICL and
 # finetuned caches beside the run's, the ZSL cache shared.
 ORDER_CACHE = "results/activations/{model}/{variant}/{task}/seed{seed}/order{order}/{setting}.arrow"
 ORDER_RUNS = plan.order_runs(config)
-
-
-def order_cache_output():
-    return temp(ORDER_CACHE) if config["caches"] == "temporary" else ORDER_CACHE
-
-
-def order_run_spec(wildcards):
-    return plan.run_spec(config, wildcards.task, wildcards.setting, int(wildcards.seed), order=int(wildcards.order))
 
 
 def order_setting_caches(wildcards):
@@ -260,9 +244,7 @@ def all_order_runs():
 
 
 def all_order_activations():
-    if config["caches"] == "temporary":
-        return []
-    return [ORDER_CACHE.format(**e) for e in plan.order_extractions(config)]
+    return [] if config["caches"] == "temporary" else [ORDER_CACHE.format(**e) for e in plan.order_extractions(config)]
 
 
 # Priorities keep a run depth-first: scoring (which frees a run group's caches) first, then the
@@ -279,14 +261,16 @@ def zsl_cache(wildcards):
 
 def reference_cache(wildcards):
     """The cache whose values a compact cache's changes are relative to: its run's ZSL."""
-    if config["cache_dtype"] != "compact" or wildcards.setting == "zsl":
+    if config["cache_dtype"] != "compact" or wildcards.get("setting", "zsl") == "zsl":
         return {}
     return {"reference": zsl_cache(wildcards)}
 
 
 def run_spec(wildcards):
-    """The run an extraction job executes; as a parameter, also its rerun trigger (plan.run_spec)."""
-    return plan.run_spec(config, wildcards.task, wildcards.setting, int(wildcards.seed))
+    """The run an extraction job executes; as a parameter, also its rerun trigger (plan.run_spec).
+    The ZSL rule has no setting wildcard; only the further orders' rules have an order."""
+    return plan.run_spec(config, wildcards.task, wildcards.get("setting", "zsl"), int(wildcards.seed),
+                         order=int(wildcards.get("order", 0)))
 
 
 def task_config(wildcards):
