@@ -141,3 +141,44 @@ def test_the_readme_example_config_is_valid():
     schema = yaml.safe_load((REPO / "workflow/schemas/config.schema.yaml").read_text())
     config = validation.validate(yaml.safe_load(block), schema)
     assert set(config["tasks"]) == {"sst2", "mine"} and config["models"]["pythia"]["source"] == "hub"
+
+
+def package_imports(path: Path, package: Path) -> set[str]:
+    """The package's modules (top-level names: `figures` for its subpackage) that the module or
+    subpackage at ``path`` imports, absolute or relative, at the top or inside a function."""
+    import ast
+
+    names = {p.stem for p in package.glob("*.py")} | {p.name for p in package.iterdir() if p.is_dir()}
+    found = set()
+    for f in ([path] if path.is_file() else sorted(path.glob("*.py"))):
+        where = ["icl_gd", *f.relative_to(package).parent.parts]
+        for node in ast.walk(ast.parse(f.read_text())):
+            if isinstance(node, ast.ImportFrom):
+                base = where[:len(where) - node.level + 1] if node.level else []
+                modules = [[*base, *(node.module or "").split("."), a.name] for a in node.names]
+            elif isinstance(node, ast.Import):
+                modules = [a.name.split(".") for a in node.names]
+            else:
+                continue
+            found |= {m[1] for m in ([x for x in mod if x] for mod in modules)
+                      if m[0] == "icl_gd" and len(m) > 1 and m[1] in names}
+    return found - {path.stem, "__init__"}
+
+
+def test_the_module_table_lists_every_module_after_what_it_imports():
+    """docs/workflow.md says imports flow one way down its table of modules: a module (or the
+    figures/ subpackage) imports only modules on rows above its own."""
+    package = REPO / "src" / "icl_gd"
+    text = (REPO / "docs" / "workflow.md").read_text()
+    rows = [re.findall(r"`(\w+)(?:\.py|/)`", line.split("|")[1]) for line in text.splitlines()
+            if re.match(r"\| `\w+(\.py|/)`", line)]
+    listed = [m for row in rows for m in row]
+    on_disk = {p.stem for p in package.glob("*.py") if p.stem != "__init__"} | {"figures"}
+    assert set(listed) == on_disk, f"docs/workflow.md's module table: missing {on_disk - set(listed)}, stale {set(listed) - on_disk}"
+    above: set[str] = set()
+    for row in rows:
+        for module in row:
+            path = package / (module if module == "figures" else f"{module}.py")
+            late = package_imports(path, package) - above
+            assert not late, f"{module} imports {sorted(late)}, listed below it in docs/workflow.md"
+        above |= set(row)

@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import logging
 import math
-import warnings
 import zlib
 from dataclasses import dataclass, field
 

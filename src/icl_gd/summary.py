@@ -8,7 +8,6 @@ landing page of ``snakemake --report`` (``{report.dir}/summary.rst``, named by t
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import pandas as pd
