@@ -124,15 +124,17 @@ def expected_counts(config: dict) -> dict[str, int]:
     n_models = len(config["models"])
     icl_settings = sum(len({cfg.icl_setting(config, m) for m in methods}) for methods in config["variants"].values())
     zsl = n_models * len(config["tasks"]) * len(config["variants"])
-    trained_methods = sum(len(methods) for methods in config["variants"].values())
+    # per seed of a task, the methods that run on it (a method may name its own tasks)
+    method_runs = sum(cfg.method_runs_on(config, m, t) * len(cfg.task_seeds(config, t))
+                      for methods in config["variants"].values() for m in methods for t in config["tasks"])
     return {
         "download_model": sum(spec["source"] == "hub" for spec in config["models"].values()),
         "prepare_task": len(config["tasks"]),
         "make_variant": n_models * sum(v != "trained" for v in config["variants"]),
         "extract_zsl": zsl,
         "extract_base": n_models * n_runs_seeds * icl_settings,
-        "finetune_and_extract": n_models * n_runs_seeds * trained_methods,
-        "score_run": n_models * n_runs_seeds * trained_methods,
+        "finetune_and_extract": n_models * method_runs,
+        "score_run": n_models * method_runs,
         "aggregate_metrics": 1, "compare_methods": 1, "data_statistics": 1, "all": 1, "evaluate_claims": 1,
         "first_page": 1,
         "task_statistics": len(config["tasks"]),
@@ -149,13 +151,14 @@ def test_paper_dry_run_job_counts(dry_run):
     assert counts.pop("total") == sum(counts.values())
     assert counts == expected
     # the same, literally: 6 tasks x 3 seeds; trained runs icl and icl_switched, the other two
-    # variants icl, each variant one ZSL per task; trained finetunes 5 methods, the other two 1 each
+    # variants icl, each variant one ZSL per task; trained finetunes 4 methods on every task and
+    # clipped LCGD on Subj's 3 seeds (paper 003 Table 3), the other two variants 1 method each
     assert counts == {
         "download_model": 1, "prepare_task": 6, "make_variant": 2,
         "extract_zsl": 6 * 3,
         "extract_base": 6 * 3 * (2 + 1 + 1),  # 72
-        "finetune_and_extract": 6 * 3 * (5 + 1 + 1),  # 126
-        "score_run": 126,
+        "finetune_and_extract": 6 * 3 * (4 + 1 + 1) + 3,  # 111
+        "score_run": 111,
         "aggregate_metrics": 1, "compare_methods": 1, "task_statistics": 6, "data_statistics": 1, "all": 1,
         "evaluate_claims": 1, "first_page": 1,
         # paper 003 Tables 1-3, paper 001 Tables 1-3, paper 002, comparisons, intervals,
@@ -165,7 +168,7 @@ def test_paper_dry_run_job_counts(dry_run):
         # reproduction, claims (no lr sweep, one model)
         "figure": 8,
     }
-    assert sum(counts.values()) == 382
+    assert sum(counts.values()) == 352
     # the printed job blocks agree with the table
     assert Counter(rule for rule, _ in planned_jobs(dry_run)) == Counter(counts)
 
@@ -181,8 +184,9 @@ def test_benchmark_config_is_the_paper_grid_on_a_random_model_of_the_reference_s
     assert {cfg.task_spec(bench, t).source for t in bench["tasks"]} == {"synthetic"}
     assert (bench["k"], bench["max_eval"], bench["synthetic"]["n_eval"]) == (32, 2000, 2000)
     counts = job_stats(dry_run_of(BENCH, tmp_path))
-    # per seed: trained icl, icl_switched and 5 methods, the other variants icl and gd; one ZSL per variant and task
-    assert counts["extract_zsl"] + counts["extract_base"] + counts["finetune_and_extract"] == 6 * 3 * (7 + 2 + 2) + 3 * 6  # 216
+    # per seed: trained icl, icl_switched and 4 methods (clipped LCGD on Subj's 3 seeds only), the
+    # other variants icl and gd; one ZSL per variant and task
+    assert counts["extract_zsl"] + counts["extract_base"] + counts["finetune_and_extract"] == 6 * 3 * (6 + 2 + 2) + 3 + 3 * 6  # 201
     assert "download_model" not in counts and counts["build_builtin_model"] == 1
 
 
@@ -222,10 +226,11 @@ def test_paper_dry_run_extraction_paths(dry_run):
         for variant, methods in config["variants"].items()
         for task, seeds in PROTOCOL_SEEDS.items()
         for seed in seeds
-        for setting in {*(["zsl"] if seed == seeds[0] else []), *(cfg.icl_setting(config, m) for m in methods), *methods}
+        for setting in {*(["zsl"] if seed == seeds[0] else []), *(cfg.icl_setting(config, m) for m in methods),
+                        *(m for m in methods if cfg.method_runs_on(config, m, task))}
     }
     assert found == expected
-    assert len(found) == 90 + 126
+    assert len(found) == 90 + 111
     by_task = {task: sorted({s for _, t, s, _ in found if t == task}) for task in PROTOCOL_SEEDS}
     assert by_task == PROTOCOL_SEEDS
     assert {s for v, *_, s in found if v == "trained"} == {"zsl", "icl", "icl_switched", "gd", "lcgd", "lcgd_clip", "gd_switched", "gd_linearized"}

@@ -33,12 +33,15 @@ DEFAULT = load("config.yaml")
 
 def test_runs_and_extractions_of_the_paper_config():
     runs = plan.runs(PAPER)
-    assert len(runs) == 6 * 3 * (5 + 1 + 1)  # tasks x seeds x (trained 5 methods + 1 + 1)
+    # tasks x seeds x (trained 4 methods + 1 + 1), and clipped LCGD on Subj's 3 seeds (paper 003 Table 3)
+    assert len(runs) == 6 * 3 * (4 + 1 + 1) + 3
+    assert {r["task"] for r in runs if r["method"] == "lcgd_clip"} == {"subj"}
     assert runs[0] == dict(model="fairseq-1.3b", variant="trained", task="sst2", seed=2, method="gd")
     caches = plan.extractions(PAPER)
-    # per seed, trained: icl, icl_switched + 5 methods; the other two variants icl, gd; and each
-    # variant one ZSL per task, the first seed's, which does not depend on the seed
-    assert len(caches) == 6 * 3 * (7 + 2 + 2) + 6 * 3 == 216
+    # per seed, trained: icl, icl_switched + 4 methods (+ clipped LCGD on Subj); the other two
+    # variants icl, gd; and each variant one ZSL per task, the first seed's, which does not depend
+    # on the seed
+    assert len(caches) == 6 * 3 * (6 + 2 + 2) + 3 + 6 * 3 == 201
     assert {c["seed"] for c in caches if c["setting"] == "zsl" and c["task"] == "sst2"} == {2}
     assert len({tuple(c.values()) for c in caches}) == len(caches)
     assert plan.run_settings(PAPER, "gd_switched") == ["zsl", "icl_switched", "gd_switched"]
