@@ -266,6 +266,25 @@ def test_each_verdict_comes_out_under_each_quantifier(quantifier, kinds, verdict
         assert tests["resolves_to"].iloc[0] == "supported" and tests["n_needed"].iloc[0] > N
 
 
+def test_order_sensitivity_reads_in_points_as_the_orders_table_shows_it():
+    """The order claim's cells are shares of examples (0/1 per example): its differences are in
+    points, as the accuracy claims' and the orders table's, not fractions."""
+    runs = []
+    for task in TASKS:
+        run = _run(task, 1, "trained", "gd", icl=np.ones(N, dtype=bool))
+        run.per_example.update(order_changed_icl=(np.arange(N) < N // 2).astype(float),  # 50%
+                               order_changed_ft=(np.arange(N) < N // 10).astype(float))  # 10%
+        runs.append(run)
+    claim = next(c for c in claims.CLAIMS if c.id == "shen-order-sensitivity")
+    tests = claims.evaluate_claims(runs, {"gd": "gd"}, n_boot=400, claims=(claim,))
+    assert (tests["unit"] == "points").all() and set(tests["verdict"]) == {"supported"}
+    assert tests.set_index("task").loc["sst2", "difference"] == pytest.approx(40.0)
+    shown = claims.claims_table(tests, "m", {"gd": "gd"})
+    row = shown.reset_index()
+    row = row[row["Verdict"] == "supported"].iloc[0]
+    assert row["SST2"].startswith("+40.0 [") and "ICL predictions changed across orders (%)" in row["Test"]
+
+
 def test_a_claim_that_excepts_a_task_or_lacks_a_cell():
     kinds = ["up"] * 4 + ["down", "up"]  # AGNews goes the other way
     assert set(claims.evaluate_claims(_accuracy_runs(kinds), {"gd": "gd"}, n_boot=200, claims=(

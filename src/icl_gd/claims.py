@@ -155,7 +155,8 @@ COLUMNS = ["model", "claim", "paper", "table", "quantifier", "comparison", "agai
 
 
 def _percent(metric: str) -> bool:
-    return metric.startswith(("acc_", "jaccard_", "rec2ftp"))
+    """Whether a metric is a share of examples, which claims read in points (its label says "(%)")."""
+    return labels.metric_label(metric).endswith("(%)")
 
 
 # --------------------------------------------------------------------------------------------

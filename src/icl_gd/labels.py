@@ -42,6 +42,9 @@ METRIC_LABELS = {
     "kl_icl_ft": "KL(ICL || FT)",
     "kl_icl_zsl": "KL(ICL || ZSL)",
     "tv_icl_ft": "TV(ICL, FT)",
+    "order_changed_icl": "ICL predictions changed across orders (%)",
+    "order_changed_ft": "FT predictions changed across orders (%)",
+    "order_change_gap": "ICL minus FT predictions changed across orders (%)",
 }
 # Mathtext: figure panels and legends. An accuracy is named by its setting alone, as a bar beside
 # the others on an axis that says "Accuracy (%)".
@@ -63,6 +66,8 @@ FIGURE_METRIC_LABELS = {
     "kl_icl_ft": r"KL(ICL$\,\|\,$FT)",
     "kl_icl_zsl": r"KL(ICL$\,\|\,$ZSL)",
     "tv_icl_ft": "TV(ICL, FT)",
+    "order_changed_icl": "ICL: predictions changed across orders",
+    "order_changed_ft": "FT: predictions changed across orders",
 }
 # A figure axis that shows one metric, where the short legend name above would be ambiguous.
 AXIS_LABELS = {"acc_ft": "FT accuracy (%)", "acc_icl": "ICL accuracy (%)", "acc_zsl": "ZSL accuracy (%)"}
