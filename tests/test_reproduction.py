@@ -285,6 +285,21 @@ def test_order_sensitivity_reads_in_points_as_the_orders_table_shows_it():
     assert row["SST2"].startswith("+40.0 [") and "ICL predictions changed across orders (%)" in row["Test"]
 
 
+def test_a_claims_differences_stay_within_what_a_minus_b_can_take():
+    assert claims._difference_range(("trained", "gd", "acc_icl"), ("trained", "gd", "acc_zsl")) == (-1.0, 1.0)
+    assert claims._difference_range(("trained", "gd", "jaccard_all"), 0.5) == (-0.5, 0.5)
+    assert claims._difference_range(("trained", "gd", "simam_delta"), ("untrained", "gd", "simam_delta")) == (-4.0, 4.0)
+    low, high = claims._difference_range(("trained", "gd", "kl_icl_ft"), ("trained", "gd", "kl_icl_zsl"))
+    assert (low, high) == (-np.inf, np.inf)
+    # ICL right on every example of one seed and on none of two others, ZSL the reverse: a - b is
+    # +100 or -100 points per seed, and the seeds' part would carry replicates past -100
+    runs = [_run(task, seed, "trained", "gd", icl=np.full(N, seed == 1), zsl=np.full(N, seed != 1))
+            for task in TASKS for seed in (1, 2, 3)]
+    tests = claims.evaluate_claims(runs, {"gd": "gd"}, n_boot=400, claims=(_claim("every"),))
+    assert (tests["ci_low"] >= -100.0).all() and (tests["ci_high"] <= 100.0).all()
+    assert (tests["ci_low"] == -100.0).any()
+
+
 def test_a_claim_that_excepts_a_task_or_lacks_a_cell():
     kinds = ["up"] * 4 + ["down", "up"]  # AGNews goes the other way
     assert set(claims.evaluate_claims(_accuracy_runs(kinds), {"gd": "gd"}, n_boot=200, claims=(

@@ -325,6 +325,28 @@ def test_seed_mean_interval_carries_the_seeds_spread_and_only_where_they_disagre
     assert apart.ci_high - apart.ci_low > 3 * (two_level.ci_high - two_level.ci_low)
 
 
+def test_two_level_intervals_stay_within_what_the_score_can_take():
+    """Three seeds as far apart as a share can be (ICL right on 0%, 40% and 100% of the examples):
+    the seeds' part of the two-level bootstrap, scaled deviations from their mean, puts more than
+    2.5% of its replicates below 0 (every draw of the first seed alone); the interval is cut at 0,
+    not below it. Every score a run has a range for."""
+    base = scoring.run_examples(run_cache("zsl"), run_cache("icl"), run_cache("gd"))
+    n = len(base.example_id)
+    runs = []
+    for seed, share in zip((1, 2, 3), (0.0, 0.4, 1.0)):
+        pred_icl = np.where(np.arange(n) < round(share * n), base.gold, base.gold + 1).astype(base.gold.dtype)
+        runs.append(scoring.RunExamples({**base.meta, "seed": seed}, base.example_id, base.gold, base.pred_zsl,
+                                        pred_icl, base.pred_ft, base.similarities))
+    table = scoring.seed_mean_intervals(runs, n_boot=4000)
+    acc = table[(table.metric == "acc_icl") & table.layer.isna()].iloc[0]
+    assert acc.ci_low == 0.0 and 0.9 < acc.ci_high <= 1.0
+    assert acc["between"] > 0
+    assert (table.ci_low >= table.metric.map(lambda m: metrics.metric_range(m)[0])).all()
+    assert (table.ci_high <= table.metric.map(lambda m: metrics.metric_range(m)[1])).all()
+    names = set(scoring.bootstrap_scores(base, np.ones((1, n))))
+    assert not {m for m in names if metrics.metric_range(m) == (-np.inf, np.inf)}, "a score without a range"
+
+
 def _shifted(ex: scoring.RunExamples, method: str, shift: float, seed: int | None = None) -> scoring.RunExamples:
     sims = {k: v + shift for k, v in ex.similarities.items()}
     meta = {**ex.meta, "method": method, **({"seed": seed} if seed is not None else {})}

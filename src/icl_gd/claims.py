@@ -443,11 +443,19 @@ def _differences(model: str, seeds_of: dict[str, list[int]], values: _Replicates
                 sizes.append(n)
             replicates, between, within = metrics.two_level_replicates(
                 np.subtract(points_a, points_b), np.stack(reps), draws)
+            replicates = metrics.within_range(replicates, *_difference_range(a_cell, b))
             found.append((float(np.mean(points_a) - np.mean(points_b)), replicates, max(sizes), len(seeds),
                           float(np.mean(points_a)), float(np.mean(points_b)), float(between), float(within)))
         if all(math.isfinite(f[0]) for f in found):  # else a score undefined on this task (say, no change)
             per_task[task] = found
     return per_task
+
+
+def _difference_range(a_cell, b) -> tuple[float, float]:
+    """The values a - b can take, a a cell and b a cell or a constant (:func:`metrics.metric_range`)."""
+    low_a, high_a = metrics.metric_range(a_cell[2])
+    low_b, high_b = (b, b) if isinstance(b, float) else metrics.metric_range(b[2])
+    return low_a - high_b, high_a - low_b
 
 
 def _read(claim: Claim, per_task: dict, n_cells: int, task_level: float, mean_level: float, reps_task: int,

@@ -342,6 +342,7 @@ def seed_mean_intervals(
                 blocks += [(values[:, i], reps[:, :, i]) for i in range(reps.shape[2])]
             for layer, (value, block) in zip(layers, blocks):
                 combined, between, within = metrics.two_level_replicates(value, block, draws)
+                combined = metrics.within_range(combined, *metrics.metric_range(name))
                 low, high = metrics.percentile_interval(combined, level)
                 rows.append(dict(zip(("model", "variant", "task", "method"), key), metric=name, layer=layer,
                                  ci_low=float(low), ci_high=float(high), between=float(between),
