@@ -277,6 +277,8 @@ def test_order_sensitivity_reads_in_points_as_the_orders_table_shows_it():
         runs.append(run)
     claim = next(c for c in claims.CLAIMS if c.id == "shen-order-sensitivity")
     tests = claims.evaluate_claims(runs, {"gd": "gd"}, n_boot=400, claims=(claim,))
+    # fractions read in points; Rec2FTP is held in percent already, so not scaled again
+    assert claims._percent("acc_icl") and claims._percent("jaccard_all") and not claims._percent("rec2ftp")
     assert (tests["unit"] == "points").all() and set(tests["verdict"]) == {"supported"}
     assert tests.set_index("task").loc["sst2", "difference"] == pytest.approx(40.0)
     shown = claims.claims_table(tests, "m", {"gd": "gd"})
