@@ -155,9 +155,7 @@ COLUMNS = ["model", "claim", "paper", "table", "quantifier", "comparison", "agai
 
 
 def _percent(metric: str) -> bool:
-    """Whether a metric is a share of examples held as a fraction, which claims read in points (its
-    label says "(%)"; Rec2FTP is held in percent already)."""
-    return labels.metric_label(metric).endswith("(%)") and metrics.metric_range(metric)[1] == 1.0
+    return metric in labels.FRACTION_METRICS
 
 
 # --------------------------------------------------------------------------------------------

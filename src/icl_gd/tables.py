@@ -40,6 +40,7 @@ import pandas as pd
 
 from .atomic import write_text
 from .labels import (
+    FRACTION_METRICS,
     TASK_ORDER,
     method_label,
     metric_label,
@@ -88,11 +89,6 @@ ACCURACY_METRICS: tuple[str, ...] = (
 # The random SimAOU baselines shown above the similarity rows (they depend on ZSL and ICL only).
 RANDOM_BASELINES: tuple[str, ...] = ("simaou_random", "simaou_random_gaussian")
 SIGNIFICANT_MARK = "*"
-# Accuracy-table metrics that are fractions in the summary (shown in percent); rec2ftp is
-# already a percentage.
-_FRACTION_METRICS = frozenset(
-    {"acc_zsl", "acc_ft", "acc_icl", "jaccard_all", "jaccard_correct", "jaccard_incorrect"}
-)
 # Rows of the accuracy table that are compared with each other when marking the best value.
 _ACCURACY_GROUP = frozenset({"acc_zsl", "acc_ft", "acc_icl"})
 
@@ -338,7 +334,7 @@ def methods_table(
             "key": f"{metric_label(metric)} ({method_label(method)})",
             "group": metric,
             "lookup": (variant, method, metric),
-            "scale": 100.0 if metric in _FRACTION_METRICS else 1.0,
+            "scale": 100.0 if metric in FRACTION_METRICS else 1.0,
         }
         for metric in metrics
         for method in methods
@@ -377,7 +373,7 @@ def accuracy_table(
             "key": metric_label(metric),
             "group": "accuracy" if metric in _ACCURACY_GROUP else metric,
             "lookup": (variant, method, metric),
-            "scale": 100.0 if metric in _FRACTION_METRICS else 1.0,
+            "scale": 100.0 if metric in FRACTION_METRICS else 1.0,
         }
         for metric in metrics
     ]
@@ -472,7 +468,7 @@ def intervals_table(
     index = df.set_index(["variant", "method", "metric", "task"])
     rows, keys = [], []
     for metric in metrics:
-        scale = 100.0 if metric in _FRACTION_METRICS else 1.0
+        scale = 100.0 if metric in FRACTION_METRICS else 1.0
         for method in methods:
             rows.append([_interval_cell(index, (variant, method, metric, task), scale, decimals) for task in tasks])
             keys.append((metric_label(metric), method_label(method)))
@@ -541,7 +537,7 @@ def comparisons_table(
     pairs = list(dict.fromkeys(zip(df["method"], df["baseline"])))
     rows, keys = [], []
     for metric in metrics:
-        scale = 100.0 if metric in _FRACTION_METRICS else 1.0
+        scale = 100.0 if metric in FRACTION_METRICS else 1.0
         for method, baseline in pairs:
             cells = []
             for task in tasks:
