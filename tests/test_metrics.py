@@ -515,25 +515,6 @@ def test_map_similarities_are_simam_simam_delta_and_alpha_on_unpadded_rows(monke
         M.map_similarities(flat(m_zsl)[:-1], *changes[:2], query_len, n_layers, n_heads)
 
 
-def test_two_level_replicates_carry_the_larger_of_the_seeds_and_the_examples_variance():
-    """Seeds whose example replicates have variance w: the combined replicates' variance is
-    max(s^2, w) / S, s^2 the seeds' sample variance; the returned parts add up to it."""
-    rng = np.random.default_rng(0)
-    n_seeds, n_rep, w = 3, 200_000, 0.04
-    for points in ([1.0, 1.1, 0.9], [0.0, 2.0, 4.0], [1.0, 1.0, 1.0]):
-        points = np.asarray(points)
-        reps = points[:, None] + rng.normal(0, np.sqrt(w), size=(n_seeds, n_rep))
-        draws = M.seed_draws(n_seeds, n_rep, rng)
-        combined, between, within = M.two_level_replicates(points, reps, draws)
-        expected = max(points.var(ddof=1), w) / n_seeds
-        assert combined.var() == pytest.approx(expected, rel=0.03)
-        assert between + within == pytest.approx(expected, rel=0.03)
-        assert combined.mean() == pytest.approx(points.mean(), abs=0.01)
-    # one seed: the examples' replicates themselves
-    one, between, _ = M.two_level_replicates([1.0], rng.normal(size=(1, 50)), M.seed_draws(1, 50, rng))
-    assert between == 0.0 and one.shape == (50,)
-
-
 # --------------------------------------------------------------------------------------------
 # output distributions
 

@@ -3,7 +3,7 @@
 import numpy as np
 import pandas as pd
 
-from icl_gd import cache, labels, report, scoring
+from icl_gd import cache, claims, labels, report, scoring
 
 METRICS = ["acc_zsl", "acc_icl", "acc_ft", "jaccard_all", "jaccard_correct", "jaccard_incorrect",
            "simaou", "simaou_norm", "simam_after", "simam_delta"]
@@ -88,17 +88,19 @@ def test_captions_take_the_configured_interval_level(tmp_path):
                   configfiles=["paper.yaml"])
     # what the default run's reports/tables/intervals.md carries
     assert labels.table_caption("intervals") == (
-        "Layer-mean scores, mean over seeds, with 95% two-level bootstrap intervals: the seeds drawn with replacement "
-        "and the evaluation examples resampled within each (one seed: the examples only).")
+        "Layer-mean scores, mean over seeds, with 95% intervals on the crossed seeds x examples design: one resample "
+        "of the task's evaluation examples for every seed, the seeds' spread as a Student t with seeds - 1 degrees "
+        "of freedom (one seed: the examples only).")
     for level, text in ((0.95, "95%"), (0.9, "90%"), (0.975, "97.5%")):
         report.write_table("intervals", {"summary": str(tmp_path / "summary.parquet")},
                            str(tmp_path / f"{level}/intervals.md"), ci_level=level, **common)
         md = (tmp_path / f"{level}/intervals.md").read_text()
-        assert md.startswith(f"**Layer-mean scores, mean over seeds, with {text} two-level bootstrap intervals: "
-                             "the seeds drawn with replacement and the evaluation examples resampled within each "
-                             "(one seed: the examples only). Model: m, variant: trained; config: paper.yaml.**")
+        assert md.startswith(f"**Layer-mean scores, mean over seeds, with {text} intervals on the crossed seeds x "
+                             "examples design: one resample of the task's evaluation examples for every seed, the "
+                             "seeds' spread as a Student t with seeds - 1 degrees of freedom (one seed: the examples "
+                             "only). Model: m, variant: trained; config: paper.yaml.**")
         tex = text.replace("%", r"\%")
-        assert f"with {tex} two-level bootstrap intervals" in (tmp_path / f"{level}/intervals.tex").read_text()
+        assert f"with {tex} intervals on the crossed seeds" in (tmp_path / f"{level}/intervals.tex").read_text()
 
     # the comparisons table's footnote says the level too
     comparisons = pd.DataFrame([dict(model="m", variant="trained", task="cb", method="lcgd", baseline="gd",
@@ -151,7 +153,7 @@ def test_the_first_page_says_what_was_run_and_what_it_found(tmp_path):
     verdict = tests.loc[tests["claim"] == "003-T1-icl-zsl", "verdict"].iloc[0]
     assert f"- **{verdict}**: 003 Table 1, ICL is more accurate than zero-shot on every task" in md
     assert "1 of the 3 published cells this run covers are within" in md and "of 169" in md
-    assert sum(line.startswith("- **") for line in md.splitlines()) == 18  # a line per claim
+    assert sum(line.startswith("- **") for line in md.splitlines()) == len(claims.CLAIMS)  # a line per claim
     # the report's page: its links name the report's own result targets; the markup is escaped
     rst = summary.to_rst(blocks)
     assert "`the claims table <claims.html_>`_" in rst and "SimAM\\_delta" in rst and "{{" not in rst

@@ -280,56 +280,72 @@ def test_examples_round_trip_and_single_seed_interval_equals_the_runs(tmp_path):
     np.testing.assert_allclose(merged.ci_high, merged.ci_high_agg)
 
 
-def test_seed_mean_interval_narrows_with_more_seeds():
-    exs = []
-    for seed in (2, 3, 4):
-        ex = scoring.run_examples(run_cache("zsl", seed=seed), run_cache("icl", seed=seed), run_cache("gd", seed=seed))
-        exs.append(ex)
-    one = scoring.seed_mean_intervals(exs[:1], n_boot=4000)
-    three = scoring.seed_mean_intervals(exs, n_boot=4000)
-    pick = lambda t: t[(t.metric == "simaou") & (t.layer == 1)].iloc[0]  # noqa: E731
-    assert pick(three).ci_high - pick(three).ci_low < pick(one).ci_high - pick(one).ci_low
+def _task_of(n: int) -> scoring.RunExamples:
+    """A run of ``n`` examples with nothing but its ids (its similarities given by _crossed_runs)."""
+    zeros = np.zeros(n, dtype=np.int64)
+    return scoring.RunExamples({"model": "m", "variant": "trained", "task": "sst2", "seed": 1, "method": "gd"},
+                               np.arange(n), zeros, zeros, zeros, zeros, {})
+
+
+def _crossed_runs(base: scoring.RunExamples, per_seed: list[np.ndarray]) -> list[scoring.RunExamples]:
+    """Runs of one task that share ``base``'s examples, seed s with SimAOU ``per_seed[s]`` (n, L)."""
+    return [scoring.RunExamples({**base.meta, "seed": seed}, base.example_id, base.gold, base.pred_zsl,
+                                base.pred_icl, base.pred_ft, {"simaou": values})
+            for seed, values in enumerate(per_seed, start=1)]
+
+
+def _simaou_interval(runs, n_boot=2000):
+    table = scoring.seed_mean_intervals(runs, n_boot=n_boot)
+    return table[(table.metric == "simaou") & table.layer.isna()].iloc[0]
+
+
+def test_seed_mean_interval_does_not_shrink_with_seeds_that_share_their_examples_noise():
+    """Every seed evaluates the same examples: where the examples' noise is all the seeds share
+    (no seed effect, a little noise of each seed's own), more seeds cannot average it away. A
+    resample drawn independently per seed would divide it by the seeds (width / sqrt(10) with ten);
+    the crossed design keeps it, and narrows only where the noise is each seed's own."""
+    n = 300
+    base = _task_of(n)
+    rng = np.random.default_rng(0)
+    shared = rng.normal(0.0, 0.3, (n, 1))
+
+    def width(n_seeds, own):
+        runs = _crossed_runs(base, [np.clip(shared + rng.normal(0.0, own, (n, 1)), -1, 1) for _ in range(n_seeds)])
+        row = _simaou_interval(runs)
+        return row.ci_high - row.ci_low
+
+    one, three, ten = width(1, 0.03), width(3, 0.03), width(10, 0.03)
+    assert three > 0.85 * one and ten > 0.85 * one  # the shared examples' noise stays
+    # the noise each seed has of its own does average out (its seeds' t quantile shrinking too)
+    assert width(10, 0.3) < 0.75 * width(3, 0.3)
 
 
 def test_seed_mean_interval_carries_the_seeds_spread_and_only_where_they_disagree():
-    """Three seeds with the same per-example values in other orders: the seeds agree, the interval
-    is the one-level one (the examples' streams), and ``between`` is 0. Shifting one seed's values
-    moves the seeds apart: the interval widens, by the seeds' part."""
-    rng = np.random.default_rng(0)
-    base = scoring.run_examples(run_cache("zsl"), run_cache("icl"), run_cache("gd"))
-
-    def seeds(shifts):
-        out = []
-        for seed, shift in zip((1, 2, 3), shifts):
-            order = rng.permutation(len(base.example_id))
-            sims = {k: v[order] + shift for k, v in base.similarities.items()}
-            meta = {**base.meta, "seed": seed}
-            out.append(scoring.RunExamples(meta, base.example_id, base.gold, base.pred_zsl, base.pred_icl,
-                                           base.pred_ft, sims))
-        return out
-
-    def row(table):
-        return table[(table.metric == "simaou") & table.layer.isna()].iloc[0]
-
-    agree = seeds([0.0, 0.0, 0.0])
-    two_level = row(scoring.seed_mean_intervals(agree, n_boot=2000))
-    assert two_level["between"] == 0.0 and two_level["within"] > 0
-    one_level = []  # the mean of the seeds' replicates, from the runs' own streams
-    for ex in agree:
-        counts = metrics.bootstrap_counts(len(ex.example_id), 2000, scoring._ci_rng(0, ex.meta["seed"]))
-        one_level.append(scoring._layer_mean(scoring.bootstrap_scores(ex, counts)["simaou"]))
-    low, high = metrics.percentile_interval(np.mean(one_level, axis=0))
-    assert (two_level.ci_low, two_level.ci_high) == pytest.approx((low, high))
-    apart = row(scoring.seed_mean_intervals(seeds([-1.0, 0.0, 1.0]), n_boot=2000))
+    """Three seeds with the same per-example values: they tell no more than one, and the interval
+    is that one's (the examples' bootstrap, to the digit), ``between`` 0. Shifting two seeds' values
+    moves the seeds apart: the interval widens by the seeds' part, a Student t with 2 degrees of
+    freedom."""
+    base = _task_of(300)
+    values = np.random.default_rng(0).normal(0.1, 0.2, (300, 2))
+    agree = _simaou_interval(_crossed_runs(base, [values] * 3))
+    one = _simaou_interval(_crossed_runs(base, [values]))
+    assert agree["between"] == pytest.approx(0.0, abs=1e-20) and agree["within"] > 0
+    assert (agree.ci_low, agree.ci_high) == pytest.approx((one.ci_low, one.ci_high))
+    # the run's own interval is the one-seed interval: the same resamples of the task
+    run = scoring.score_examples(_crossed_runs(base, [values])[0], n_boot=2000)
+    own = run[(run.metric == "simaou") & run.layer.isna()].iloc[0]
+    assert (own.ci_low, own.ci_high) == pytest.approx((one.ci_low, one.ci_high))
+    apart = _simaou_interval(_crossed_runs(base, [values - 0.2, values, values + 0.2]))
     assert apart["between"] > 10 * apart["within"]
-    assert apart.ci_high - apart.ci_low > 3 * (two_level.ci_high - two_level.ci_low)
+    # the seeds' means are -0.2, 0 and +0.2 about the centre: s = 0.2, and t(2) at 97.5% is 4.30
+    centre = (apart.ci_low + apart.ci_high) / 2
+    assert apart.ci_high - centre == pytest.approx(4.303 * 0.2 / np.sqrt(3), rel=0.05)
 
 
-def test_two_level_intervals_stay_within_what_the_score_can_take():
+def test_seed_mean_intervals_stay_within_what_the_score_can_take():
     """Three seeds as far apart as a share can be (ICL right on 0%, 40% and 100% of the examples):
-    the seeds' part of the two-level bootstrap, scaled deviations from their mean, puts more than
-    2.5% of its replicates below 0 (every draw of the first seed alone); the interval is cut at 0,
-    not below it. Every score a run has a range for."""
+    the seeds' part of the interval (a t with 2 degrees of freedom about their mean) reaches below
+    0; the interval is cut at 0, not below it. Every score a run has a range for."""
     base = scoring.run_examples(run_cache("zsl"), run_cache("icl"), run_cache("gd"))
     n = len(base.example_id)
     runs = []
@@ -339,7 +355,7 @@ def test_two_level_intervals_stay_within_what_the_score_can_take():
                                         pred_icl, base.pred_ft, base.similarities))
     table = scoring.seed_mean_intervals(runs, n_boot=4000)
     acc = table[(table.metric == "acc_icl") & table.layer.isna()].iloc[0]
-    assert acc.ci_low == 0.0 and 0.9 < acc.ci_high <= 1.0
+    assert acc.ci_low == 0.0 and acc.ci_high == 1.0
     assert acc["between"] > 0
     assert (table.ci_low >= table.metric.map(lambda m: metrics.metric_range(m)[0])).all()
     assert (table.ci_high <= table.metric.map(lambda m: metrics.metric_range(m)[1])).all()

@@ -3,34 +3,47 @@
 A claim compares two cells per task, ``a`` and ``b`` ((variant, published method, metric); ``b``
 may be a constant, or several cells that must each hold), in a claimed direction, under a
 quantifier the paper uses: on every task (but named ones), on all tasks but one, on most (more than
-half), or on the mean over tasks.
+half), or on the mean over tasks. Each quotes the paper's sentence it encodes; where the paper
+states no direction or no quantifier, ``note`` says how this project reads it.
 
 Per task the difference a - b is that of the run's scores, seeds combined as the summary combines
-them (the mean over seeds). Its interval is a paired two-level percentile bootstrap: every setting
-and variant of a task and seed evaluates the same example ids, so a and b are resampled together,
-by example id, within each seed; the seeds are drawn with replacement on top, their deviations
-shrunk to the spread their examples do not explain (:func:`metrics.two_level_replicates`, as
-``scoring.seed_mean_intervals`` does for one cell). Tasks are resampled independently, so a
-replicate of the mean over tasks is the mean of the tasks'. Where an end of an interval that the
-verdict reads lies within the bootstrap's own Monte Carlo error of zero, the claim draws more
-replicates (the same streams, extended) until it does not, or says that it stayed unsettled.
+them (the mean over seeds). Its interval is that of a crossed seeds x examples design
+(:mod:`icl_gd.inference`): every seed, setting and variant of a task evaluates the same example
+ids, so one resample of the task's examples is applied to a and b in every seed (paired by id),
+and the seeds' spread enters as a Student t with seeds - 1 degrees of freedom. Tasks are
+independent, so a replicate of the mean over tasks is the mean of the tasks'. Where an end of an
+interval that the verdict reads lies within the bootstrap's own Monte Carlo error of the value it
+is read against, the claim draws more replicates (the same streams, extended) until it does not,
+or says that it stayed unsettled.
+
+Two kinds of test. A *superiority* claim (a > b, or a < b) holds on an interval that lies on the
+claimed side of zero. A *non-inferiority* claim (a no lower than b; paper 002's "similarity holds")
+holds on an interval whose end on the other side lies within the smallest effect of interest
+(:data:`inference.MARGINS`) of zero, and is *equivalent* where the whole interval lies within it.
 
 The verdict, at the report's level 1 - alpha (``statistics.ci_level``), is read on the intervals:
 
-* on the mean over tasks: the interval of the mean difference (at 1 - alpha/m for m cells b) lies
-  on the claimed side: *supported*; on the other side: *contradicted*.
+* on the mean over tasks: the interval of the mean difference (at 1 - alpha/m for m cells b).
 * the per-task quantifiers: each task's interval is at 1 - alpha/m, m = tasks x cells b
   (Bonferroni), so that all of a claim's per-task readings hold together with probability at least
-  1 - alpha. A task *holds* where its intervals lie on the claimed side, *breaks* where one lies on
-  the other. every: all hold / one breaks; all but one: all but one hold (and at least one) / two
-  break (one, of a single task); most: more than half hold / at least half break.
-* otherwise *inconclusive*; *not run* where the run lacks a cell. Claims are not corrected for
-  one another: each is its own question.
+  1 - alpha. A task *holds* where its intervals hold, *breaks* where one lies on the other side
+  (beyond the margin, for a non-inferiority claim), is *negligible* where a superiority claim's
+  interval lies within the margin of zero. every: all hold / one breaks; all but one: all but one
+  hold (and at least one) / two break (one, of a single task); most: more than half hold / at
+  least half break.
+* *supported* where the holds suffice (*equivalent* for a non-inferiority claim whose holding
+  intervals all lie within the margin); *contradicted* where the breaks suffice; *negligible*
+  where breaks and negligible tasks together suffice (a superiority claim: no effect of interest
+  where the claim needs one); otherwise *inconclusive*; *not run* where the run lacks a cell.
+  A task some of whose seeds lack a cell or have an undefined score is *incomplete*: shown with
+  its seeds, counted in the quantifier and the Bonferroni m, and read as open. A task where every
+  seed's score is undefined (say, a Jaccard index with no prediction change) is shown as
+  *undefined* and not counted. Claims are not corrected for one another: each is its own question.
 
-For an inconclusive claim, :func:`needed_factor` says by how much the evaluation examples per task
-and seed, or the seeds, would have to grow for the observed differences to give a verdict at the
-same level, from the run's own variance: more seeds narrow the whole interval (as 1/sqrt(seeds)),
-more examples only the part of it that the examples contribute.
+For an inconclusive claim, :func:`needed_factor` says how many seeds, or examples per task and
+seed, the claim would need for 80% power (:data:`inference.POWER`) at its own level to find an
+effect the size of the larger of the smallest effect of interest and the observed difference, from
+the run's own variance parts: more seeds narrow the seeds' part, more examples the examples' part.
 """
 
 from __future__ import annotations
@@ -43,13 +56,14 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from . import labels, metrics
+from . import inference, labels, metrics
 from .cache import atomic_write_frame
 from .scoring import RunExamples, _layer_mean, _write_csv, positions_of, read_examples, run_key, runs_provenance
 
 log = logging.getLogger(__name__)
 
 Cell = tuple[str, str, str]  # (variant, published method, metric)
+TESTS = ("superiority", "non_inferiority")
 
 
 @dataclass(frozen=True)
@@ -60,74 +74,131 @@ class Claim:
     text: str
     a: Cell
     b: tuple[Cell, ...] | float  # one or more cells (each must hold), or a constant
-    direction: int  # +1: a > b claimed; -1: a < b
+    direction: int  # +1: a > b claimed (a no lower than b, non-inferiority); -1: a < b
     quantifier: str  # "every", "all_but_one", "most", "mean"
     except_tasks: tuple[str, ...] = field(default=())
     note: str = ""
+    quote: str = ""  # the paper's sentence this claim encodes, verbatim
+    test: str = "superiority"  # or "non_inferiority" (:data:`TESTS`)
+
+    def __post_init__(self):
+        if self.test not in TESTS:
+            raise ValueError(f"claim {self.id}: test must be one of {TESTS}, got {self.test!r}")
+        if self.quantifier not in QUANTIFIERS:
+            raise ValueError(f"claim {self.id}: quantifier must be one of {sorted(QUANTIFIERS)}, got {self.quantifier!r}")
 
     @property
     def against(self) -> list[Cell | float]:
         return list(self.b) if isinstance(self.b, tuple) else [self.b]
 
+    @property
+    def margin(self) -> float:
+        """The smallest effect of interest of a - b, in the unit a is held in."""
+        return inference.margin(self.a[2])
+
+
+QUANTIFIERS = {
+    "every": "on every task",
+    "all_but_one": "on all tasks but one",
+    "most": "on most tasks",
+    "mean": "on the mean over tasks",
+}
+_TABLE1_TASKS = "paper 001's Table 1 has SST-2, SST-5, MR, Subj and CB: AGNews is left out"
+_SIGNIFICANTLY = ("'significantly lower' read on the mean over tasks, in paper 001 as in paper 003: both papers' "
+                  "tables show per-task gaps of 0.01 or less on SST-2 and SST-5 (ties by paper 001's own rule), "
+                  "so 'significantly' can describe only the average (001: 0.283 against 0.435; 003: 0.2845 against "
+                  "0.4427)")
+_RESOLVE = ("'resolve' read two ways, both tested: the drop shrinks (clipped above unclipped layer-causal FT, as the "
+            "paper's 0.4227 against 0.2844 shows) and the drop is gone (clipped no lower than standard FT, which "
+            "the paper's 0.4227 against 0.4870 does not show); paper: Subj, one seed")
 
 CLAIMS: tuple[Claim, ...] = (
     Claim("001-T1-untrained", "001", "Table 1",
           "In SimAOU the completely untrained model slightly exceeds the trained one (GD)",
-          ("untrained", "gd", "simaou"), (("trained", "gd", "simaou"),), +1, "mean"),
+          ("untrained", "gd", "simaou"), (("trained", "gd", "simaou"),), +1, "mean", except_tasks=("agnews",),
+          note=_TABLE1_TASKS,
+          quote="We find that in terms of SimAOU the untrained baselines slightly exceed vanilla GD."),
     Claim("001-T1-trained-embeddings", "001", "Table 1",
           "In SimAOU the model with only its embeddings trained slightly exceeds the trained one (GD)",
-          ("trained_embeddings", "gd", "simaou"), (("trained", "gd", "simaou"),), +1, "mean"),
+          ("trained_embeddings", "gd", "simaou"), (("trained", "gd", "simaou"),), +1, "mean",
+          except_tasks=("agnews",), note=_TABLE1_TASKS,
+          quote="We find that in terms of SimAOU the untrained baselines slightly exceed vanilla GD."),
     Claim("001-T2-simaou-norm", "001", "Table 2",
           "Layer-causal GD achieves higher SimAOU (normalised) than GD on every task",
           ("trained", "lcgd", "simaou_norm"), (("trained", "gd", "simaou_norm"),), +1, "every",
-          note="the caption says SimAOU; it holds in the table for SimAOU_norm, not for raw SimAOU on AGNews"),
+          note="the caption says SimAOU; it holds in the table for SimAOU_norm, not for raw SimAOU on AGNews",
+          quote="Layer causal GD achieves higher SimAOU across all tasks, yet its SimAM is significantly lower."),
     Claim("001-T2-simam", "001", "Table 2",
-          "Layer-causal GD's SimAM is lower than GD's (on every task in the table)",
-          ("trained", "lcgd", "simam_after"), (("trained", "gd", "simam_after"),), -1, "every"),
+          "Layer-causal GD's SimAM is significantly lower than GD's (on the mean over tasks)",
+          ("trained", "lcgd", "simam_after"), (("trained", "gd", "simam_after"),), -1, "mean",
+          note=_SIGNIFICANTLY,
+          quote="Layer causal GD achieves higher SimAOU across all tasks, yet its SimAM is significantly lower."),
     Claim("001-T2-simam-delta", "001", "Table 2",
           "SimAM_delta is higher for layer-causal GD, except on AGNews",
           ("trained", "lcgd", "simam_delta"), (("trained", "gd", "simam_delta"),), +1, "every",
-          except_tasks=("agnews",)),
+          except_tasks=("agnews",),
+          quote="SimAM_Δ is higher for layer causal GD, except for AGNews."),
     Claim("001-T1T2-lcgd-baselines", "001", "Tables 1, 2",
-          "In SimAM_delta layer-causal GD is better than the untrained baselines on every task",
+          "In SimAM_delta layer-causal GD is better than the untrained baselines on every task of Table 1",
           ("trained", "lcgd", "simam_delta"),
-          (("untrained", "gd", "simam_delta"), ("trained_embeddings", "gd", "simam_delta")), +1, "every"),
+          (("untrained", "gd", "simam_delta"), ("trained_embeddings", "gd", "simam_delta")), +1, "every",
+          except_tasks=("agnews",), note="'all datasets explored': the baselines' datasets; " + _TABLE1_TASKS,
+          quote="In terms of SimAM_Δ [LCGD] is significantly better than any of the other baselines across all "
+                "datasets explored."),
     Claim("003-T1-icl-zsl", "003", "Table 1",
           "ICL is more accurate than zero-shot on every task",
-          ("trained", "gd", "acc_icl"), (("trained", "gd", "acc_zsl"),), +1, "every"),
+          ("trained", "gd", "acc_icl"), (("trained", "gd", "acc_zsl"),), +1, "every",
+          note="read from Table 1 (ICL above ZSL in every column); no sentence states it"),
     Claim("003-T1-icl-ft", "003", "Table 1",
           "ICL is more accurate than finetuning, on average over tasks",
           ("trained", "gd", "acc_icl"), (("trained", "gd", "acc_ft"),), +1, "mean",
-          note='the paper: "average difference of 19.38%"; its Table 1 gives a mean gap of 9.73 points'),
+          note='the paper: "average difference of 19.38%"; its Table 1 gives a mean gap of 9.73 points',
+          quote="However, their results show a discrepancy between the accuracy of the finetuned model and the ICL "
+                "setting, average difference of 19.38% relative to the original zero-shot accuracy (Table 1)."),
     Claim("003-T1-jaccard", "003", "Table 1",
           "ICL's and finetuning's prediction changes are poorly aligned on most tasks",
           ("trained", "gd", "jaccard_all"), 0.5, -1, "most",
-          note="'poorly aligned' read as a Jaccard index below 50%"),
+          note="'poorly aligned' read as a Jaccard index below 50%",
+          quote="we show that ICL's and finetuning's predictions are poorly aligned on most tasks."),
     Claim("003-T1-jaccard-incorrect", "003", "Table 1",
           "Erroneous prediction changes are aligned even less (Jaccard of incorrect changes below that of correct ones)",
-          ("trained", "gd", "jaccard_incorrect"), (("trained", "gd", "jaccard_correct"),), -1, "most"),
+          ("trained", "gd", "jaccard_incorrect"), (("trained", "gd", "jaccard_correct"),), -1, "most",
+          quote="Our results show that both methods yield unique, different prediction updates, especially when "
+                "taking erroneous changes into account."),
     Claim("003-T2-simaou", "003", "Table 2",
           "Layer-causal FT achieves higher SimAOU (normalised) in 5 out of 6 tasks",
-          ("trained", "lcgd", "simaou_norm"), (("trained", "gd", "simaou_norm"),), +1, "all_but_one"),
+          ("trained", "lcgd", "simaou_norm"), (("trained", "gd", "simaou_norm"),), +1, "all_but_one",
+          quote="Layer causal FT achieves higher SimAOU in 5 out of 6 tasks, but its SimAM is significantly lower."),
     Claim("003-T2-simam", "003", "Table 2",
-          "Layer-causal FT's SimAM is significantly lower than standard FT's (on average over tasks)",
-          ("trained", "lcgd", "simam_after"), (("trained", "gd", "simam_after"),), -1, "mean"),
+          "Layer-causal FT's SimAM is significantly lower than standard FT's (on the mean over tasks)",
+          ("trained", "lcgd", "simam_after"), (("trained", "gd", "simam_after"),), -1, "mean",
+          note=_SIGNIFICANTLY,
+          quote="Layer causal FT achieves higher SimAOU in 5 out of 6 tasks, but its SimAM is significantly lower."),
     Claim("003-T3-clip-simam", "003", "Table 3",
-          "Gradient clipping resolves layer-causal FT's drop in SimAM",
+          "Gradient clipping shrinks layer-causal FT's drop in SimAM (clipped above unclipped)",
           ("trained", "lcgd_clip", "simam_after"), (("trained", "lcgd", "simam_after"),), +1, "every",
-          note="paper: Subj, one seed"),
+          note=_RESOLVE,
+          quote="This results show that even arbitrary clipping may resolve the drop in SimAM shown in table 2."),
+    Claim("003-T3-clip-simam-ft", "003", "Table 3",
+          "Gradient clipping removes layer-causal FT's drop in SimAM (clipped no lower than standard FT)",
+          ("trained", "lcgd_clip", "simam_after"), (("trained", "gd", "simam_after"),), +1, "every",
+          note=_RESOLVE, test="non_inferiority",
+          quote="This results show that even arbitrary clipping may resolve the drop in SimAM shown in table 2."),
     Claim("003-T3-clip-simaou", "003", "Table 3",
           "Clipped layer-causal FT keeps its SimAOU (normalised) above standard FT's",
           ("trained", "lcgd_clip", "simaou_norm"), (("trained", "gd", "simaou_norm"),), +1, "every",
-          note="paper: Subj, one seed"),
+          note="read from Table 3 (0.3480 against 0.1932, in bold); paper: Subj, one seed"),
     Claim("002-switch-icl", "002", "label switching",
           "False labels in the demonstrations change ICL: its accuracy drops",
           ("trained", "gd_switched", "acc_icl"), (("trained", "gd", "acc_icl"),), -1, "mean",
-          note="the experiment's premise; paper 002 (a draft) reports no number"),
+          note="the experiment's premise, this project's reading; paper 002 (a draft) reports no number",
+          quote="we evaluated the change in similarity when providing false labels both in FT and ICL."),
     Claim("002-switch-similarity", "002", "label switching",
           "With false labels in both FT and ICL, their similarity holds (SimAOU_norm no lower than with gold labels)",
           ("trained", "gd_switched", "simaou_norm"), (("trained", "gd", "simaou_norm"),), +1, "mean",
-          note="the draft's hypothesis; paper 002 reports no number"),
+          note="this project's reading, tested as non-inferiority: paper 002 states no direction and reports no "
+               "number", test="non_inferiority",
+          quote="we evaluated the change in similarity when providing false labels both in FT and ICL."),
     Claim("shen-output-distribution", "Shen et al.", "beyond the papers",
           "Finetuning moves the output distribution toward ICL's (KL(ICL || FT) below KL(ICL || ZSL))",
           ("trained", "gd", "kl_icl_ft"), (("trained", "gd", "kl_icl_zsl"),), -1, "most",
@@ -138,20 +209,17 @@ CLAIMS: tuple[Claim, ...] = (
           "across orders)",
           ("trained", "gd", "order_changed_icl"), (("trained", "gd", "order_changed_ft"),), +1, "most",
           note="Shen, Mishra and Khashabi (2023) argue ICL is order-sensitive and GD is not; paper 001 answers that "
-               "GD one demonstration at a time is order-sensitive too; needs orders > 1"),
+               "GD one demonstration at a time is order-sensitive too; needs orders > 1",
+          quote="However, this discrepancy can be mitigated easily by applying GD sequentially, as was done in the "
+                "work of Dai et al. (2023) that we compare to. (paper 001, on Shen et al.)"),
 )
-QUANTIFIERS = {
-    "every": "on every task",
-    "all_but_one": "on all tasks but one",
-    "most": "on most tasks",
-    "mean": "on the mean over tasks",
-}
-VERDICTS = ("supported", "contradicted", "inconclusive", "not run")
+# supported and equivalent hold; contradicted and negligible do not; the last two say nothing yet
+VERDICTS = ("supported", "equivalent", "contradicted", "negligible", "inconclusive", "not run")
 MEAN = "mean"  # the task of a claim test's row for the mean over tasks
-COLUMNS = ["model", "claim", "paper", "table", "quantifier", "comparison", "against", "task", "n_examples",
-           "n_seeds", "a", "b", "difference", "ci_low", "ci_high", "level", "side", "seed_share", "n_replicates",
-           "unit", "verdict", "settled", "redrawn", "factor", "n_needed", "resolves_to", "seed_factor", "seeds_needed",
-           "seeds_resolve_to"]
+COLUMNS = ["model", "claim", "paper", "table", "quantifier", "test", "comparison", "against", "task", "n_examples",
+           "n_seeds", "a", "b", "difference", "ci_low", "ci_high", "level", "margin", "side", "status",
+           "incomplete", "seed_share", "df", "n_replicates", "unit", "verdict", "settled", "redrawn", "factor",
+           "n_needed", "resolves_to", "seed_factor", "seeds_needed", "seeds_resolve_to"]
 
 
 def _percent(metric: str) -> bool:
@@ -162,78 +230,118 @@ def _percent(metric: str) -> bool:
 # reading a quantifier on the intervals
 
 
-def side(difference_low: float, difference_high: float, direction: int) -> int:
-    """+1 where the interval lies strictly on the claimed side of zero, -1 where strictly on the
-    other, 0 where it holds zero (or is undefined)."""
-    if not (math.isfinite(difference_low) and math.isfinite(difference_high)):
-        return 0
-    if direction * difference_low > 0 and direction * difference_high > 0:
-        return 1
-    if direction * difference_low < 0 and direction * difference_high < 0:
-        return -1
-    return 0
+def status(low: float, high: float, direction: int, test: str = "superiority", margin: float = 0.0) -> str:
+    """One interval of a - b read for a claim: "holds", "breaks", "negligible" (a superiority
+    claim's interval within +-margin of zero), "equivalent" (a non-inferiority claim's: it holds),
+    or "open" (also where undefined)."""
+    if not (math.isfinite(low) and math.isfinite(high)):
+        return "open"
+    lo, hi = sorted((direction * low, direction * high))  # the claimed side positive
+    inside = -margin < lo and hi < margin
+    if test == "non_inferiority":
+        if inside:
+            return "equivalent"
+        return "holds" if lo > -margin else "breaks" if hi < -margin else "open"
+    if lo > 0:
+        return "holds"
+    if hi < 0:
+        return "breaks"
+    return "negligible" if inside else "open"
 
 
-def read_quantifier(quantifier: str, task_sides: list[list[int]], mean_sides: list[int]) -> str:
-    """The verdict from the sides (:func:`side`) of each task's intervals (one per cell b) and of
-    the mean's: supported, contradicted or inconclusive."""
-    if quantifier == "mean":
-        if mean_sides and all(s == 1 for s in mean_sides):
-            return "supported"
-        return "contradicted" if any(s == -1 for s in mean_sides) else "inconclusive"
-    n = len(task_sides)
-    holds = sum(all(s == 1 for s in sides) for sides in task_sides)
-    breaks = sum(any(s == -1 for s in sides) for sides in task_sides)
-    supported, contradicted = {
-        "every": (holds == n, breaks >= 1),
-        "all_but_one": (holds >= max(n - 1, 1), breaks >= min(2, n)),
-        "most": (holds > n / 2, breaks >= n / 2),
-    }[quantifier]
-    if n and supported:
-        return "supported"
-    return "contradicted" if n and contradicted else "inconclusive"
+def side(difference_low: float, difference_high: float, direction: int, test: str = "superiority",
+         margin: float = 0.0) -> int:
+    """+1 where an interval holds for the claim (:func:`status`: holds or equivalent), -1 where it
+    breaks it, 0 otherwise."""
+    read = status(difference_low, difference_high, direction, test, margin)
+    return {"holds": 1, "equivalent": 1, "breaks": -1}.get(read, 0)
 
 
-def _resolving_factor(difference: float, low: float, high: float, seed_share: float = 0.0,
-                      currency: str = "examples") -> float:
-    """By how much the evaluation examples per seed (``currency`` "examples") or the seeds
-    ("seeds") must grow for an interval to exclude zero on the side of its point estimate; inf
-    where the difference is zero, or where more examples cannot narrow it enough.
-
-    The interval's half-width toward zero, h, follows its variance B + W (``seed_share`` = B /
-    (B + W) from the seeds' spread, W from the examples); more seeds divide both, more examples
-    W only. So with r = (d / h)^2: seeds x 1/r; examples x (1 - share) / (r - share), none where
-    r <= share (the seeds' spread alone is wider than the difference)."""
-    if not all(map(math.isfinite, (difference, low, high))) or difference == 0:
-        return math.inf
-    toward_zero = difference - low if difference > 0 else high - difference
-    if toward_zero <= 0:
-        return 1.0
-    r = (difference / toward_zero) ** 2
-    share = min(max(seed_share if math.isfinite(seed_share) else 0.0, 0.0), 1.0)
-    if currency == "seeds" or share == 0.0:
-        return 1.0 / r
-    return (1.0 - share) / (r - share) if r > share else math.inf
+def _combined(statuses: list[str]) -> str:
+    """A task's status from its intervals (one per cell b): each must hold."""
+    if any(s == "breaks" for s in statuses):
+        return "breaks"
+    if statuses and all(s in ("holds", "equivalent") for s in statuses):
+        return "equivalent" if all(s == "equivalent" for s in statuses) else "holds"
+    return "negligible" if any(s == "negligible" for s in statuses) else "open"
 
 
-def needed_factor(quantifier: str, tasks: list[list[tuple]], mean: list[tuple], direction: int, *,
-                  currency: str = "examples") -> tuple[float, str]:
-    """The smallest factor on the examples per task and seed (or on the seeds) at which the
-    observed differences ((difference, low, high[, share of the seeds' spread]) per task and cell
-    b, and of the mean) would give a verdict at the same level, and that verdict; (inf,
-    "inconclusive") where no size would."""
-    def factor(unit) -> float:
-        return _resolving_factor(*unit[:3], *(unit[3:4] or [0.0]), currency=currency)
+def read_quantifier(quantifier: str, task_statuses: list[list], mean_statuses: list, test: str = "superiority") -> str:
+    """The verdict from the statuses (:func:`status`; or sides, +1 / -1 / 0) of each task's intervals
+    (one per cell b) and of the mean's: supported, equivalent, contradicted, negligible or
+    inconclusive."""
+    def named(s):
+        return {1: "holds", -1: "breaks", 0: "open"}[int(s)] if not isinstance(s, str) else s
 
+    rows = [mean_statuses] if quantifier == "mean" else task_statuses
+    rule = "every" if quantifier == "mean" else quantifier
+    combined = [_combined([named(s) for s in row]) for row in rows]
+    n = len(combined)
+    if n == 0:
+        return "inconclusive"
+
+    def enough_for(k: int) -> bool:
+        return {"every": k == n, "all_but_one": k >= max(n - 1, 1), "most": k > n / 2}[rule]
+
+    def enough_against(k: int) -> bool:
+        return {"every": k >= 1, "all_but_one": k >= min(2, n), "most": k >= n / 2}[rule]
+
+    holds = sum(c in ("holds", "equivalent") for c in combined)
+    if enough_for(holds):
+        equivalent = sum(c == "equivalent" for c in combined)
+        return "equivalent" if test == "non_inferiority" and enough_for(equivalent) else "supported"
+    breaks = sum(c == "breaks" for c in combined)
+    if enough_against(breaks):
+        return "contradicted"
+    if test == "superiority" and enough_against(breaks + sum(c == "negligible" for c in combined)):
+        return "negligible"
+    return "inconclusive"
+
+
+# --------------------------------------------------------------------------------------------
+# what an inconclusive claim would need
+
+
+@dataclass(frozen=True)
+class Unit:
+    """One interval a verdict reads, for planning: its observed difference, the level it is read at
+    and the variance parts of its tasks (one, or every task for the mean over tasks)."""
+
+    difference: float
+    level: float
+    spreads: tuple
+
+
+def planned_effect(difference: float, direction: int, test: str, margin: float) -> float:
+    """The effect to plan for, as a distance from the value the test reads against (0, or -margin
+    on the claimed side for non-inferiority): the observed one, or the smallest effect of interest
+    on the claimed side where the observed one is smaller than that."""
+    threshold = -direction * margin if test == "non_inferiority" else 0.0
+    distance = difference - threshold if math.isfinite(difference) else math.nan
+    if not math.isfinite(distance):
+        return math.nan
+    return distance if abs(distance) >= margin else direction * margin
+
+
+def needed_factor(quantifier: str, tasks: list[list[Unit]], mean: list[Unit], direction: int, *,
+                  currency: str = "seeds", test: str = "superiority", margin: float = 0.0) -> tuple[float, str]:
+    """The smallest factor on the seeds (or on the examples per task and seed) at which the claim's
+    test has :data:`inference.POWER` to give a verdict at its own level, and that verdict, planning
+    for :func:`planned_effect` in each interval it reads; (inf, "inconclusive") where no size would
+    (more examples cannot narrow the seeds' spread; one seed says nothing yet of how far seeds
+    spread)."""
     units = [u for row in tasks for u in row] if quantifier != "mean" else list(mean)
-    factors = [factor(u) for u in units]
+    effects = {id(u): planned_effect(u.difference, direction, test, margin) for u in units}
+    factors = {id(u): inference.needed_factor(effects[id(u)], u.level, list(u.spreads), currency=currency)
+               if math.isfinite(effects[id(u)]) else math.inf for u in units}
 
     def verdict_at(f: float) -> str:
-        def sides(row):  # an interval that only touches zero does not exclude it
-            return [int(np.sign(u[0])) * direction if factor(u) < f else 0 for u in row]
-        return read_quantifier(quantifier, [sides(row) for row in tasks], sides(mean))
+        def read(row):
+            return [("holds" if effects[id(u)] * direction > 0 else "breaks") if factors.get(id(u), math.inf) <= f
+                    else "open" for u in row]
+        return read_quantifier(quantifier, [read(row) for row in tasks], read(mean))
 
-    for f in sorted(max(f, 1.0) * (1 + 1e-9) for f in factors if math.isfinite(f)):
+    for f in sorted(f for f in factors.values() if math.isfinite(f)):
         verdict = verdict_at(f)
         if verdict != "inconclusive":
             return f, verdict
@@ -265,56 +373,69 @@ class _Replicates:
     """The bootstrap replicates of every cell of every (model, task, seed), drawn in chunks of
     ``chunk`` as they are asked for: asking for more extends the same streams (the first
     chunks are the same whatever the total), so a claim whose verdict the bootstrap's own noise
-    could flip can draw more (:data:`MAX_REPLICATES`) without changing any other claim's."""
+    could flip can draw more (:data:`MAX_REPLICATES`) without changing any other claim's. Every
+    seed and cell of a task is resampled with the same counts: the crossed design."""
 
     def __init__(self, index, cells: set[tuple[str, str, str]], chunk: int, seed: int):
         self.index, self.cells, self.chunk, self.seed = index, cells, chunk, seed
-        self._runs: dict[tuple, tuple] = {}  # (model, task, seed) -> (ids, terms per cell)
+        self._tasks: dict[tuple, tuple] = {}  # (model, task) -> (ids, {seed: terms per cell}, {seed: points})
         self._reps: dict[tuple, list[np.ndarray]] = {}  # (model, task, seed, *cell) -> chunks
 
-    def _prepared(self, model: str, task: str, s: int):
-        key = (model, task, s)
-        if key not in self._runs:
-            runs = self.index[(model, task)][s]
-            present = {(v, m) for v, m, _ in self.cells if (v, m) in runs}
+    def _prepared(self, model: str, task: str):
+        key = (model, task)
+        if key not in self._tasks:
+            by_seed = self.index[key]
+            present = {s: {(v, m) for v, m, _ in self.cells if (v, m) in runs} for s, runs in by_seed.items()}
             ids = None
-            for run in sorted(present):
-                run_ids = np.asarray(runs[run].example_id)
-                ids = run_ids if ids is None else np.intersect1d(ids, run_ids)
-            ids = np.unique(ids) if ids is not None else np.zeros(0, np.int64)
-            for run in sorted(present):
-                if len(ids) != len(runs[run].example_id):
-                    log.warning("%s: the runs of this task and seed evaluate different examples; the claims pair "
-                                "the %d they share", "/".join(run), len(ids))
-            rows = {run: positions_of(runs[run].example_id, ids) for run in present}
-            terms = {c: _cell_terms(runs[c[:2]], c[2], rows[c[:2]]) for c in self.cells
-                     if c[:2] in present and (c[2] in runs[c[:2]].ratio_names or c[2] in runs[c[:2]].similarities)}
+            for s, runs in sorted(by_seed.items()):
+                for run in sorted(present[s]):
+                    run_ids = np.asarray(runs[run].example_id)
+                    ids = np.unique(run_ids) if ids is None else np.intersect1d(ids, run_ids)
+            ids = ids if ids is not None else np.zeros(0, np.int64)
+            if any(len(ids) != len(np.unique(runs[run].example_id)) for s, runs in by_seed.items() for run in present[s]):
+                log.warning("%s/%s: the seeds and settings of this task evaluate different examples; the claims "
+                            "pair the %d they share", model, task, len(ids))
+            terms, points = {}, {}
             ones = np.ones((1, len(ids)))
-            points = {c: float(_statistic(t, ones)[0]) for c, t in terms.items()}
-            self._runs[key] = (ids, terms, points)
-        return self._runs[key]
+            for s, runs in by_seed.items():
+                rows = {run: positions_of(runs[run].example_id, ids) for run in present[s]}
+                terms[s] = {c: _cell_terms(runs[c[:2]], c[2], rows[c[:2]]) for c in self.cells
+                            if c[:2] in present[s]
+                            and (c[2] in runs[c[:2]].ratio_names or c[2] in runs[c[:2]].similarities)}
+                points[s] = {c: float(_statistic(t, ones)[0]) for c, t in terms[s].items()}
+            self._tasks[key] = (ids, terms, points)
+        return self._tasks[key]
+
+    def seeds(self, model: str, task: str) -> list[int]:
+        return sorted(self.index[(model, task)])
 
     def has(self, model: str, task: str, s: int, cell) -> bool:
-        return cell in self._prepared(model, task, s)[1]
+        return cell in self._prepared(model, task)[1][s]
 
-    def get(self, model: str, task: str, s: int, cells: list, n_rep: int) -> dict:
-        """{cell: (point, replicates[:n_rep], n examples)} for ``cells`` of one task and seed."""
-        ids, terms, points = self._prepared(model, task, s)
+    def point(self, model: str, task: str, s: int, cell) -> float:
+        return self._prepared(model, task)[2][s][cell]
+
+    def get(self, model: str, task: str, seeds: list[int], cells: list, n_rep: int) -> dict:
+        """{seed: {cell: (point, replicates[:n_rep], n examples)}} for ``cells`` of one task, every
+        seed resampled alike."""
+        ids, terms, points = self._prepared(model, task)
         n_chunks = -(-n_rep // self.chunk)
-        short = [c for c in cells if len(self._reps.setdefault((model, task, s, *c), [])) < n_chunks]
-        for j in range(min((len(self._reps[(model, task, s, *c)]) for c in short), default=n_chunks), n_chunks):
+        wanted = [(s, c) for s in seeds for c in cells]
+        for j in range(min((len(self._reps.setdefault((model, task, s, *c), [])) for s, c in wanted),
+                           default=n_chunks), n_chunks):
             counts = metrics.bootstrap_counts(len(ids), self.chunk, np.random.default_rng(
-                [self.seed, s, zlib.crc32(task.encode()), j]))
-            for c in short:
+                [self.seed, zlib.crc32(task.encode()), j]))
+            for s, c in wanted:
                 chunks = self._reps[(model, task, s, *c)]
                 if len(chunks) == j:
-                    chunks.append(_statistic(terms[c], counts))
-        return {c: (points[c], np.concatenate(self._reps[(model, task, s, *c)])[:n_rep], len(ids)) for c in cells}
+                    chunks.append(_statistic(terms[s][c], counts))
+        return {s: {c: (points[s][c], np.concatenate(self._reps[(model, task, s, *c)])[:n_rep], len(ids))
+                    for c in cells} for s in seeds}
 
-    def draws(self, task: str, n_seeds: int, n_rep: int) -> np.ndarray:
-        """The seeds each replicate of a task draws (its second level), chunk by chunk as above."""
+    def uniforms(self, task: str, n_rep: int) -> np.ndarray:
+        """The quantiles of the seeds' Student t of a task's replicates, chunk by chunk as above."""
         return np.concatenate([
-            metrics.seed_draws(n_seeds, self.chunk, np.random.default_rng([self.seed, zlib.crc32(task.encode()), j]))
+            inference.stratified_uniforms(self.chunk, np.random.default_rng([self.seed, zlib.crc32(task.encode()), j, 1]))
             for j in range(-(-n_rep // self.chunk))])[:n_rep]
 
 
@@ -327,13 +448,13 @@ def evaluate_claims(examples: list[RunExamples], roles: dict[str, str], *, n_boo
                     max_replicates: int = MAX_REPLICATES) -> pd.DataFrame:
     """Every claim on every model of ``examples``: one row per (claim, cell b, task), and one for
     the mean over tasks (task :data:`MEAN`), with the difference a - b (points for a percentage,
-    else the score's own unit), its paired two-level interval (examples within seeds, and seeds)
-    at the level its quantifier reads it, the side it lies on, and the claim's verdict; for an
-    inconclusive claim, the factor on the examples per task and seed, and on the seeds, that
-    would resolve it and the verdict each would resolve to. Where an end of an interval that the
-    verdict reads lies within its Monte Carlo error of zero, the claim draws twice the replicates,
-    up to ``max_replicates``, and says in ``settled`` whether that was enough. A claim the run has
-    no cell of has one row, verdict "not run"."""
+    else the score's own unit), its interval on the crossed seeds x examples design at the level its
+    quantifier reads it, its status and side, and the claim's verdict; for an inconclusive claim,
+    the factor on the seeds, and on the examples per task and seed, at which its test would have
+    80% power, and the verdict each would resolve to. Where an end of an interval that the verdict
+    reads lies within its Monte Carlo error of the value it is read against, the claim draws twice
+    the replicates, up to ``max_replicates``, and says in ``settled`` whether that was enough. A
+    claim the run has no cell of has one row, verdict "not run"."""
     claims = CLAIMS if claims is None else claims
     alpha = 1.0 - level
     index: dict[tuple[str, str], dict[int, dict[tuple[str, str], RunExamples]]] = {}
@@ -355,98 +476,126 @@ def evaluate_claims(examples: list[RunExamples], roles: dict[str, str], *, n_boo
     for model in models:
         tasks = labels.order_tasks({t for m, t in index if m == model})
         for claim in claims:
-            rows += _test_claim(claim, model, tasks, index, values, run_cell, level=level, alpha=alpha, n_boot=n_boot,
+            rows += _test_claim(claim, model, tasks, values, run_cell, level=level, alpha=alpha, n_boot=n_boot,
                                 max_replicates=max_replicates)
     table = pd.DataFrame(rows, columns=COLUMNS)
     return table.astype({"comparison": "int64", "n_examples": "Int64", "n_seeds": "Int64", "side": "Int64",
-                         "n_replicates": "Int64", "settled": "boolean",
-                         "redrawn": "boolean"})
+                         "n_replicates": "Int64", "settled": "boolean", "redrawn": "boolean",
+                         "status": object, "incomplete": object})
 
 
-def _test_claim(claim: Claim, model: str, tasks: list[str], index, values: _Replicates, run_cell, *, level: float,
-                alpha: float, n_boot: int, max_replicates: int) -> list[dict]:
-    scale = 100.0 if _percent(claim.a[2]) else 1.0
-    base = dict(model=model, claim=claim.id, paper=claim.paper, table=claim.table, quantifier=claim.quantifier,
-                unit="points" if scale == 100.0 else "score")
-    a_cell = run_cell(claim.a)
-    b_cells = [b if isinstance(b, float) else run_cell(b) for b in claim.against]
+@dataclass
+class _Task:
+    """What a claim has of one task: the seeds it reads, and those it lacks (seed -> why)."""
+
+    seeds: list[int]
+    missing: dict[int, str]
+
+    @property
+    def incomplete(self) -> str:
+        return "; ".join(f"seed {s}: {why}" for s, why in sorted(self.missing.items()))
+
+
+def _seeds_of(claim: Claim, model: str, tasks: list[str], values: _Replicates, a_cell, b_cells) -> dict[str, _Task]:
+    """Per task the claim covers: the seeds with every cell and a defined score, and the seeds that
+    lack one ("not run") or whose score is undefined. A task no seed ran the cells of is not the
+    claim's (say, a method run on some tasks only)."""
     run_cells = [c for c in [a_cell, *b_cells] if not isinstance(c, float)]
-    seeds_of = {}  # task -> the seeds that have every cell of the claim
+    found = {}
     for task in tasks:
         if task in claim.except_tasks or a_cell is None or any(b is None for b in b_cells):
             continue
-        seeds = [s for s in sorted(index[(model, task)])
-                 if all(values.has(model, task, s, c) for c in run_cells)]
-        if seeds:
-            seeds_of[task] = seeds
-    n_cells = len(b_cells)
-    mean_level = 1.0 - alpha / n_cells
+        seeds, missing = [], {}
+        for s in values.seeds(model, task):
+            if not all(values.has(model, task, s, c) for c in run_cells):
+                missing[s] = "not run"
+            elif not all(math.isfinite(values.point(model, task, s, c)) for c in run_cells):
+                missing[s] = "undefined"
+            else:
+                seeds.append(s)
+        if seeds or "undefined" in missing.values():
+            found[task] = _Task(seeds, missing)
+    return found
 
-    def task_level(n_tasks: int) -> float:
-        return 1.0 - alpha / (n_cells * max(n_tasks, 1)) if claim.quantifier != "mean" else level
+
+def _test_claim(claim: Claim, model: str, tasks: list[str], values: _Replicates, run_cell, *, level: float,
+                alpha: float, n_boot: int, max_replicates: int) -> list[dict]:
+    scale = 100.0 if _percent(claim.a[2]) else 1.0
+    base = dict(model=model, claim=claim.id, paper=claim.paper, table=claim.table, quantifier=claim.quantifier,
+                test=claim.test, unit="points" if scale == 100.0 else "score")
+    a_cell = run_cell(claim.a)
+    b_cells = [b if isinstance(b, float) else run_cell(b) for b in claim.against]
+    covered = _seeds_of(claim, model, tasks, values, a_cell, b_cells)
+    if not covered:
+        return [dict(base, comparison=0, against=_against_label(claim, 0), task="", verdict="not run")]
+    n_cells = len(b_cells)
+    counted = [t for t, found in covered.items() if found.seeds]  # a task whose every seed is undefined is not
+    mean_level = 1.0 - alpha / n_cells
+    task_level = 1.0 - alpha / (n_cells * max(len(counted), 1)) if claim.quantifier != "mean" else level
 
     # each interval gets as many replicates beyond its bounds as n_boot give a plain one (its level's
     # tails), times a power of two where its ends are not yet settled against Monte Carlo error
     times = 1
     while True:
-        drawn = times * max(_n_rep(n_boot, task_level(len(seeds_of)), level), _n_rep(n_boot, mean_level, level))
-        per_task = _differences(model, seeds_of, values, a_cell, b_cells, min(drawn, max_replicates))
-        if not per_task:
-            return [dict(base, comparison=0, against=_against_label(claim, 0), task="", verdict="not run")]
-        level_t = task_level(len(per_task))  # the tasks where a - b is defined
-        reps_task = min(times * _n_rep(n_boot, level_t, level), max_replicates)
+        reps_task = min(times * _n_rep(n_boot, task_level, level), max_replicates)
         reps_mean = min(times * _n_rep(n_boot, mean_level, level), max_replicates)
-        rows, task_units, mean_units, unsettled = _read(claim, per_task, n_cells, level_t, mean_level,
+        per_task = _differences(model, covered, values, a_cell, b_cells, max(reps_task, reps_mean))
+        rows, task_units, mean_units, unsettled = _read(claim, covered, per_task, n_cells, task_level, mean_level,
                                                         reps_task, reps_mean, scale, base)
-        if not unsettled or drawn >= max_replicates:
+        if not unsettled or max(reps_task, reps_mean) >= max_replicates:
             break
         times *= 2
-    task_sides = [[side(lo, hi, claim.direction) for _, lo, hi, _ in units] for units in task_units.values()]
-    mean_sides = [side(lo, hi, claim.direction) for _, lo, hi, _ in mean_units]
-    verdict = read_quantifier(claim.quantifier, task_sides, mean_sides)
+    task_statuses = [[u[1] for u in units] for units in task_units.values()]
+    mean_statuses = [u[1] for u in mean_units]
+    verdict = read_quantifier(claim.quantifier, task_statuses, mean_statuses, claim.test)
     need = dict(factor=math.nan, n_needed=math.nan, resolves_to="", seed_factor=math.nan, seeds_needed=math.nan,
                 seeds_resolve_to="")
-    if verdict == "inconclusive":
-        n_now = max(found[0][2] for found in per_task.values())
-        seeds_now = max(found[0][3] for found in per_task.values())
+    if verdict == "inconclusive" and any(per_task.values()):
+        n_now = max(found[0][2] for found in per_task.values() if found)
+        seeds_now = max(found[0][3] for found in per_task.values() if found)
+        plan_tasks = [[u[0] for u in units] for units in task_units.values()]
+        plan_mean = [u[0] for u in mean_units]
         for currency, now, (f_key, n_key, r_key) in (
                 ("examples", n_now, ("factor", "n_needed", "resolves_to")),
                 ("seeds", seeds_now, ("seed_factor", "seeds_needed", "seeds_resolve_to"))):
-            factor, resolves_to = needed_factor(claim.quantifier, list(task_units.values()), mean_units,
-                                                claim.direction, currency=currency)
+            factor, resolves_to = needed_factor(claim.quantifier, plan_tasks, plan_mean, claim.direction,
+                                                currency=currency, test=claim.test, margin=claim.margin)
             need.update({f_key: factor, r_key: resolves_to,
-                         n_key: math.ceil(factor * now) if math.isfinite(factor) else math.inf})
+                         n_key: round(factor * now) if math.isfinite(factor) else math.inf})
     for row in rows:
         row.update(verdict=verdict, settled=not unsettled, redrawn=times > 1, **need)
     return rows
 
 
-def _differences(model: str, seeds_of: dict[str, list[int]], values: _Replicates, a_cell, b_cells, n_rep: int):
-    """Per task, per cell b: the difference a - b (mean over seeds), its two-level replicates, the
-    examples and seeds it rests on, a and b (means over seeds), and the variance of the mean that
-    the seeds' spread and the examples contribute."""
+def _differences(model: str, covered: dict[str, _Task], values: _Replicates, a_cell, b_cells, n_rep: int):
+    """Per task, per cell b: the difference a - b (mean over the seeds it reads), its replicates on
+    the crossed design, the examples and seeds it rests on, a and b (means over seeds), and its
+    :class:`inference.Spread`. An empty list for a task with no seed to read."""
     per_task = {}
-    for task, seeds in seeds_of.items():
-        got = {s: values.get(model, task, s, [a_cell, *[b for b in b_cells if not isinstance(b, float)]], n_rep)
-               for s in seeds}
-        draws = values.draws(task, len(seeds), n_rep)
-        found = []
+    for task, found in covered.items():
+        if not found.seeds:
+            per_task[task] = []
+            continue
+        cells = [a_cell, *[b for b in b_cells if not isinstance(b, float)]]
+        got = values.get(model, task, found.seeds, cells, n_rep)
+        uniforms = values.uniforms(task, n_rep)
+        rows = []
         for b in b_cells:
-            points_a, points_b, reps, sizes = [], [], [], []
-            for s in seeds:
+            points_a, points_b, reps = [], [], []
+            for s in found.seeds:
                 value_a, reps_a, n = got[s][a_cell]
                 value_b, reps_b = (b, b) if isinstance(b, float) else got[s][b][:2]
                 points_a.append(value_a)
                 points_b.append(value_b)
                 reps.append(reps_a - reps_b)
-                sizes.append(n)
-            replicates, between, within = metrics.two_level_replicates(
-                np.subtract(points_a, points_b), np.stack(reps), draws)
+            replicates, spread = inference.crossed_replicates(np.subtract(points_a, points_b), np.stack(reps),
+                                                              uniforms)
+            spread = inference.Spread(*(float(np.asarray(x)) for x in (spread.n_seeds, spread.seeds_var,
+                                                                        spread.shared, spread.unshared)), n_examples=n)
             replicates = metrics.within_range(replicates, *_difference_range(a_cell, b))
-            found.append((float(np.mean(points_a) - np.mean(points_b)), replicates, max(sizes), len(seeds),
-                          float(np.mean(points_a)), float(np.mean(points_b)), float(between), float(within)))
-        if all(math.isfinite(f[0]) for f in found):  # else a score undefined on this task (say, no change)
-            per_task[task] = found
+            rows.append((float(np.mean(points_a) - np.mean(points_b)), replicates, n, len(found.seeds),
+                         float(np.mean(points_a)), float(np.mean(points_b)), spread))
+        per_task[task] = rows
     return per_task
 
 
@@ -457,45 +606,72 @@ def _difference_range(a_cell, b) -> tuple[float, float]:
     return low_a - high_b, high_a - low_b
 
 
-def _read(claim: Claim, per_task: dict, n_cells: int, task_level: float, mean_level: float, reps_task: int,
-          reps_mean: int, scale: float, base: dict):
-    """The rows of a claim's tests, the (difference, low, high, share of the seeds' spread) of the
-    intervals per task and of the mean, and whether an end of an interval the verdict reads lies
-    within the bootstrap's Monte Carlo error of zero."""
-    rows, task_units, mean_units = [], {t: [] for t in per_task}, []
+def _df(spreads) -> float:
+    """Hillis's degrees of freedom of the mean of ``spreads``' means."""
+    return inference._variance(list(spreads), 1.0, 1.0)[1]
+
+
+def _read(claim: Claim, covered: dict[str, _Task], per_task: dict, n_cells: int, task_level: float,
+          mean_level: float, reps_task: int, reps_mean: int, scale: float, base: dict):
+    """The rows of a claim's tests; per task and for the mean, per cell b, the (:class:`Unit`,
+    status) of each interval; and whether an end of an interval the verdict reads lies within the
+    bootstrap's Monte Carlo error of the value it is read against."""
+    rows, task_units, mean_units = [], {t: [] for t, f in covered.items() if f.seeds}, []
     unsettled = False
+    margin = claim.margin
+    threshold = -claim.direction * margin if claim.test == "non_inferiority" else 0.0
+    complete = all(not f.missing for t, f in covered.items() if f.seeds)
     for j in range(n_cells):
-        for task, found in per_task.items():
-            diff, reps, n, n_seeds, a, b, between, within = found[j]
+        for task, found in covered.items():
+            row = dict(base, comparison=j, against=_against_label(claim, j), task=task, level=task_level,
+                       margin=scale * margin, incomplete=found.incomplete, n_seeds=len(found.seeds))
+            if not found.seeds:
+                rows.append(dict(row, difference=math.nan, ci_low=math.nan, ci_high=math.nan, side=0,
+                                 status="undefined"))
+                continue
+            diff, reps, n, n_seeds, a, b, spread = per_task[task][j]
             reps = reps[:reps_task]
             low, high = metrics.percentile_interval(reps, task_level)
-            if claim.quantifier != "mean":
-                unsettled |= any(metrics.endpoint_unsettled(reps, task_level))
-            task_units[task].append((diff, low, high, _share(between, within)))
-            rows.append(dict(base, comparison=j, against=_against_label(claim, j), task=task, n_examples=n,
-                             n_seeds=n_seeds, a=scale * a, b=scale * b, difference=scale * diff,
-                             ci_low=scale * low, ci_high=scale * high, level=task_level,
-                             side=side(low, high, claim.direction), seed_share=_share(between, within),
-                             n_replicates=len(reps)))
-        found_j = [found[j] for found in per_task.values()]
+            read = status(low, high, claim.direction, claim.test, margin) if not found.missing else "incomplete"
+            if claim.quantifier != "mean" and not found.missing:
+                unsettled |= any(metrics.endpoint_unsettled(reps - threshold, task_level))
+            task_units[task].append((Unit(diff, task_level, (spread,)), read))
+            rows.append(dict(row, n_examples=n, a=scale * a, b=scale * b, difference=scale * diff,
+                             ci_low=scale * low, ci_high=scale * high, side=side(low, high, claim.direction,
+                                                                                claim.test, margin) if read != "incomplete" else 0,
+                             status=read, seed_share=_share(spread), df=_df([spread]), n_replicates=len(reps)))
+        found_j = [per_task[t][j] for t in task_units]
+        if not found_j:  # every task undefined: nothing to read
+            mean_units.append((Unit(math.nan, mean_level, ()), "open"))
+            rows.append(dict(base, comparison=j, against=_against_label(claim, j), task=MEAN, level=mean_level,
+                             margin=scale * margin, difference=math.nan, ci_low=math.nan, ci_high=math.nan, side=0,
+                             status="undefined", incomplete=""))
+            continue
         diff = float(np.mean([f[0] for f in found_j]))
         reps = np.mean(np.stack([f[1][:reps_mean] for f in found_j]), axis=0)
         low, high = metrics.percentile_interval(reps, mean_level)
-        if claim.quantifier == "mean":
-            unsettled |= any(metrics.endpoint_unsettled(reps, mean_level))
-        share = _share(sum(f[6] for f in found_j), sum(f[7] for f in found_j))
-        mean_units.append((diff, low, high, share))
+        spreads = tuple(f[6] for f in found_j)
+        read = status(low, high, claim.direction, claim.test, margin) if complete else "incomplete"
+        if claim.quantifier == "mean" and complete:
+            unsettled |= any(metrics.endpoint_unsettled(reps - threshold, mean_level))
+        mean_units.append((Unit(diff, mean_level, spreads), read))
+        between = sum(float(s.between) for s in spreads)
+        within = sum(float(s.within) for s in spreads)
         rows.append(dict(base, comparison=j, against=_against_label(claim, j), task=MEAN,
                          n_examples=max(f[2] for f in found_j), n_seeds=max(f[3] for f in found_j),
                          a=scale * float(np.mean([f[4] for f in found_j])),
                          b=scale * float(np.mean([f[5] for f in found_j])),
                          difference=scale * diff, ci_low=scale * low, ci_high=scale * high, level=mean_level,
-                         side=side(low, high, claim.direction), seed_share=share, n_replicates=len(reps)))
+                         margin=scale * margin, side=side(low, high, claim.direction, claim.test, margin) if complete else 0,
+                         status=read, incomplete="" if complete else "a task is incomplete",
+                         seed_share=between / (between + within) if between + within > 0 else 0.0,
+                         df=_df(spreads), n_replicates=len(reps)))
     return rows, task_units, mean_units, unsettled
 
 
-def _share(between: float, within: float) -> float:
+def _share(spread: inference.Spread) -> float:
     """The part of an interval's variance that the spread between seeds contributes."""
+    between, within = float(spread.between), float(spread.within)
     total = between + within
     return between / total if total > 0 else 0.0
 
@@ -549,43 +725,64 @@ def _decimals(unit: str, widths) -> int:
 
 
 def _interval(row, decimals: int) -> str:
+    status = getattr(row, "status", "")
+    if status == "undefined":
+        return "undefined"
     if not math.isfinite(row.difference):
         return "—"
-    return f"{row.difference:+.{decimals}f} [{row.ci_low:+.{decimals}f}, {row.ci_high:+.{decimals}f}]"
+    text = f"{row.difference:+.{decimals}f} [{row.ci_low:+.{decimals}f}, {row.ci_high:+.{decimals}f}]"
+    incomplete = getattr(row, "incomplete", "") or ""
+    if status == "incomplete" and row.task != MEAN:
+        return f"incomplete ({incomplete}): {text}"
+    return text
 
 
 def needed_text(row) -> str:
-    """What an inconclusive claim would need, in words, in both currencies: evaluation examples
-    per task and seed, or seeds (a claims row: verdict, factor, n_needed, resolves_to,
-    seed_factor, seeds_needed, seeds_resolve_to)."""
+    """What an inconclusive claim would need, in words, in both currencies: seeds, or evaluation
+    examples per task and seed, for 80% power at the claim's level (a claims row: verdict, factor,
+    n_needed, resolves_to, seed_factor, seeds_needed, seeds_resolve_to, n_seeds)."""
     if row.verdict != "inconclusive":
         return ""
+    if getattr(row, "status", "") == "undefined":
+        return "none: the score is undefined on every task"
     examples_ok = math.isfinite(row.factor)
     seed_factor = getattr(row, "seed_factor", math.nan)
     seeds_ok = isinstance(seed_factor, float) and math.isfinite(seed_factor)
-    if not examples_ok and not seeds_ok:
-        return "none: a difference of 0 (or too few defined) where the claim needs a side"
+    n_seeds = getattr(row, "n_seeds", 2)
+    one_seed = not pd.isna(n_seeds) and int(n_seeds) < 2
     parts = []
+    if seeds_ok:
+        parts.append(f"{int(row.seeds_needed)} seeds (x{seed_factor:.1f}) -> {row.seeds_resolve_to}")
+    elif one_seed:
+        parts.append("seeds: unknown with one seed (run two or more to measure their spread)")
+    else:
+        parts.append("no number of seeds (the examples every seed shares are too few)")
     if examples_ok:
         parts.append(f"{int(row.n_needed)} examples per seed (x{row.factor:.1f}) -> {row.resolves_to}")
     else:
         parts.append("no number of examples (the seeds' spread alone is too wide)")
-    if seeds_ok:
-        one_seed = int(getattr(row, "n_seeds", 2) or 2) < 2  # nothing yet says how far seeds spread
-        parts.append(f"{int(row.seeds_needed)} seeds (x{seed_factor:.1f}) -> {row.seeds_resolve_to}"
-                     + (" if seeds spread no more than their examples" if one_seed else ""))
     return "; or ".join(parts)
+
+
+def _read_on(claim: Claim, level: float, margin: float, unit: str) -> str:
+    read = QUANTIFIERS[claim.quantifier]
+    if claim.except_tasks:
+        read += " but " + ", ".join(map(labels.task_label, claim.except_tasks))
+    shown = f"{margin:g} point{'s' if margin != 1 else ''}" if unit == "points" else f"{margin:g}"
+    kind = "non-inferiority" if claim.test == "non_inferiority" else "superiority"
+    return f"{read} ({percent_text(level)} intervals; {kind}, margin {shown})"
 
 
 def claims_table(tests: pd.DataFrame, model: str, roles: dict[str, str], *, ci_level: float = 0.95) -> pd.DataFrame:
     """One row per claim and cell b: the test in words, the level each task's interval is read
-    at, per task the difference a - b [interval], the mean over tasks [interval], how many tasks
-    lie on the claimed side, on the other, or hold zero, the verdict, and what an inconclusive one
+    at and the smallest effect of interest, per task the difference a - b [interval] (a task with a
+    seed missing or undefined marked incomplete, with the seed), the mean over tasks [interval],
+    how many tasks hold, break, are negligible or open, the verdict, and what an inconclusive one
     would need. Footnotes count the verdicts and state the rule."""
     tests = tests[tests["model"] == model]
     tasks = labels.order_tasks(t for t in tests["task"] if t not in ("", MEAN))
-    columns = ["Read on", *map(labels.task_label, tasks), "Mean over tasks", "Tasks: claimed / other / open",
-               "Verdict", "Needed for a verdict"]
+    columns = ["Read on", *map(labels.task_label, tasks), "Mean over tasks", "Tasks: hold / break / negligible / open",
+               "Verdict", "Needed for a verdict (80% power)"]
     rows, keys, verdict_of = [], [], verdicts(tests)
     for claim in CLAIMS:
         found = tests[tests["claim"] == claim.id]
@@ -600,33 +797,43 @@ def claims_table(tests: pd.DataFrame, model: str, roles: dict[str, str], *, ci_l
                 continue
             by_task = {r.task: r for r in part.itertuples(index=False)}
             decimals = _decimals(part["unit"].iloc[0], (part["ci_high"] - part["ci_low"]).tolist())
-            task_rows = [by_task[t] for t in tasks if t in by_task]
+            task_rows = [by_task[t] for t in tasks if t in by_task and by_task[t].status != "undefined"]
             first = task_rows[0] if task_rows else by_task[MEAN]
-            counts = [sum(int(r.side) == s for r in task_rows) for s in (1, -1, 0)]
-            read = QUANTIFIERS[claim.quantifier]
-            if claim.except_tasks:
-                read += " but " + ", ".join(map(labels.task_label, claim.except_tasks))
+            statuses = [r.status for r in task_rows]
+            counts = [sum(s in ("holds", "equivalent") for s in statuses), statuses.count("breaks"),
+                      statuses.count("negligible"), sum(s in ("open", "incomplete") for s in statuses)]
             level = by_task[MEAN].level if claim.quantifier == "mean" else first.level
-            read += f" ({percent_text(level)} intervals)"
+            read = _read_on(claim, level, float(by_task[MEAN].margin), part["unit"].iloc[0])
             needed = needed_text(first) if j == 0 else ""
             rows.append([read, *[_interval(by_task[t], decimals) if t in by_task else "—" for t in tasks],
                          _interval(by_task[MEAN], decimals), " / ".join(map(str, counts)),
                          verdict if _settled(first) else f"{verdict} (bootstrap-limited)", needed])
     index = pd.MultiIndex.from_tuples(keys, names=["Paper", "Table", "Claim", "Test"])
     table = pd.DataFrame(rows, index=index, columns=columns, dtype=object)
-    counts = {v: sum(x == v for x in verdict_of.values()) for v in VERDICTS}
     table.attrs.update(best=[], table="claims", blank_levels=3, footnotes=[
-        f"{counts['supported']} supported, {counts['contradicted']} contradicted, {counts['inconclusive']} "
-        f"inconclusive, {counts['not run']} not run (of {len(CLAIMS)} claims).",
+        counts_text(verdict_of) + ".",
         interval_text(tests) + f" Quantifiers over tasks read each task's interval at 1 - alpha/m (Bonferroni over "
         f"the m tasks x cells b; alpha = {1 - ci_level:.3g}); 'on the mean' reads the interval of the mean over "
-        f"tasks at {percent_text(ci_level)} (1 - alpha/m for m cells b). Supported: the claimed side holds wherever "
-        f"the quantifier needs it; contradicted: the other side holds on enough tasks to break it; else "
-        f"inconclusive. No correction across claims.",
+        f"tasks at {percent_text(ci_level)} (1 - alpha/m for m cells b).",
+        "A superiority claim holds where an interval lies on the claimed side of 0, breaks where it lies on the "
+        "other, is negligible where it lies within the margin (the smallest effect of interest, docs/metrics.md) of 0; "
+        "a non-inferiority claim (this project's reading where a paper states no direction) holds where the "
+        "interval's end on the other side lies within the margin of 0, and is equivalent where the whole interval "
+        "does. Supported (equivalent): enough tasks hold for the quantifier; contradicted: enough break to defeat "
+        "it; negligible: breaks and negligible tasks together defeat it (no effect of interest where the claim "
+        "needs one); else inconclusive. A task with a seed not run or undefined is incomplete: counted, and read as "
+        "open; a task undefined in every seed is not counted. No correction across claims.",
         replicates_text(tests),
         needed_footnote(tests),
     ])
     return table
+
+
+def counts_text(verdict_of: dict[str, str]) -> str:
+    """The verdicts counted, in words: '5 supported, 1 equivalent, ...  (of 19 claims)'."""
+    counts = {v: sum(x == v for x in verdict_of.values()) for v in VERDICTS}
+    shown = [f"{counts[v]} {v}" for v in VERDICTS if counts[v] or v in ("supported", "contradicted", "inconclusive")]
+    return ", ".join(shown) + f" (of {len(verdict_of)} claims)"
 
 
 def _settled(row) -> bool:
@@ -634,15 +841,15 @@ def _settled(row) -> bool:
 
 
 def interval_text(tests: pd.DataFrame) -> str:
-    """How the claims' intervals were drawn, in words: with several seeds, two levels; with one,
-    the examples only."""
+    """How the claims' intervals were drawn, in words: with several seeds, on the crossed design;
+    with one, the examples only."""
     seeds = tests["n_seeds"].dropna()
     if len(seeds) and int(seeds.max()) > 1:
-        return ("Per task: a - b, mean over seeds (points for a percentage), with its paired two-level percentile "
-                "bootstrap interval: the seeds drawn with replacement, their deviations shrunk to the spread that "
-                "their examples do not explain, and the evaluation examples resampled within each seed (a and b "
-                "by example id), so that the interval carries both which demonstrations were drawn and which "
-                "examples were evaluated.")
+        return ("Per task: a - b, mean over seeds (points for a percentage), with its paired interval on the crossed "
+                "seeds x examples design: one resample of the task's examples applied to a and b in every seed (by "
+                "example id), and the seeds' spread as a Student t with seeds - 1 degrees of freedom, so that the "
+                "interval carries both which demonstrations were drawn and which examples were evaluated (its "
+                "coverage measured by benchmarks/coverage.py).")
     return ("Per task: a - b (points for a percentage), with its paired percentile bootstrap interval over the "
             "evaluation examples (a and b resampled by example id). One seed: the interval covers the examples "
             "only, not the spread between seeds (which demonstrations were drawn).")
@@ -666,10 +873,12 @@ def needed_footnote(tests: pd.DataFrame) -> str:
     n_examples, seeds = tests["n_examples"].dropna(), tests["n_seeds"].dropna()
     now = f"now {int(n_examples.max())}" if len(n_examples) else "none run"
     seeds_now = f"now {int(seeds.max())}" if len(seeds) else "none run"
-    return (f"Needed for a verdict: the evaluation examples per task and seed ({now}), or the seeds ({seeds_now}), "
-            f"at which the observed differences would give a verdict at the same level, and that verdict: more "
-            f"seeds narrow the whole interval (as 1/sqrt(seeds)), more examples only the examples' part of it, so "
-            f"none suffice where the seeds' spread alone is wider than the difference.")
+    return (f"Needed for a verdict: the seeds ({seeds_now}), or the evaluation examples per task and seed ({now}), at "
+            f"which the claim's test would have 80% power at its own level to find an effect the size of the larger "
+            f"of the margin and the observed difference (on the claimed side where the observed one is smaller than "
+            f"the margin), from the run's own variance parts, and the verdict it would then give: more seeds narrow "
+            f"the seeds' part (and the t quantile's), more examples the examples' part, so none suffice where the "
+            f"other part alone is too wide; with one seed, the seeds' spread is unknown.")
 
 
 def verdicts(tests: pd.DataFrame) -> dict[str, str]:
@@ -687,4 +896,6 @@ def _statement(claim: Claim, roles: dict[str, str], j: int) -> str:
     sign = ">" if claim.direction > 0 else "<"
     b = claim.against[j]
     right = _against_label(claim, j) if isinstance(b, float) else _cell_label(b, roles)
+    if claim.test == "non_inferiority":
+        return f"a = {_cell_label(claim.a, roles)} {sign}= b = {right} {'-' if claim.direction > 0 else '+'} margin"
     return f"a = {_cell_label(claim.a, roles)} {sign} b = {right}"

@@ -94,13 +94,14 @@ TABLE_CAPTIONS = {
     "clipping": "Layer-causal finetuning with gradient clipping against standard finetuning, after paper 003 Table 3.",
     "paper002": "Label-switched and linearized finetuning against their plain counterparts (paper 002): accuracies (%) and similarities.",
     "comparisons": "Each method minus the baseline method, paired by example, with {ci} bootstrap intervals; * marks p < the significance level.",
-    "intervals": "Layer-mean scores, mean over seeds, with {ci} two-level bootstrap intervals: the seeds drawn with "
-                 "replacement and the evaluation examples resampled within each (one seed: the examples only).",
+    "intervals": "Layer-mean scores, mean over seeds, with {ci} intervals on the crossed seeds x examples design: one "
+                 "resample of the task's evaluation examples for every seed, the seeds' spread as a Student t with "
+                 "seeds - 1 degrees of freedom (one seed: the examples only).",
     "orders": "Order sensitivity (beyond the papers: Shen et al. 2023): per method, the share of evaluation examples "
               "whose ICL / finetuned prediction changes across further seeded orders of the same demonstrations "
               "(config key orders), their difference, and how much the layer-mean SimAOU_norm and SimAM_delta vary "
-              "across the orders (sample std, mean over seeds); mean over seeds with {ci} two-level bootstrap "
-              "intervals (seeds, then examples within each).",
+              "across the orders (sample std, mean over seeds); mean over seeds with {ci} intervals on the crossed "
+              "seeds x examples design (as the intervals table's).",
     "data": "Data statistics with the model's own token counts and the sizes actually evaluated, after paper 001 Table 3.",
     "k_sweep": "Accuracies (%) and layer-mean similarities against the number of demonstrations k: each method's "
                "ICL accuracy is ICL on its own k demonstrations; mean [{ci} interval] over seeds.",
@@ -108,10 +109,12 @@ TABLE_CAPTIONS = {
                     "this run's mean over seeds with its {ci} interval, the difference (run - published) and whether "
                     "the two agree given both the run's interval and the published ± spread.",
     "claims": "The papers' claims, each tested on this run's layer-mean scores (a: the claimed larger or smaller "
-              "cell, b: what it is compared with): per task a - b with its paired two-level bootstrap interval (seeds, "
-              "and examples within each; one seed: the examples only), the "
-              "claim's quantifier read on the intervals: supported, contradicted, inconclusive (with the "
-              "examples per seed, or the seeds, a verdict would need) or not run.",
+              "cell, b: what it is compared with): per task a - b with its paired interval on the crossed seeds x "
+              "examples design (one resample of the examples for a and b in every seed, the seeds' spread as a "
+              "Student t; one seed: the examples only), the claim's quantifier read on the intervals against 0 "
+              "(superiority) or its smallest effect of interest (non-inferiority): supported, equivalent, "
+              "contradicted, negligible (no effect of interest), inconclusive (with the seeds, or examples per "
+              "seed, its test would need for 80% power) or not run.",
 }
 
 

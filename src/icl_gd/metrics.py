@@ -686,10 +686,11 @@ def bootstrap_ratios(num, den, counts: np.ndarray) -> np.ndarray:
 
 
 # What each score can take, in the units the metric tables hold it: shares of examples as
-# fractions (Rec2FTP in percent), similarities as cosines, divergences in nats. A one-level
-# bootstrap of a mean stays within these by construction; the two-level one adds the seeds' spread
-# as scaled deviations from their mean, which nothing else keeps there (three seeds at 0%, 40%
-# and 100% give replicates below 0), so its replicates are clipped to them (:func:`within_range`).
+# fractions (Rec2FTP in percent), similarities as cosines, divergences in nats. A bootstrap of a
+# mean over examples stays within these by construction; the interval of a mean over seeds adds
+# their spread as a Student t about their mean (icl_gd.inference), which nothing else keeps there
+# (three seeds at 0%, 40% and 100% give replicates below 0), so its replicates are clipped to them
+# (:func:`within_range`).
 RANGES = {
     **dict.fromkeys(("acc_zsl", "acc_icl", "acc_ft", "jaccard_all", "jaccard_correct", "jaccard_incorrect",
                      "tv_icl_ft", "order_changed_icl", "order_changed_ft"), (0.0, 1.0)),
@@ -726,64 +727,6 @@ def percentile_interval(replicates, level: float = 0.95):
         warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN column → NaN, by design
         low, high = np.nanpercentile(reps, [tail, 100.0 - tail], axis=0)
     return low, high
-
-
-def seed_draws(n_seeds: int, n_boot: int, rng) -> np.ndarray:
-    """Which seeds each of ``n_boot`` replicates draws, with replacement: an (n_boot, n_seeds)
-    int matrix (the second level of :func:`two_level_replicates`)."""
-    if not isinstance(rng, np.random.Generator):
-        rng = np.random.default_rng(rng)
-    return rng.integers(0, max(n_seeds, 1), size=(n_boot, n_seeds))
-
-
-def two_level_replicates(points, replicates, draws: np.ndarray | None = None):
-    """Bootstrap replicates of a mean over seeds that carry the spread between the seeds as well
-    as the sampling of the evaluation examples within each.
-
-    ``points`` (S, ...) are the seeds' values, ``replicates`` (S, R, ...) each seed's bootstrap
-    replicates over its own examples, ``draws`` (R, S) the seeds each replicate draws
-    (:func:`seed_draws`). A replicate is the mean of the seeds' example replicates (every seed
-    once: the examples' part, as with one level) plus the mean of S seeds drawn with replacement,
-    as deviations from the seeds' mean shrunk by c (the seeds' part). A seed's value already
-    holds its examples' noise, so resampling the seeds unshrunk on top of the examples counts
-    that noise twice (with three seeds that agree, the variance would grow by 5/3); c is set so
-    that the seeds' part carries only the spread the examples do not explain (the method of
-    moments of a one-way random-effects model; Davison & Hinkley 1997, section 3.8):
-
-        B = max(0, s^2 - w),   c^2 = S / (S - 1) * B / s^2,
-
-    s^2 the seeds' sample variance, w their mean example variance (of the replicates). The
-    replicates' variance is then max(s^2, w) / S: the examples' alone where the seeds agree as
-    closely as their examples allow (c = 0: the one-level replicates exactly), the seeds' spread
-    where it is larger. With one seed (or one defined) the replicates are the examples' only.
-
-    Returns (replicates (R, ...), between (...), within (...)): the variance of the mean that the
-    seeds' spread adds (B / S) and that the examples give (w / S). NaN replicates (a ratio
-    with an empty denominator) are left out of the examples' part, as in a one-level mean.
-    """
-    points, reps = _f64(points), _f64(replicates)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)  # a replicate undefined in every seed stays NaN
-        within_part = np.nanmean(reps, axis=0)
-        per_seed_var = np.nanvar(reps, axis=1, ddof=1) if reps.shape[1] > 1 else np.zeros_like(points)
-    defined = np.isfinite(points)
-    n = defined.sum(axis=0)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)
-        w = np.nanmean(np.where(defined, per_seed_var, np.nan), axis=0)
-        s2 = np.nanvar(np.where(defined, points, np.nan), axis=0, ddof=1)
-    many = n >= 2
-    w = np.where(np.isfinite(w), w, 0.0)
-    between = np.where(many & np.isfinite(s2), np.maximum(s2 - w, 0.0), 0.0)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        c = np.where(between > 0, np.sqrt(n / np.maximum(n - 1, 1) * between / s2), 0.0)
-        size = np.maximum(n, 1)
-    if draws is None or not np.any(c > 0):
-        return within_part, between / size, w / size
-    centre = np.nanmean(np.where(defined, points, np.nan), axis=0)
-    deviation = np.where(defined, points - centre, 0.0)  # an undefined seed adds nothing to the spread
-    drawn = deviation[draws].mean(axis=1)  # (R, ...)
-    return within_part + c * drawn, between / size, w / size
 
 
 def endpoint_unsettled(replicates, level: float, z: float = 3.0) -> tuple[bool, bool]:

@@ -5,7 +5,7 @@ A run (model, variant, task, seed, method) with ``orders`` = P > 1 also runs ICL
 P - 1 further orders of the same demonstrations (``data.demo_order``). Per example, whether the ICL
 prediction differs between any two of the P orders (``order_changed_icl``, 0 or 1), the same for
 the finetuned model (``order_changed_ft``), and their difference (``order_change_gap``): means of
-one value per example, so that the run's score, the mean over seeds, its two-level interval and
+one value per example, so that the run's score, the mean over seeds, its interval and
 the claim "ICL is more order-sensitive than sequential GD" are those of every other score
 (``scoring.MEANS``). Per order, the run's SimAOU_norm and SimAM_delta (layer means): their spread
 over the orders (sample std) says how much the similarity itself depends on the order.
@@ -75,8 +75,8 @@ def write_order_sensitivity(order_paths: list[str], out_path: str) -> RunExample
 
 
 def order_table(runs: list[RunExamples], *, n_boot: int = 1000, level: float = 0.95, ci_seed: int = 0) -> pd.DataFrame:
-    """Per (model, variant, task, method): the order metrics' mean over seeds with their two-level
-    intervals (seeds, then examples within each, as the summary's), and each similarity's spread
+    """Per (model, variant, task, method): the order metrics' mean over seeds with their intervals
+    (seeds and examples crossed, as the summary's), and each similarity's spread
     over the orders (``<similarity>_order_sd``: the mean over seeds of its sample std over the
     orders; no interval)."""
     light = [RunExamples(meta=r.meta, example_id=r.example_id, gold=r.gold, pred_zsl=r.pred_zsl, pred_icl=r.pred_icl,

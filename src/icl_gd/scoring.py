@@ -18,7 +18,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from . import metrics, provenance
+from . import inference, metrics, provenance
 from .atomic import atomic_path
 from .cache import METADATA_KEY, RunCache, atomic_write_frame, atomic_write_table, read_cache, read_frame, read_table
 
@@ -212,17 +212,26 @@ def bootstrap_scores(ex: RunExamples, counts: np.ndarray) -> dict[str, np.ndarra
     return reps
 
 
-def _ci_rng(stats_seed: int, seed: int) -> np.random.Generator:
-    # one stream per (statistics seed, run seed): a run's interval and its share of the
-    # aggregate's stratified bootstrap use the same resamples
-    return np.random.default_rng([stats_seed, seed])
+def example_counts(example_id, n_boot: int, stats_seed: int, task: str) -> np.ndarray:
+    """The task's resamples of its evaluation examples, as counts (n_boot, n) aligned to
+    ``example_id``: drawn over the task's ids in sorted order from one stream per (statistics seed,
+    task), so that every seed, setting, method and variant of the task (which evaluate the same
+    examples) is resampled alike: the crossed design of :mod:`icl_gd.inference`."""
+    example_id = np.asarray(example_id)
+    ids = np.unique(example_id)
+    counts = metrics.bootstrap_counts(len(ids), n_boot, _task_rng(stats_seed, task))
+    return counts[:, positions_of(ids, example_id)]
+
+
+def _task_rng(stats_seed: int, task: str, *more: int) -> np.random.Generator:
+    return np.random.default_rng([stats_seed, zlib.crc32(task.encode()), *more])
 
 
 def score_examples(ex: RunExamples, *, n_boot: int = 1000, level: float = 0.95, ci_seed: int = 0) -> pd.DataFrame:
     """The tidy table of one run: one row per (metric, layer) plus the layer mean (``layer`` NA),
     with the percentile bootstrap interval over examples in ``ci_low`` / ``ci_high``."""
     points = point_scores(ex)
-    counts = metrics.bootstrap_counts(len(ex.example_id), n_boot, _ci_rng(ci_seed, ex.meta["seed"]))
+    counts = example_counts(ex.example_id, n_boot, ci_seed, ex.meta["task"])
     reps = bootstrap_scores(ex, counts)
     rows = []
     for name, value in points.items():
@@ -313,25 +322,26 @@ def _group_key(meta: dict) -> tuple:
 def seed_mean_intervals(
     examples: list[RunExamples], *, n_boot: int = 1000, level: float = 0.95, ci_seed: int = 0
 ) -> pd.DataFrame:
-    """Bootstrap intervals of the mean over seeds, per (model, variant, task, method, metric,
-    layer), that carry both the sampling of the evaluation examples and the spread between the
-    seeds (which demonstrations were drawn): a two-level bootstrap
-    (:func:`metrics.two_level_replicates`), the examples resampled within each seed with the
-    same streams as the runs' own intervals, the seeds drawn with replacement. With one seed this
-    is the run's interval (the examples only). ``between`` and ``within`` are the variance of the
-    mean that each part contributes (the layer mean's for a layer-mean row)."""
+    """Intervals of the mean over seeds, per (model, variant, task, method, metric, layer), on the
+    crossed seeds x examples design (:func:`inference.crossed_replicates`): the task's examples
+    resampled once for every seed (:func:`example_counts`, the runs' own streams), the seeds' spread
+    as a Student t with seeds - 1 degrees of freedom. With one seed this is the run's own interval
+    (the examples only). ``between`` and ``within`` are the variance of the mean that the seeds'
+    spread and the examples every seed shares contribute (the layer mean's for a layer-mean row)."""
     groups: dict[tuple, list[RunExamples]] = {}
     for ex in examples:
         groups.setdefault(_group_key(ex.meta), []).append(ex)
     rows = []
     for key, runs in sorted(groups.items()):
         runs = sorted(runs, key=lambda ex: int(ex.meta["seed"]))
+        task = key[2]
+        ids = np.unique(np.concatenate([np.asarray(ex.example_id) for ex in runs]))
+        counts = example_counts(ids, n_boot, ci_seed, task)
         per_seed, points = [], []
         for ex in runs:
-            counts = metrics.bootstrap_counts(len(ex.example_id), n_boot, _ci_rng(ci_seed, ex.meta["seed"]))
-            per_seed.append(bootstrap_scores(ex, counts))
+            per_seed.append(bootstrap_scores(ex, counts[:, positions_of(ids, ex.example_id)]))
             points.append(bootstrap_scores(ex, np.ones((1, len(ex.example_id)))))  # the point values, as the replicates
-        draws = metrics.seed_draws(len(runs), n_boot, _seed_level_rng(ci_seed, key))
+        uniforms = inference.stratified_uniforms(n_boot, _seed_level_rng(ci_seed, key))
         for name in sorted(set.intersection(*(set(r) for r in per_seed))):
             reps = np.stack([r[name] for r in per_seed])
             values = np.stack([p[name][0] for p in points])
@@ -341,12 +351,12 @@ def seed_mean_intervals(
                 layers += list(range(reps.shape[2]))
                 blocks += [(values[:, i], reps[:, :, i]) for i in range(reps.shape[2])]
             for layer, (value, block) in zip(layers, blocks):
-                combined, between, within = metrics.two_level_replicates(value, block, draws)
+                combined, spread = inference.crossed_replicates(value, block, uniforms)
                 combined = metrics.within_range(combined, *metrics.metric_range(name))
                 low, high = metrics.percentile_interval(combined, level)
                 rows.append(dict(zip(("model", "variant", "task", "method"), key), metric=name, layer=layer,
-                                 ci_low=float(low), ci_high=float(high), between=float(between),
-                                 within=float(within)))
+                                 ci_low=float(low), ci_high=float(high), between=float(spread.between),
+                                 within=float(spread.within)))
     columns = ["model", "variant", "task", "method", "metric", "layer", "ci_low", "ci_high", "between", "within"]
     table = pd.DataFrame(rows, columns=columns)
     table["layer"] = table["layer"].astype("Int64")
@@ -354,8 +364,8 @@ def seed_mean_intervals(
 
 
 def _seed_level_rng(stats_seed: int, key: tuple) -> np.random.Generator:
-    # the seeds' draws of one (model, variant, task, method): a stream of its own, apart from
-    # the examples' streams (which are per run seed)
+    # the seeds' t draws of one (model, variant, task, method): a stream of its own, apart from
+    # the examples' stream (which is the task's)
     return np.random.default_rng([stats_seed, zlib.crc32("/".join(map(str, key)).encode())])
 
 

@@ -51,8 +51,17 @@ def _claim_line(claim: claims_module.Claim, verdict: str, rows: pd.DataFrame) ->
         line.append(f"; mean a - b {mean.difference:+.{decimals}f}{unit} "
                     f"[{mean.ci_low:+.{decimals}f}, {mean.ci_high:+.{decimals}f}]")
     else:
-        sides = [int(s) for s in tasks["side"]]
-        line.append(f"; {sides.count(1)} of {len(sides)} tasks on the claimed side, {sides.count(-1)} on the other")
+        statuses = [s for s in tasks["status"] if s != "undefined"] if "status" in tasks else [
+            {1: "holds", -1: "breaks"}.get(int(s), "open") for s in tasks["side"]]
+        holds = sum(s in ("holds", "equivalent") for s in statuses)
+        line.append(f"; {holds} of {len(statuses)} tasks hold, {statuses.count('breaks')} break")
+        if statuses.count("negligible"):
+            line.append(f", {statuses.count('negligible')} negligible")
+    if "status" in rows:
+        incomplete = rows[(rows["status"] == "incomplete") & (rows["task"] != claims_module.MEAN)]
+        if len(incomplete):
+            line.append("; incomplete: " + ", ".join(f"{labels.task_label(r.task)} ({r.incomplete})"
+                                                     for r in incomplete.itertuples(index=False)))
     first = rows.iloc[0]
     if verdict == "inconclusive":
         needed = claims_module.needed_text(first)
@@ -103,11 +112,11 @@ def first_page(*, model: str, variant: str, about: dict, data: pd.DataFrame | No
     if claim_tests is not None:
         tests = claim_tests[claim_tests["model"] == model]
         verdicts = claims_module.verdicts(tests)
-        counts = ", ".join(f"{sum(v == w for v in verdicts.values())} {w}" for w in claims_module.VERDICTS)
+        counts = claims_module.counts_text(verdicts)
         blocks.append(("h2", "The papers' claims"))
         blocks.append(("p", [
-            f"{counts} (of {len(claims_module.CLAIMS)} claims), each read on paired bootstrap intervals "
-            f"({'seeds, and examples within each' if _seeds(tests) > 1 else 'over the examples only: one seed'}) at "
+            f"{counts}, each read on paired intervals "
+            f"({'seeds and examples crossed' if _seeds(tests) > 1 else 'over the examples only: one seed'}) at "
             f"{labels.percent(ci_level)} (per-task intervals Bonferroni-corrected where a claim counts tasks): ",
             _table("claims", "the claims table"), ", ", _figure("claims", "the forest plot"), "."]))
         blocks.append(("ul", [_claim_line(c, verdicts[c.id], tests[tests["claim"] == c.id]) for c in claims_module.CLAIMS]))

@@ -488,7 +488,7 @@ ORDER_ROWS: tuple[tuple[str, str, float], ...] = (
 def orders_table(orders: pd.DataFrame, model: str, variant: str = "trained", methods: Sequence[str] = ("gd",), *,
                  tasks: Sequence[str] | None = None, decimals: int = 2) -> pd.DataFrame:
     """Order sensitivity (``orders.order_table``): rows (method, what), columns tasks, cells
-    "mean [low, high]" over seeds (the order metrics' two-level intervals; the spreads over orders
+    "mean [low, high]" over seeds (the order metrics' intervals, seeds and examples crossed; the spreads over orders
     have none). ICL's row is the ICL each method is compared with (its own demonstrations)."""
     df = orders[(orders["model"] == model) & (orders["variant"] == variant)]
     tasks = list(tasks) if tasks is not None else order_tasks(df["task"].dropna().unique())

@@ -68,11 +68,11 @@ DATA_CODE = code_version("data", "specs")
 # a task on a package's corpus also executes icl_gd/corpora.py (its parser, label rules and split):
 # an edit of it remakes those tasks' data, not the others'
 PACKAGE_DATA_CODE = code_version("data", "specs", "corpora")
-METRICS_CODE = code_version("cache", "metrics", "scoring", "provenance")
-CLAIMS_CODE = code_version("cache", "metrics", "scoring", "labels", "claims", "provenance")
-ORDERS_CODE = code_version("cache", "metrics", "scoring", "orders", "provenance")
+METRICS_CODE = code_version("cache", "metrics", "inference", "scoring", "provenance")
+CLAIMS_CODE = code_version("cache", "metrics", "inference", "scoring", "labels", "claims", "provenance")
+ORDERS_CODE = code_version("cache", "metrics", "inference", "scoring", "orders", "provenance")
 STATISTICS_CODE = code_version("models")
-REPORT_CODE = code_version("labels", "tables", "figures", "report", "published", "claims", "provenance")
+REPORT_CODE = code_version("labels", "tables", "figures", "report", "published", "claims", "inference", "provenance")
 # Every number the papers print, in the workflow's names: the reproduction table and figure read it
 # from the checkout (report.PUBLISHED), and rerun, through this checksum, when it changes.
 PUBLISHED_VERSION = hashlib.sha256((Path(workflow.basedir) / "docs" / "published.csv").read_bytes()).hexdigest()[:16]
@@ -81,8 +81,8 @@ PUBLISHED_VERSION = hashlib.sha256((Path(workflow.basedir) / "docs" / "published
 def published_version(wildcards):
     return PUBLISHED_VERSION if "reproduction" in (wildcards.get("table"), wildcards.get("figure")) else None
 # the gradient-norm figure reads training logs through the cache module
-FIGURE_CODE = code_version("labels", "tables", "figures", "report", "cache", "published", "claims")
-SUMMARY_CODE = code_version("labels", "summary", "published", "claims", "cache", "provenance")
+FIGURE_CODE = code_version("labels", "tables", "figures", "report", "cache", "published", "claims", "inference")
+SUMMARY_CODE = code_version("labels", "summary", "published", "claims", "inference", "cache", "provenance")
 
 
 def _names_regex(names):

@@ -93,8 +93,8 @@ def reproduction_figure(cells: pd.DataFrame, model: str, *, ci_level: float = 0.
 
 # ------------------------------------------------------------------------------------ claims
 
-VERDICT_COLORS = {"supported": "tab:green", "contradicted": "tab:red", "inconclusive": "tab:orange",
-                  "not run": "0.6"}
+VERDICT_COLORS = {"supported": "tab:green", "equivalent": "tab:olive", "contradicted": "tab:red",
+                  "negligible": "tab:purple", "inconclusive": "tab:orange", "not run": "0.6"}
 _CLAIMED_SIDE = "#d9f0d3"
 
 
@@ -143,6 +143,8 @@ def claims_figure(tests: pd.DataFrame, model: str, roles: Mapping[str, str], *, 
             if not np.isfinite(r.difference):
                 ax.text(0.0, y, "undefined", fontsize=6, va="center", color="0.5")
                 continue
+            if getattr(r, "status", "") == "incomplete" and task != claims_module.MEAN:
+                ax.text(r.ci_high, y, f"  incomplete ({r.incomplete})", fontsize=6, va="center", color="0.5")
             strong = (task == decisive) or (decisive is None and task != claims_module.MEAN)
             ax.plot([r.ci_low, r.ci_high], [y, y], color=color if strong else "0.55", lw=2.0 if strong else 1.2)
             ax.plot([r.difference], [y], marker="D" if task == claims_module.MEAN else "o", ms=4,
@@ -150,11 +152,17 @@ def claims_figure(tests: pd.DataFrame, model: str, roles: Mapping[str, str], *, 
         lows = [by_task[t].ci_low for t in order if np.isfinite(by_task[t].ci_low)]
         highs = [by_task[t].ci_high for t in order if np.isfinite(by_task[t].ci_high)]
         low, high = min([0.0, *lows]), max([0.0, *highs])
+        margin = float(rows["margin"].iloc[0]) if "margin" in rows and np.isfinite(rows["margin"].iloc[0]) else 0.0
+        # the claimed side begins at 0, or at the margin on the other side for a non-inferiority claim
+        edge = -claim.direction * margin if claim.test == "non_inferiority" else 0.0
+        low, high = min(low, edge - margin), max(high, edge + margin)
         pad = 0.08 * ((high - low) or 1.0)
         ax.set_xlim(low - pad, high + pad)
-        ax.axvspan(0, high + pad, color=_CLAIMED_SIDE, zorder=0) if claim.direction > 0 else ax.axvspan(
-            low - pad, 0, color=_CLAIMED_SIDE, zorder=0)
+        ax.axvspan(edge, high + pad, color=_CLAIMED_SIDE, zorder=0) if claim.direction > 0 else ax.axvspan(
+            low - pad, edge, color=_CLAIMED_SIDE, zorder=0)
         ax.axvline(0.0, color="0.2", lw=0.8)
+        for x in (-margin, margin):  # the smallest effect of interest
+            ax.axvline(x, color="0.45", lw=0.6, ls=":")
         ax.set_yticks(ys, [task_label(t) if t != claims_module.MEAN else "mean over tasks" for t in order], fontsize=7)
         ax.set_ylim(-0.7, len(order) - 0.3)
         unit = rows["unit"].iloc[0]
@@ -164,9 +172,9 @@ def claims_figure(tests: pd.DataFrame, model: str, roles: Mapping[str, str], *, 
     handles.append(Patch(color=_CLAIMED_SIDE, label="the claimed side"))
     fig.legend(handles=handles, loc="outside lower center", ncol=len(handles), frameon=False, fontsize=8)
     fig.suptitle(
-        f"The papers' claims on this run ({model}): each difference a − b with its paired bootstrap interval "
-        f"over the evaluation examples\nper-task intervals at the level the claim's quantifier reads them "
-        f"(Bonferroni over tasks; {percent(ci_level)} overall); thick: what the verdict reads",
+        f"The papers' claims on this run ({model}): each difference a − b with its paired interval (seeds and "
+        f"examples crossed); dotted: the smallest effect of interest\nper-task intervals at the level the claim's "
+        f"quantifier reads them (Bonferroni over tasks; {percent(ci_level)} overall); thick: what the verdict reads",
         fontsize=9,
     )
     return fig

@@ -76,8 +76,8 @@ def orders_figure(
 ) -> Figure:
     """Grouped bars per task: the share of examples (%) whose prediction changes across the orders
     of the demonstrations, for ICL (grey, the first method's runs) and each finetuned method, mean
-    over seeds, with the two-level intervals of ``orders.order_table`` (solid: they carry the
-    seeds' spread as well as the examples')."""
+    over seeds, with the intervals of ``orders.order_table`` (solid: they carry the seeds' spread
+    as well as the examples')."""
     df = _check(orders, ("model", "variant", "task", "method", "metric", "mean"), "orders", model)
     df = df[(df["variant"] == variant) & df["method"].isin(list(methods))]
     if tasks is None:
@@ -109,8 +109,8 @@ def orders_figure(
     which = f"{' or '.join(map(str, n_orders))} orders" if n_orders else "further orders"
     fig.suptitle(
         f"{model} ({variant_label(variant, in_text=True)}): how many predictions the order of the demonstrations "
-        f"changes ({which})\nmean over seeds; error bars: {percent(ci_level)} two-level bootstrap intervals "
-        "(seeds, then examples)",
+        f"changes ({which})\nmean over seeds; error bars: {percent(ci_level)} intervals, seeds and examples "
+        "crossed",
         fontsize=10,
     )
     return fig
