@@ -122,3 +122,20 @@ def test_needed_seeds_give_the_power_they_promise():
     assert math.isinf(inference.needed_factor(1.0, 0.95, [one], currency="seeds"))
     # with one seed, examples: a normal test; 0.1 standard error now, an effect of 0.1 needs (1.96 + 0.84)^2 x
     assert inference.needed_factor(0.1, 0.95, [one], currency="examples") == pytest.approx(2.8016**2, rel=0.02)
+
+
+def test_the_mean_over_tasks_pools_the_seeds_parts_with_welchs_degrees_of_freedom():
+    """Six tasks of three seeds, no example noise, equal spreads: the mean's seeds' part is one t with
+    (6 b)^2 / (6 b^2 / 2) = 12 degrees of freedom, not the sum of six t's with 2 (whose heavy tails
+    made the interval of the mean cover 100% at a nominal 95%)."""
+    points = np.array([0.0, 0.3, 0.6])
+    reps = np.repeat(points[:, None], 4000, axis=1)
+    parts, spreads = zip(*(inference.crossed_replicates(points, reps) for _ in range(6)))
+    combined = inference.mean_of_tasks(list(parts), list(spreads), inference.stratified_uniforms(4000, 0))
+    sd = math.sqrt(6 * points.var(ddof=1) / 3) / 6
+    low, high = metrics.percentile_interval(combined, 0.95)
+    assert (low, high) == pytest.approx((0.3 - stats.t.ppf(0.975, 12) * sd, 0.3 + stats.t.ppf(0.975, 12) * sd), rel=0.01)
+    # one seed per task: nothing of the seeds, the examples' parts averaged
+    one = inference.mean_of_tasks([np.arange(5.0)] * 2, [inference.Spread(1, np.nan, 0.1, 0.0)] * 2,
+                                  inference.stratified_uniforms(5, 0))
+    np.testing.assert_array_equal(one, np.arange(5.0))

@@ -11,7 +11,9 @@ them (the mean over seeds). Its interval is that of a crossed seeds x examples d
 (:mod:`icl_gd.inference`): every seed, setting and variant of a task evaluates the same example
 ids, so one resample of the task's examples is applied to a and b in every seed (paired by id),
 and the seeds' spread enters as a Student t with seeds - 1 degrees of freedom. Tasks are
-independent, so a replicate of the mean over tasks is the mean of the tasks'. Where an end of an
+independent: a replicate of the mean over tasks is the mean of the tasks' examples' parts plus one t
+for their seeds' parts together, with Welch-Satterthwaite degrees of freedom
+(:func:`inference.mean_of_tasks`). Where an end of an
 interval that the verdict reads lies within the bootstrap's own Monte Carlo error of the value it
 is read against, the claim draws more replicates (the same streams, extended) until it does not,
 or says that it stayed unsettled.
@@ -541,7 +543,8 @@ def _test_claim(claim: Claim, model: str, tasks: list[str], values: _Replicates,
         reps_mean = min(times * _n_rep(n_boot, mean_level, level), max_replicates)
         per_task = _differences(model, covered, values, a_cell, b_cells, max(reps_task, reps_mean))
         rows, task_units, mean_units, unsettled = _read(claim, covered, per_task, n_cells, task_level, mean_level,
-                                                        reps_task, reps_mean, scale, base)
+                                                        reps_task, reps_mean, scale, base,
+                                                        values.uniforms(MEAN, reps_mean))
         if not unsettled or max(reps_task, reps_mean) >= max_replicates:
             break
         times *= 2
@@ -588,13 +591,13 @@ def _differences(model: str, covered: dict[str, _Task], values: _Replicates, a_c
                 points_a.append(value_a)
                 points_b.append(value_b)
                 reps.append(reps_a - reps_b)
-            replicates, spread = inference.crossed_replicates(np.subtract(points_a, points_b), np.stack(reps),
-                                                              uniforms)
+            examples, spread = inference.crossed_replicates(np.subtract(points_a, points_b), np.stack(reps))
             spread = inference.Spread(*(float(np.asarray(x)) for x in (spread.n_seeds, spread.seeds_var,
                                                                         spread.shared, spread.unshared)), n_examples=n)
+            replicates = examples + inference.seeds_part(spread, uniforms)
             replicates = metrics.within_range(replicates, *_difference_range(a_cell, b))
             rows.append((float(np.mean(points_a) - np.mean(points_b)), replicates, n, len(found.seeds),
-                         float(np.mean(points_a)), float(np.mean(points_b)), spread))
+                         float(np.mean(points_a)), float(np.mean(points_b)), spread, examples))
         per_task[task] = rows
     return per_task
 
@@ -612,7 +615,7 @@ def _df(spreads) -> float:
 
 
 def _read(claim: Claim, covered: dict[str, _Task], per_task: dict, n_cells: int, task_level: float,
-          mean_level: float, reps_task: int, reps_mean: int, scale: float, base: dict):
+          mean_level: float, reps_task: int, reps_mean: int, scale: float, base: dict, mean_uniforms: np.ndarray):
     """The rows of a claim's tests; per task and for the mean, per cell b, the (:class:`Unit`,
     status) of each interval; and whether an end of an interval the verdict reads lies within the
     bootstrap's Monte Carlo error of the value it is read against."""
@@ -629,7 +632,7 @@ def _read(claim: Claim, covered: dict[str, _Task], per_task: dict, n_cells: int,
                 rows.append(dict(row, difference=math.nan, ci_low=math.nan, ci_high=math.nan, side=0,
                                  status="undefined"))
                 continue
-            diff, reps, n, n_seeds, a, b, spread = per_task[task][j]
+            diff, reps, n, n_seeds, a, b, spread, _ = per_task[task][j]
             reps = reps[:reps_task]
             low, high = metrics.percentile_interval(reps, task_level)
             read = status(low, high, claim.direction, claim.test, margin) if not found.missing else "incomplete"
@@ -648,9 +651,10 @@ def _read(claim: Claim, covered: dict[str, _Task], per_task: dict, n_cells: int,
                              status="undefined", incomplete=""))
             continue
         diff = float(np.mean([f[0] for f in found_j]))
-        reps = np.mean(np.stack([f[1][:reps_mean] for f in found_j]), axis=0)
-        low, high = metrics.percentile_interval(reps, mean_level)
         spreads = tuple(f[6] for f in found_j)
+        reps = inference.mean_of_tasks([f[7][:reps_mean] for f in found_j], list(spreads), mean_uniforms[:reps_mean])
+        reps = metrics.within_range(reps, *_difference_range(claim.a, claim.against[j]))
+        low, high = metrics.percentile_interval(reps, mean_level)
         read = status(low, high, claim.direction, claim.test, margin) if complete else "incomplete"
         if claim.quantifier == "mean" and complete:
             unsettled |= any(metrics.endpoint_unsettled(reps - threshold, mean_level))

@@ -73,6 +73,8 @@ __all__ = [
     "stratified_uniforms",
     "Spread",
     "crossed_replicates",
+    "seeds_part",
+    "mean_of_tasks",
     "crossed_interval",
     "needed_factor",
 ]
@@ -192,14 +194,45 @@ def crossed_replicates(points, replicates, uniforms: np.ndarray | None = None) -
     combined = np.where(many, pbar + c * (m - pbar), m)
     if uniforms is None:
         return combined, spread
+    return combined + seeds_part(spread, uniforms), spread
+
+
+def _t(uniforms, df) -> np.ndarray:
+    """Student t quantiles at ``uniforms`` (R,) for each of ``df`` (an array): (R, *df.shape)."""
     u = np.asarray(uniforms, dtype=np.float64)
-    if u.shape != (reps.shape[1],):
-        raise ValueError(f"uniforms must be ({reps.shape[1]},), one per replicate; got {u.shape}")
-    t = np.zeros((u.size,) + n.shape)
-    for k in np.unique(n[many]):
-        t[:, n == k] = stats.t.ppf(u, k - 1)[:, None]
-    scale = np.sqrt(np.where(many, np.nan_to_num(seeds_var) / np.maximum(n, 1), 0.0))
-    return combined + scale * t, spread
+    df = np.asarray(df, dtype=np.float64)
+    t = np.zeros((u.size,) + df.shape)
+    for k in np.unique(df[np.isfinite(df) & (df > 0)]):
+        t[:, df == k] = stats.t.ppf(u, k)[:, None]
+    t[:, np.isinf(df)] = stats.norm.ppf(u)[:, None]
+    return t
+
+
+def seeds_part(spread: Spread, uniforms) -> np.ndarray:
+    """The seeds' part of :func:`crossed_replicates`: sqrt(s^2 / S) times a Student t with S - 1
+    degrees of freedom at ``uniforms`` (R,); 0 with fewer than two seeds."""
+    n = np.asarray(spread.n_seeds)
+    return np.sqrt(np.nan_to_num(spread.between)) * _t(uniforms, np.where(n >= 2, n - 1, 0))
+
+
+def mean_of_tasks(parts: list[np.ndarray], spreads: list[Spread], uniforms) -> np.ndarray:
+    """Replicates of the mean over independent tasks of their means over seeds, from each task's
+    examples' part (:func:`crossed_replicates` without uniforms) and :class:`Spread`: the examples'
+    parts averaged, and the seeds' parts as one Student t whose variance is the tasks' together,
+    (1/T^2) sum s_t^2 / S_t, with Satterthwaite's (Welch's) degrees of freedom
+    (sum b_t)^2 / sum b_t^2 / (S_t - 1), b_t = s_t^2 / S_t. One t per task instead would add up the
+    heavy tails of six t's with 2 degrees of freedom: an interval of the mean far wider than its
+    level needs (it covered 100% at a nominal 95% in ``benchmarks/coverage.py``)."""
+    k = len(parts)
+    between = [float(np.nan_to_num(s.between)) for s in spreads]
+    dfs = [float(s.n_seeds) - 1.0 for s in spreads]
+    total = sum(between)
+    terms = sum(b**2 / d for b, d in zip(between, dfs) if b > 0 and d > 0)
+    df = total**2 / terms if terms > 0 else np.inf
+    examples = np.mean(np.stack(parts), axis=0)
+    if total <= 0:
+        return examples
+    return examples + np.sqrt(total) / k * _t(uniforms, np.asarray(df)).reshape(-1)
 
 
 def crossed_interval(a, b=None, *, level: float | tuple[float, ...] = 0.95, n_boot: int = 1000, rng=0):
