@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from icl_gd import claims, metrics, plan, published, report, scoring, tables, validation
+from icl_gd import claims, inference, metrics, plan, published, report, scoring, tables, validation
 
 ROOT = Path(__file__).resolve().parents[1]
 SCHEMA = yaml.safe_load((ROOT / "workflow/schemas/config.schema.yaml").read_text())
@@ -598,3 +598,18 @@ def test_the_encodings_follow_the_papers_sentences():
     assert len({c.id for c in claims.CLAIMS}) == len(claims.CLAIMS)
     with pytest.raises(ValueError, match="test must be one of"):
         claims.Claim("x", "001", "t", "x", ("trained", "gd", "acc_icl"), 0.5, +1, "mean", test="equivalence")
+
+
+def test_what_a_claim_needs_plans_only_for_its_open_intervals():
+    """A task whose interval already lies within the margin (here exactly 0, no spread) stays
+    negligible: more examples are planned for the open tasks only, not assumed to move it."""
+    level = 1 - 0.05 / 3
+    decided = claims.Unit(0.0, level, (inference.Spread(1, math.nan, 0.0, 0.0, 100),), "negligible")
+    open_ = claims.Unit(0.004, level, (inference.Spread(1, math.nan, 0.0004, 0.0, 100),), "open")
+    factor, verdict = claims.needed_factor("most", [[decided], [open_], [open_]], [], +1, currency="examples",
+                                           margin=0.01)
+    alone = inference.needed_factor(0.01, level, list(open_.spreads), currency="examples")
+    assert (factor, verdict) == (alone, "supported") and factor > 10
+    # with two of three decided against it, no size makes "most" hold
+    assert claims.needed_factor("most", [[decided], [decided], [open_]], [], +1, currency="examples",
+                                margin=0.01)[1] == "negligible"

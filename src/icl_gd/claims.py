@@ -312,6 +312,7 @@ class Unit:
     difference: float
     level: float
     spreads: tuple
+    status: str = "open"  # as read now (:func:`status`); only an open interval is planned for
 
 
 def planned_effect(difference: float, direction: int, test: str, margin: float) -> float:
@@ -333,15 +334,18 @@ def needed_factor(quantifier: str, tasks: list[list[Unit]], mean: list[Unit], di
     (more examples cannot narrow the seeds' spread; one seed says nothing yet of how far seeds
     spread)."""
     units = [u for row in tasks for u in row] if quantifier != "mean" else list(mean)
+    units = [u for u in units if u.status == "open"]  # a decided interval stays as it is; an incomplete
+    # task's missing seed is not made up by more of the others
     effects = {id(u): planned_effect(u.difference, direction, test, margin) for u in units}
     factors = {id(u): inference.needed_factor(effects[id(u)], u.level, list(u.spreads), currency=currency)
                if math.isfinite(effects[id(u)]) else math.inf for u in units}
 
     def verdict_at(f: float) -> str:
         def read(row):
-            return [("holds" if effects[id(u)] * direction > 0 else "breaks") if factors.get(id(u), math.inf) <= f
-                    else "open" for u in row]
-        return read_quantifier(quantifier, [read(row) for row in tasks], read(mean))
+            return [u.status if id(u) not in factors else
+                    ("holds" if effects[id(u)] * direction > 0 else "breaks") if factors[id(u)] <= f else "open"
+                    for u in row]
+        return read_quantifier(quantifier, [read(row) for row in tasks], read(mean), test)
 
     for f in sorted(f for f in factors.values() if math.isfinite(f)):
         verdict = verdict_at(f)
@@ -638,7 +642,7 @@ def _read(claim: Claim, covered: dict[str, _Task], per_task: dict, n_cells: int,
             read = status(low, high, claim.direction, claim.test, margin) if not found.missing else "incomplete"
             if claim.quantifier != "mean" and not found.missing:
                 unsettled |= any(metrics.endpoint_unsettled(reps - threshold, task_level))
-            task_units[task].append((Unit(diff, task_level, (spread,)), read))
+            task_units[task].append((Unit(diff, task_level, (spread,), read), read))
             rows.append(dict(row, n_examples=n, a=scale * a, b=scale * b, difference=scale * diff,
                              ci_low=scale * low, ci_high=scale * high, side=side(low, high, claim.direction,
                                                                                 claim.test, margin) if read != "incomplete" else 0,
@@ -658,7 +662,7 @@ def _read(claim: Claim, covered: dict[str, _Task], per_task: dict, n_cells: int,
         read = status(low, high, claim.direction, claim.test, margin) if complete else "incomplete"
         if claim.quantifier == "mean" and complete:
             unsettled |= any(metrics.endpoint_unsettled(reps - threshold, mean_level))
-        mean_units.append((Unit(diff, mean_level, spreads), read))
+        mean_units.append((Unit(diff, mean_level, spreads, read), read))
         between = sum(float(s.between) for s in spreads)
         within = sum(float(s.within) for s in spreads)
         rows.append(dict(base, comparison=j, against=_against_label(claim, j), task=MEAN,
