@@ -255,8 +255,10 @@ def side(difference_low: float, difference_high: float, direction: int, test: st
          margin: float = 0.0) -> int:
     """+1 where an interval holds for the claim (:func:`status`: holds or equivalent), -1 where it
     breaks it, 0 otherwise."""
-    read = status(difference_low, difference_high, direction, test, margin)
-    return {"holds": 1, "equivalent": 1, "breaks": -1}.get(read, 0)
+    return _SIDES.get(status(difference_low, difference_high, direction, test, margin), 0)
+
+
+_SIDES = {"holds": 1, "equivalent": 1, "breaks": -1}  # any other status: 0
 
 
 def _combined(statuses: list[str]) -> str:
@@ -552,16 +554,16 @@ def _test_claim(claim: Claim, model: str, tasks: list[str], values: _Replicates,
         if not unsettled or max(reps_task, reps_mean) >= max_replicates:
             break
         times *= 2
-    task_statuses = [[u[1] for u in units] for units in task_units.values()]
-    mean_statuses = [u[1] for u in mean_units]
+    task_statuses = [[u.status for u in units] for units in task_units.values()]
+    mean_statuses = [u.status for u in mean_units]
     verdict = read_quantifier(claim.quantifier, task_statuses, mean_statuses, claim.test)
     need = dict(factor=math.nan, n_needed=math.nan, resolves_to="", seed_factor=math.nan, seeds_needed=math.nan,
                 seeds_resolve_to="")
     if verdict == "inconclusive" and any(per_task.values()):
-        n_now = max(found[0][2] for found in per_task.values() if found)
-        seeds_now = max(found[0][3] for found in per_task.values() if found)
-        plan_tasks = [[u[0] for u in units] for units in task_units.values()]
-        plan_mean = [u[0] for u in mean_units]
+        n_now = max(found[0].n_examples for found in per_task.values() if found)
+        seeds_now = max(found[0].n_seeds for found in per_task.values() if found)
+        plan_tasks = list(task_units.values())
+        plan_mean = mean_units
         for currency, now, (f_key, n_key, r_key) in (
                 ("examples", n_now, ("factor", "n_needed", "resolves_to")),
                 ("seeds", seeds_now, ("seed_factor", "seeds_needed", "seeds_resolve_to"))):
@@ -572,6 +574,22 @@ def _test_claim(claim: Claim, model: str, tasks: list[str], values: _Replicates,
     for row in rows:
         row.update(verdict=verdict, settled=not unsettled, redrawn=times > 1, **need)
     return rows
+
+
+@dataclass(frozen=True)
+class _Difference:
+    """a - b on one task and cell b: the mean over the seeds it reads, its replicates, what it rests
+    on, a and b (means over seeds), its variance parts and the examples' part of its replicates (what
+    the mean over tasks combines)."""
+
+    value: float
+    replicates: np.ndarray
+    n_examples: int
+    n_seeds: int
+    a: float
+    b: float
+    spread: inference.Spread
+    examples: np.ndarray
 
 
 def _differences(model: str, covered: dict[str, _Task], values: _Replicates, a_cell, b_cells, n_rep: int):
@@ -600,8 +618,8 @@ def _differences(model: str, covered: dict[str, _Task], values: _Replicates, a_c
                                                                         spread.shared, spread.unshared)), n_examples=n)
             replicates = examples + inference.seeds_part(spread, uniforms)
             replicates = metrics.within_range(replicates, *_difference_range(a_cell, b))
-            rows.append((float(np.mean(points_a) - np.mean(points_b)), replicates, n, len(found.seeds),
-                         float(np.mean(points_a)), float(np.mean(points_b)), spread, examples))
+            rows.append(_Difference(float(np.mean(points_a) - np.mean(points_b)), replicates, n, len(found.seeds),
+                                    float(np.mean(points_a)), float(np.mean(points_b)), spread, examples))
         per_task[task] = rows
     return per_task
 
@@ -613,15 +631,10 @@ def _difference_range(a_cell, b) -> tuple[float, float]:
     return low_a - high_b, high_a - low_b
 
 
-def _df(spreads) -> float:
-    """Hillis's degrees of freedom of the mean of ``spreads``' means."""
-    return inference._variance(list(spreads), 1.0, 1.0)[1]
-
-
 def _read(claim: Claim, covered: dict[str, _Task], per_task: dict, n_cells: int, task_level: float,
           mean_level: float, reps_task: int, reps_mean: int, scale: float, base: dict, mean_uniforms: np.ndarray):
-    """The rows of a claim's tests; per task and for the mean, per cell b, the (:class:`Unit`,
-    status) of each interval; and whether an end of an interval the verdict reads lies within the
+    """The rows of a claim's tests; per task and for the mean, per cell b, the :class:`Unit` of each
+    interval (its reading in ``status``); and whether an end of an interval the verdict reads lies within the
     bootstrap's Monte Carlo error of the value it is read against."""
     rows, task_units, mean_units = [], {t: [] for t, f in covered.items() if f.seeds}, []
     unsettled = False
@@ -636,50 +649,50 @@ def _read(claim: Claim, covered: dict[str, _Task], per_task: dict, n_cells: int,
                 rows.append(dict(row, difference=math.nan, ci_low=math.nan, ci_high=math.nan, side=0,
                                  status="undefined"))
                 continue
-            diff, reps, n, n_seeds, a, b, spread, _ = per_task[task][j]
-            reps = reps[:reps_task]
+            d = per_task[task][j]
+            reps = d.replicates[:reps_task]
             low, high = metrics.percentile_interval(reps, task_level)
             read = status(low, high, claim.direction, claim.test, margin) if not found.missing else "incomplete"
             if claim.quantifier != "mean" and not found.missing:
                 unsettled |= any(metrics.endpoint_unsettled(reps - threshold, task_level))
-            task_units[task].append((Unit(diff, task_level, (spread,), read), read))
-            rows.append(dict(row, n_examples=n, a=scale * a, b=scale * b, difference=scale * diff,
-                             ci_low=scale * low, ci_high=scale * high, side=side(low, high, claim.direction,
-                                                                                claim.test, margin) if read != "incomplete" else 0,
-                             status=read, seed_share=_share(spread), df=_df([spread]), n_replicates=len(reps)))
+            task_units[task].append(Unit(d.value, task_level, (d.spread,), read))
+            rows.append(dict(row, n_examples=d.n_examples, a=scale * d.a, b=scale * d.b,
+                             difference=scale * d.value, ci_low=scale * low, ci_high=scale * high,
+                             side=_SIDES.get(read, 0), status=read,
+                             seed_share=_share(d.spread.between, d.spread.within),
+                             df=inference.mean_variance([d.spread])[1], n_replicates=len(reps)))
         found_j = [per_task[t][j] for t in task_units]
         if not found_j:  # every task undefined: nothing to read
-            mean_units.append((Unit(math.nan, mean_level, ()), "open"))
+            mean_units.append(Unit(math.nan, mean_level, ()))
             rows.append(dict(base, comparison=j, against=_against_label(claim, j), task=MEAN, level=mean_level,
                              margin=scale * margin, difference=math.nan, ci_low=math.nan, ci_high=math.nan, side=0,
                              status="undefined", incomplete=""))
             continue
-        diff = float(np.mean([f[0] for f in found_j]))
-        spreads = tuple(f[6] for f in found_j)
-        reps = inference.mean_of_tasks([f[7][:reps_mean] for f in found_j], list(spreads), mean_uniforms[:reps_mean])
+        diff = float(np.mean([f.value for f in found_j]))
+        spreads = tuple(f.spread for f in found_j)
+        reps = inference.mean_of_tasks([f.examples[:reps_mean] for f in found_j], list(spreads),
+                                       mean_uniforms[:reps_mean])
         reps = metrics.within_range(reps, *_difference_range(claim.a, claim.against[j]))
         low, high = metrics.percentile_interval(reps, mean_level)
         read = status(low, high, claim.direction, claim.test, margin) if complete else "incomplete"
         if claim.quantifier == "mean" and complete:
             unsettled |= any(metrics.endpoint_unsettled(reps - threshold, mean_level))
-        mean_units.append((Unit(diff, mean_level, spreads, read), read))
-        between = sum(float(s.between) for s in spreads)
-        within = sum(float(s.within) for s in spreads)
+        mean_units.append(Unit(diff, mean_level, spreads, read))
         rows.append(dict(base, comparison=j, against=_against_label(claim, j), task=MEAN,
-                         n_examples=max(f[2] for f in found_j), n_seeds=max(f[3] for f in found_j),
-                         a=scale * float(np.mean([f[4] for f in found_j])),
-                         b=scale * float(np.mean([f[5] for f in found_j])),
+                         n_examples=max(f.n_examples for f in found_j), n_seeds=max(f.n_seeds for f in found_j),
+                         a=scale * float(np.mean([f.a for f in found_j])),
+                         b=scale * float(np.mean([f.b for f in found_j])),
                          difference=scale * diff, ci_low=scale * low, ci_high=scale * high, level=mean_level,
-                         margin=scale * margin, side=side(low, high, claim.direction, claim.test, margin) if complete else 0,
-                         status=read, incomplete="" if complete else "a task is incomplete",
-                         seed_share=between / (between + within) if between + within > 0 else 0.0,
-                         df=_df(spreads), n_replicates=len(reps)))
+                         margin=scale * margin, side=_SIDES.get(read, 0), status=read,
+                         incomplete="" if complete else "a task is incomplete",
+                         seed_share=_share(sum(float(s.between) for s in spreads), sum(float(s.within) for s in spreads)),
+                         df=inference.mean_variance(list(spreads))[1], n_replicates=len(reps)))
     return rows, task_units, mean_units, unsettled
 
 
-def _share(spread: inference.Spread) -> float:
+def _share(between, within) -> float:
     """The part of an interval's variance that the spread between seeds contributes."""
-    between, within = float(spread.between), float(spread.within)
+    between, within = float(between), float(within)
     total = between + within
     return between / total if total > 0 else 0.0
 
@@ -772,6 +785,13 @@ def needed_text(row) -> str:
     return "; or ".join(parts)
 
 
+def status_counts(statuses) -> dict[str, int]:
+    """How many tasks hold (or are equivalent), break, are negligible, or are open (or incomplete)."""
+    statuses = list(statuses)
+    return {"hold": sum(s in ("holds", "equivalent") for s in statuses), "break": statuses.count("breaks"),
+            "negligible": statuses.count("negligible"), "open": sum(s in ("open", "incomplete") for s in statuses)}
+
+
 def _read_on(claim: Claim, level: float, margin: float, unit: str) -> str:
     read = QUANTIFIERS[claim.quantifier]
     if claim.except_tasks:
@@ -807,9 +827,7 @@ def claims_table(tests: pd.DataFrame, model: str, roles: dict[str, str], *, ci_l
             decimals = _decimals(part["unit"].iloc[0], (part["ci_high"] - part["ci_low"]).tolist())
             task_rows = [by_task[t] for t in tasks if t in by_task and by_task[t].status != "undefined"]
             first = task_rows[0] if task_rows else by_task[MEAN]
-            statuses = [r.status for r in task_rows]
-            counts = [sum(s in ("holds", "equivalent") for s in statuses), statuses.count("breaks"),
-                      statuses.count("negligible"), sum(s in ("open", "incomplete") for s in statuses)]
+            counts = status_counts(r.status for r in task_rows).values()
             level = by_task[MEAN].level if claim.quantifier == "mean" else first.level
             read = _read_on(claim, level, float(by_task[MEAN].margin), part["unit"].iloc[0])
             needed = needed_text(first) if j == 0 else ""

@@ -75,6 +75,7 @@ __all__ = [
     "crossed_replicates",
     "seeds_part",
     "mean_of_tasks",
+    "mean_variance",
     "crossed_interval",
     "needed_factor",
 ]
@@ -261,8 +262,10 @@ def crossed_interval(a, b=None, *, level: float | tuple[float, ...] = 0.95, n_bo
     return intervals if isinstance(level, (tuple, list)) else intervals[0]
 
 
-def _variance(spreads: list[Spread], seeds: float, examples: float) -> tuple[float, float]:
-    """(variance, degrees of freedom) of the mean of ``spreads``' means (independent: tasks)."""
+def mean_variance(spreads: list[Spread], seeds: float = 1.0, examples: float = 1.0) -> tuple[float, float]:
+    """(variance, degrees of freedom) of the mean of ``spreads``' means (independent: tasks), with
+    ``seeds`` and ``examples`` times the seeds and examples (:meth:`Spread.at`): Hillis's degrees of
+    freedom for one, Satterthwaite's over the seeds' terms for several."""
     parts = [s.at(seeds, examples) for s in spreads]
     k = len(parts)
     variance = sum(p[0] for p in parts) / k**2
@@ -275,7 +278,7 @@ def power_reached(effect: float, level: float, spreads: list[Spread], seeds: flo
     """Whether a two-sided interval at ``level`` of the mean of ``spreads``' means excludes zero with
     probability ``power`` when the truth is ``effect``: |effect| >= (t_{1-(1-level)/2} + t_power) sd,
     with Hillis's degrees of freedom."""
-    variance, df = _variance(spreads, seeds, examples)
+    variance, df = mean_variance(spreads, seeds, examples)
     if not variance > 0:
         return abs(effect) > 0
     quantile = stats.t.ppf(1.0 - (1.0 - level) / 2.0, df) + stats.t.ppf(power, df)
@@ -291,16 +294,12 @@ def needed_factor(effect: float, level: float, spreads: list[Spread], *, currenc
     (nothing yet says how far they spread)."""
     if not math.isfinite(effect) or effect == 0 or not spreads:
         return math.inf
-    base = max(int(max(float(s.n_seeds) for s in spreads)), 1)
-    if currency == "seeds":
-        if base < 2:
-            return math.inf
-        unit = 1
-    elif currency == "examples":
-        base = max(int(max(s.n_examples for s in spreads)), 1)
-        unit = 1
-    else:
+    if currency not in ("seeds", "examples"):
         raise ValueError(f"currency must be 'seeds' or 'examples', got {currency!r}")
+    sizes = [float(s.n_seeds) if currency == "seeds" else s.n_examples for s in spreads]
+    base = max(int(max(sizes)), 1)
+    if currency == "seeds" and base < 2:
+        return math.inf
 
     def reached(size: int) -> bool:
         factor = size / base
@@ -315,7 +314,7 @@ def needed_factor(effect: float, level: float, spreads: list[Spread], *, currenc
             return math.inf
         high *= 2
     low = high // 2  # not reached
-    while high - low > unit:
+    while high - low > 1:
         mid = (low + high) // 2
         low, high = (low, mid) if reached(mid) else (mid, high)
     return high / base

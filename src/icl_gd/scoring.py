@@ -223,8 +223,8 @@ def example_counts(example_id, n_boot: int, stats_seed: int, task: str) -> np.nd
     return counts[:, positions_of(ids, example_id)]
 
 
-def _task_rng(stats_seed: int, task: str, *more: int) -> np.random.Generator:
-    return np.random.default_rng([stats_seed, zlib.crc32(task.encode()), *more])
+def _task_rng(stats_seed: int, task: str) -> np.random.Generator:
+    return np.random.default_rng([stats_seed, zlib.crc32(task.encode())])
 
 
 def score_examples(ex: RunExamples, *, n_boot: int = 1000, level: float = 0.95, ci_seed: int = 0) -> pd.DataFrame:

@@ -51,17 +51,14 @@ def _claim_line(claim: claims_module.Claim, verdict: str, rows: pd.DataFrame) ->
         line.append(f"; mean a - b {mean.difference:+.{decimals}f}{unit} "
                     f"[{mean.ci_low:+.{decimals}f}, {mean.ci_high:+.{decimals}f}]")
     else:
-        statuses = [s for s in tasks["status"] if s != "undefined"] if "status" in tasks else [
-            {1: "holds", -1: "breaks"}.get(int(s), "open") for s in tasks["side"]]
-        holds = sum(s in ("holds", "equivalent") for s in statuses)
-        line.append(f"; {holds} of {len(statuses)} tasks hold, {statuses.count('breaks')} break")
-        if statuses.count("negligible"):
-            line.append(f", {statuses.count('negligible')} negligible")
-    if "status" in rows:
-        incomplete = rows[(rows["status"] == "incomplete") & (rows["task"] != claims_module.MEAN)]
-        if len(incomplete):
-            line.append("; incomplete: " + ", ".join(f"{labels.task_label(r.task)} ({r.incomplete})"
-                                                     for r in incomplete.itertuples(index=False)))
+        counts = claims_module.status_counts(s for s in tasks["status"] if s != "undefined")
+        line.append(f"; {counts['hold']} of {sum(counts.values())} tasks hold, {counts['break']} break")
+        if counts["negligible"]:
+            line.append(f", {counts['negligible']} negligible")
+    incomplete = rows[(rows["status"] == "incomplete") & (rows["task"] != claims_module.MEAN)]
+    if len(incomplete):
+        line.append("; incomplete: " + ", ".join(f"{labels.task_label(r.task)} ({r.incomplete})"
+                                                 for r in incomplete.itertuples(index=False)))
     first = rows.iloc[0]
     if verdict == "inconclusive":
         needed = claims_module.needed_text(first)

@@ -152,7 +152,7 @@ def claims_figure(tests: pd.DataFrame, model: str, roles: Mapping[str, str], *, 
         lows = [by_task[t].ci_low for t in order if np.isfinite(by_task[t].ci_low)]
         highs = [by_task[t].ci_high for t in order if np.isfinite(by_task[t].ci_high)]
         low, high = min([0.0, *lows]), max([0.0, *highs])
-        margin = float(rows["margin"].iloc[0]) if "margin" in rows and np.isfinite(rows["margin"].iloc[0]) else 0.0
+        margin = float(rows["margin"].iloc[0])
         # the claimed side begins at 0, or at the margin on the other side for a non-inferiority claim
         edge = -claim.direction * margin if claim.test == "non_inferiority" else 0.0
         low, high = min(low, edge - margin), max(high, edge + margin)
