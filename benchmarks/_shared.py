@@ -1,7 +1,8 @@
-"""What several benchmarks share: the real model they run by default."""
+"""What several benchmarks share: the real model they run by default, its linear layers, one timer."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import torch
@@ -38,3 +39,17 @@ def linear_layers(model):
             elif type(module).__name__ == "Conv1D":  # GPT-2: weight (in, out)
                 found.append((layer, name, module, module.weight.shape[0], module.weight.shape[1], module.weight.t()))
     return found
+
+
+def timed(fn, *args, device: torch.device | None = None, **kwargs) -> tuple[float, object]:
+    """Seconds that ``fn(*args, **kwargs)`` took, and what it returned. On a CUDA ``device`` the
+    queued kernels are waited for before and after, so that the time is the GPU's work and not
+    the launch of it."""
+    cuda = device is not None and device.type == "cuda"
+    if cuda:
+        torch.cuda.synchronize(device)
+    start = time.perf_counter()
+    result = fn(*args, **kwargs)
+    if cuda:
+        torch.cuda.synchronize(device)
+    return time.perf_counter() - start, result

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import time
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -27,6 +26,8 @@ from icl_gd import capture, training  # noqa: E402
 from icl_gd.extract import evaluate  # noqa: E402
 from icl_gd.models import DTYPES, pick_device  # noqa: E402
 from icl_gd.prompts import Query  # noqa: E402
+
+from _shared import timed  # noqa: E402
 
 SHAPES = {  # (layers, width, heads, context)
     "gpt2-small": (12, 768, 12, 2048),
@@ -69,16 +70,6 @@ def peak(device: torch.device, dtype: torch.dtype) -> float | None:
     return next((v for (frag, dt), v in PEAK_FLOPS.items() if frag in name and dt == dtype), None)
 
 
-def timed(fn, device) -> float:
-    if device.type == "cuda":
-        torch.cuda.synchronize()
-    start = time.perf_counter()
-    fn()
-    if device.type == "cuda":
-        torch.cuda.synchronize()
-    return time.perf_counter() - start
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--shape", choices=sorted(SHAPES), default="gpt2-small")
@@ -113,7 +104,7 @@ def main() -> None:
     rows = []
 
     def run(name, n, fn, flops_per_example):
-        seconds = timed(fn, device)
+        seconds, _ = timed(fn, device=device)
         rows.append((name, n / seconds, flops_per_example * n / seconds))
 
     run("zsl", args.examples,
@@ -151,8 +142,8 @@ def main() -> None:
     # than timing the prefix on its own: a separate timing drifts with the machine's load and can
     # make the per-example part look impossibly small.
     few = queries[: args.batch_size]
-    t_few = min(timed(lambda: evaluate(model, rec, context, few, labels, batch_size=args.batch_size,
-                                       reuse_prefix=True), device) for _ in range(2))
+    t_few = min(timed(evaluate, model, rec, context, few, labels, batch_size=args.batch_size, reuse_prefix=True,
+                      device=device)[0] for _ in range(2))
     t_all = args.examples / rows[1][1]
     query_s = max(t_all - t_few, 1e-9) / max(args.examples - len(few), 1)
     prefix_s = max(t_few - len(few) * query_s, 0.0)

@@ -30,7 +30,6 @@ import argparse
 import os
 import statistics
 import tempfile
-import time
 from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -43,7 +42,7 @@ from icl_gd.config import TASK_PRESETS  # noqa: E402
 from icl_gd.corpora import CORPORA, archive_path  # noqa: E402
 from icl_gd.specs import TaskSpec  # noqa: E402
 
-from _shared import DEFAULT_CACHE, linear_layers, smollm2_folder  # noqa: E402
+from _shared import DEFAULT_CACHE, linear_layers, smollm2_folder, timed  # noqa: E402
 
 CORPUS = "vader_movie_reviews"
 TOLERANCE = 1e-4
@@ -89,12 +88,6 @@ def sequences(folder: Path, k: int, n_eval: int):
     demos = data.select_demos(train, seed=2, k=k, permutation=0)
     context = prompts.icl_context(tokenizer, prompts.demonstration_ids(tokenizer, spec, demos, label_ids))
     return [tokenizer.bos_token_id], context, queries, label_ids, origin
-
-
-def timed(fn, *args, **kwargs) -> tuple[float, object]:
-    start = time.perf_counter()
-    result = fn(*args, **kwargs)
-    return time.perf_counter() - start, result
 
 
 def example_products(model, query_tokens: int, keys_before: int, batch: int):

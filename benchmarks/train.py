@@ -46,7 +46,6 @@ import importlib.util
 import os
 import statistics
 import sys
-import time
 from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -56,7 +55,7 @@ import torch  # noqa: E402
 from icl_gd import training  # noqa: E402
 from icl_gd.models import DTYPES, pick_device  # noqa: E402
 
-from _shared import DEFAULT_CACHE, linear_layers, smollm2_folder  # noqa: E402
+from _shared import DEFAULT_CACHE, linear_layers, smollm2_folder, timed  # noqa: E402
 
 SENTENCE = ("the film's gorgeous cinematography and a quietly devastating lead performance more than make up "
             "for a script that occasionally loses its way in the overlong second half")
@@ -156,16 +155,6 @@ def reference(model, tokens: int, kind: str, device, dtype, only_head=False):
     return run, flops
 
 
-def timed(fn, device) -> float:
-    if device.type == "cuda":
-        torch.cuda.synchronize()
-    start = time.perf_counter()
-    fn()
-    if device.type == "cuda":
-        torch.cuda.synchronize()
-    return time.perf_counter() - start
-
-
 def load_training(path: str):
     """Another training.py (``--baseline``), imported inside the package so its relative imports work."""
     spec = importlib.util.spec_from_file_location("icl_gd._baseline_training", path)
@@ -215,9 +204,9 @@ def main() -> None:
     head_times = {name: [] for name in setups}
     for _ in range(args.repeats):
         for name, (kind, step) in setups.items():
-            ref_times[name].append(timed(refs[kind][0], device))
-            head_times[name].append(timed(heads[kind][0], device))
-            times[name].append(timed(step, device))
+            ref_times[name].append(timed(refs[kind][0], device=device)[0])
+            head_times[name].append(timed(heads[kind][0], device=device)[0])
+            times[name].append(timed(step, device=device)[0])
 
     where = torch.cuda.get_device_name(device) if device.type == "cuda" else f"CPU, {torch.get_num_threads()} threads"
     print(f"{source}: {type(model).__name__}, {model.config.num_hidden_layers} layers, width "
