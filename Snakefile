@@ -21,7 +21,7 @@ rule all:
     input:
         all_activations(),
         all_order_activations(),
-        "results/metrics/summary.parquet",
+        rules.aggregate_metrics.output.summary,
         "results/metrics/summary.csv",
         "results/metrics/comparisons.csv",
         report_outputs(),

@@ -325,6 +325,8 @@ def model_spec(wildcards):
     return config["models"][wildcards.model]
 
 
+# The report's inputs. The metric tables they read are named by the rules that write them
+# (rules.<name>.output): called when the DAG is built, after every rule file is read.
 REPORT_MODEL = plan.report_model(config)
 REPORT_VARIANT = plan.report_variant(config)
 REPORT_METHODS = plan.report_methods(config)
@@ -344,14 +346,14 @@ def figure_inputs(wildcards):
         base = f"results/training/{REPORT_MODEL}/{REPORT_VARIANT}/{task}/seed{seed}"
         return {"train_logs": [f"{base}/{method}.parquet" for method in REPORT_METHODS]}
     if wildcards.figure == "reproduction":
-        return {"summary": "results/metrics/summary.parquet"}
+        return {"summary": rules.aggregate_metrics.output.summary}
     if wildcards.figure == "claims":
-        return {"claims": "results/metrics/claims.parquet"}
+        return {"claims": rules.evaluate_claims.output.table}
     if wildcards.figure == "orders":
-        return {"orders": "results/metrics/orders.parquet"}
+        return {"orders": rules.order_sensitivity.output.table}
     if wildcards.figure == "sizes":
-        return {"summary": "results/metrics/summary.parquet", "sizes": "results/metrics/models.parquet"}
-    return {"runs": "results/metrics/runs.parquet", "summary": "results/metrics/summary.parquet"}
+        return {"summary": rules.aggregate_metrics.output.summary, "sizes": rules.model_statistics.output[0]}
+    return {"runs": rules.aggregate_metrics.output.runs, "summary": rules.aggregate_metrics.output.summary}
 
 
 def figure_params(wildcards):
@@ -394,9 +396,9 @@ def report_outputs():
 
 
 def first_page_inputs(wildcards):
-    inputs = {"data": "results/metrics/data_statistics.parquet", "summary": "results/metrics/summary.parquet"}
+    inputs = {"data": rules.data_statistics.output[0], "summary": rules.aggregate_metrics.output.summary}
     if config["report"]["reproduction"]:
-        inputs["claims"] = "results/metrics/claims.parquet"
+        inputs["claims"] = rules.evaluate_claims.output.table
     return inputs
 
 
@@ -465,15 +467,15 @@ def task_statistics_files(wildcards):
 def table_inputs(wildcards):
     inputs = {}
     if wildcards.table == "orders":
-        inputs["orders"] = "results/metrics/orders.parquet"
+        inputs["orders"] = rules.order_sensitivity.output.table
     elif wildcards.table == "comparisons":
-        inputs["comparisons"] = "results/metrics/comparisons.parquet"
+        inputs["comparisons"] = rules.compare_methods.output.table
     elif wildcards.table == "data":
-        inputs["data"] = "results/metrics/data_statistics.parquet"
+        inputs["data"] = rules.data_statistics.output[0]
     elif wildcards.table == "claims":
-        inputs["claims"] = "results/metrics/claims.parquet"
+        inputs["claims"] = rules.evaluate_claims.output.table
     else:
-        inputs["summary"] = "results/metrics/summary.parquet"
+        inputs["summary"] = rules.aggregate_metrics.output.summary
     return inputs
 
 
