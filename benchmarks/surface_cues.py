@@ -41,10 +41,14 @@ def naive_bayes(train: list[tuple[str, int]], test: list[tuple[str, int]]) -> fl
     vocab = set().union(*counts.values())
     totals = {y: sum(counts[y].values()) + len(vocab) for y in classes}
 
-    def score(text: str, y: int) -> float:
-        return math.log(prior[y]) + sum(math.log((counts[y][w] + 1) / totals[y]) for w in words(text) if w in vocab)
+    def score(tokens: list[str], y: int) -> float:
+        return math.log(prior[y]) + sum(math.log((counts[y][w] + 1) / totals[y]) for w in tokens)
 
-    return sum(max(classes, key=lambda y: score(text, y)) == label for text, label in test) / len(test)
+    right = 0
+    for text, label in test:
+        tokens = [w for w in words(text) if w in vocab]  # once per text, not once per class
+        right += max(classes, key=lambda y: score(tokens, y)) == label
+    return right / len(test)
 
 
 def measure(train: list[tuple[str, int]], test: list[tuple[str, int]]) -> dict:
