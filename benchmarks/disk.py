@@ -21,9 +21,11 @@ from pathlib import Path
 
 import yaml
 
-from icl_gd import config as cfg, disk, prompts, validation
-from icl_gd.report import PUBLISHED
-from icl_gd.published import read_published
+from icl_gd.config import resolve as cfg, validation
+from icl_gd import disk
+from icl_gd.data import prompts
+from icl_gd.report.outputs import PUBLISHED
+from icl_gd.report.published import read_published
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -22,10 +22,10 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import torch  # noqa: E402
 from transformers import GPT2Config, GPT2LMHeadModel, XGLMConfig, XGLMForCausalLM  # noqa: E402
 
-from icl_gd import capture, training  # noqa: E402
-from icl_gd.extract import evaluate  # noqa: E402
-from icl_gd.models import DTYPES, pick_device  # noqa: E402
-from icl_gd.prompts import Query  # noqa: E402
+from icl_gd.activations import capture, training  # noqa: E402
+from icl_gd.activations.extract import evaluate  # noqa: E402
+from icl_gd.models.loading import DTYPES, pick_device  # noqa: E402
+from icl_gd.data.prompts import Query  # noqa: E402
 
 from _shared import timed  # noqa: E402
 

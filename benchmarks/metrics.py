@@ -24,7 +24,8 @@ from pathlib import Path
 
 import numpy as np
 
-from icl_gd import cache, scoring
+from icl_gd.activations import cache
+from icl_gd.metrics import scoring
 
 
 def write_caches(folder: Path, n: int, layers: int, heads: int, width: int, query: int, context: int,

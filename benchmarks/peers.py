@@ -6,7 +6,7 @@
 
 For ZSL and ICL prompts of one task (SST-2, k = 32 demonstrations: the real rated sentences of
 ``source: package`` where the set-up fetched them, else the task's synthetic twin), every peer of
-``icl_gd.peers`` records what a cache holds (attention outputs and pre-softmax scores at the recorded
+``icl_gd.activations.peers`` records what a cache holds (attention outputs and pre-softmax scores at the recorded
 position, the label words' log-probs): the workflow's extraction, TransformerLens'
 ``run_with_cache`` (skipped, saying what to install, without the ``peers`` extra), plain transformers
 with hooks and ``output_attentions``, and the reference's one-prompt-at-a-time loop. Each peer's
@@ -37,10 +37,12 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-from icl_gd import data, models, peers, prompts, twins  # noqa: E402
-from icl_gd.config import TASK_PRESETS  # noqa: E402
-from icl_gd.corpora import CORPORA, archive_path  # noqa: E402
-from icl_gd.specs import TaskSpec  # noqa: E402
+from icl_gd.data import splits, prompts, twins  # noqa: E402
+from icl_gd.models import loading
+from icl_gd.activations import peers
+from icl_gd.config.resolve import TASK_PRESETS  # noqa: E402
+from icl_gd.data.corpora import CORPORA, archive_path  # noqa: E402
+from icl_gd.common.specs import TaskSpec  # noqa: E402
 
 from _shared import DEFAULT_CACHE, linear_layers, smollm2_folder, timed  # noqa: E402
 
@@ -54,7 +56,7 @@ def model_folder(args, workdir: Path) -> tuple[Path, str]:
         return smollm2, f"SmolLM2-135M ({smollm2})"
     from transformers import GPT2Config, GPT2LMHeadModel
 
-    tokenizer = models.load_tokenizer(smollm2)  # its ids (< 49152) index GPT-2's 50257 embeddings
+    tokenizer = loading.load_tokenizer(smollm2)  # its ids (< 49152) index GPT-2's 50257 embeddings
     torch.manual_seed(0)
     config = GPT2Config(n_layer=12, n_embd=768, n_head=12, n_positions=2048, resid_pdrop=0.0, embd_pdrop=0.0,
                         attn_pdrop=0.0, bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id)
@@ -72,7 +74,7 @@ def task_rows(k: int, n_eval: int):
         spec = TaskSpec(name="sst2", source="package", template=preset["template"],
                         label_words=tuple(preset["label_words"]), seeds=(2,), lr=0.0,
                         splits={"train": "train", "eval": "eval"}, corpus=CORPUS, label_rule="sst2")
-        splits = data.load_task_splits(spec)
+        splits = splits.load_task_splits(spec)
         return spec, splits["train"], splits["eval"], f"real sentences ({CORPUS})"
     spec = TaskSpec(name="sst2", source="synthetic", template=preset["template"],
                     label_words=tuple(preset["label_words"]), seeds=(2,), lr=0.0)
@@ -81,11 +83,11 @@ def task_rows(k: int, n_eval: int):
 
 
 def sequences(folder: Path, k: int, n_eval: int):
-    tokenizer = models.load_tokenizer(folder)
+    tokenizer = loading.load_tokenizer(folder)
     spec, train, evaluation, origin = task_rows(k, n_eval)
     label_ids = prompts.label_token_ids(tokenizer, spec)
-    queries = prompts.build_queries(tokenizer, spec, data.select_eval(evaluation, n_eval), label_ids, "label_word")
-    demos = data.select_demos(train, seed=2, k=k, permutation=0)
+    queries = prompts.build_queries(tokenizer, spec, splits.select_eval(evaluation, n_eval), label_ids, "label_word")
+    demos = splits.select_demos(train, seed=2, k=k, permutation=0)
     context = prompts.icl_context(tokenizer, prompts.demonstration_ids(tokenizer, spec, demos, label_ids))
     return [tokenizer.bos_token_id], context, queries, label_ids, origin
 

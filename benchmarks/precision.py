@@ -40,8 +40,13 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import numpy as np  # noqa: E402
 import yaml  # noqa: E402
 
-from icl_gd import cache, config as cfg, extract, metrics, models, plan, scoring, twins, validation  # noqa: E402
-from icl_gd import data as data_mod  # noqa: E402
+from icl_gd.activations import cache, extract  # noqa: E402
+from icl_gd.config import resolve as cfg, validation
+from icl_gd.metrics import formulas, scoring
+from icl_gd.models import loading
+from icl_gd import plan
+from icl_gd.data import twins
+from icl_gd.data import splits as data_mod  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 COMPARED = ("simaou", "simaou_norm", "simam_delta")
@@ -63,7 +68,7 @@ def model_folder(model: str | None, package: str | None, workdir: Path) -> str:
     if package or (model and model.endswith(".gguf")):
         spec = {"package": package} if package else {"path": model}
         out = workdir / "model"
-        models.convert_gguf(cfg.gguf_file(spec, "m"), out, name="m")
+        loading.convert_gguf(cfg.gguf_file(spec, "m"), out, name="m")
         return str(out)
     if not Path(model).is_dir():
         raise SystemExit(f"--model {model!r}: not a folder or a .gguf file; give a save_pretrained folder, "
@@ -157,7 +162,7 @@ def main() -> None:
         floor = relative(zsl_half.outputs(), zsl32.outputs())
         for scale in args.lr_scale:
             ft32, ft_half = extract_cache(args.method, "float32", scale), extract_cache(args.method, args.half, scale)
-            per_layer, ratio = metrics.change_agreement(zsl_half.outputs(), ft_half.outputs(), zsl32.outputs(), ft32.outputs())
+            per_layer, ratio = formulas.change_agreement(zsl_half.outputs(), ft_half.outputs(), zsl32.outputs(), ft32.outputs())
             size = relative(ft32.outputs(), zsl32.outputs())
             runs = {"zsl": zsl32, "icl": icl32, "ft": ft32}
             exact = layer_means(zsl32, icl32, ft32)

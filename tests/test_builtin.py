@@ -6,7 +6,9 @@ import pandas as pd
 import pytest
 import torch
 
-from icl_gd import builtin, config as cfg, models, prompts, twins
+from icl_gd.models import builtin, loading
+from icl_gd.config import resolve as cfg
+from icl_gd.data import prompts, twins
 
 SPEC = {"n_layer": 1, "n_embd": 32, "n_head": 2, "n_positions": 256, "vocab_size": 400,
         "pretrain_steps": 30, "pretrain_lr": 3e-3, "pretrain_len": 64, "seed": 0}
@@ -26,7 +28,7 @@ def built(tmp_path_factory):
 
 def test_every_label_word_of_the_six_tasks_is_one_token(built):
     out_dir, _ = built
-    tokenizer = models.load_tokenizer(out_dir)
+    tokenizer = loading.load_tokenizer(out_dir)
     for task in cfg.TASK_PRESETS:
         spec = cfg.task_spec({"tasks": {task: {}}}, task)
         ids = prompts.label_token_ids(tokenizer, spec)  # raises if a word is several tokens
@@ -36,10 +38,10 @@ def test_every_label_word_of_the_six_tasks_is_one_token(built):
 
 def test_the_saved_model_loads_and_pretraining_lowered_the_loss(built):
     out_dir, summary = built
-    model = models.load_model(out_dir, device="cpu")
-    tokenizer = models.load_tokenizer(out_dir)
+    model = loading.load_model(out_dir, device="cpu")
+    tokenizer = loading.load_tokenizer(out_dir)
     assert model.config.bos_token_id == tokenizer.bos_token_id
-    assert model.config.n_layer == 1 and models.context_length(model) == 256
+    assert model.config.n_layer == 1 and loading.context_length(model) == 256
     assert summary["final_loss"] < summary["first_loss"] - 0.5
     assert json.loads((out_dir / "pretraining.json").read_text())["vocab_size"] == len(tokenizer)
 
@@ -51,9 +53,9 @@ def test_zero_pretraining_steps_give_the_seeded_random_model(built, tmp_path):
     paths = {task: str(root / f"{task}.parquet") for task in cfg.TASK_PRESETS}
     summary = builtin.build(paths, tmp_path / "model", {**SPEC, "pretrain_steps": 0}, device="cpu")
     assert summary["first_loss"] is None and summary["final_loss"] is None
-    model = models.load_model(tmp_path / "model", device="cpu")
-    tokenizer = models.load_tokenizer(tmp_path / "model")
-    fresh = models.build_gpt2(tokenizer, n_layer=1, n_embd=32, n_head=2, n_positions=256, seed=SPEC["seed"])
+    model = loading.load_model(tmp_path / "model", device="cpu")
+    tokenizer = loading.load_tokenizer(tmp_path / "model")
+    fresh = loading.build_gpt2(tokenizer, n_layer=1, n_embd=32, n_head=2, n_positions=256, seed=SPEC["seed"])
     for (name, a), b in zip(model.state_dict().items(), fresh.state_dict().values()):
         assert torch.equal(a, b), name
 
@@ -73,10 +75,10 @@ def test_the_qwen2_builtin_slides_its_first_layers_and_learns(built, tmp_path):
     spec = {**SPEC, "n_layer": 3, "architecture": "qwen2", "sliding_window": 24, "sliding_layers": 2,
             "pretrain_lr": 1e-2, "pretrain_label_weight": 5}
     summary = builtin.build(paths, tmp_path / "model", spec, device="cpu")
-    model = models.load_model(tmp_path / "model", device="cpu")
+    model = loading.load_model(tmp_path / "model", device="cpu")
     assert model.config.model_type == "qwen2"
     assert model.config.layer_types == ["sliding_attention", "sliding_attention", "full_attention"]
-    assert model.config.sliding_window == 24 and models.context_length(model) == 256
+    assert model.config.sliding_window == 24 and loading.context_length(model) == 256
     assert summary["final_loss"] < summary["first_loss"] - 0.5
 
 
@@ -86,7 +88,7 @@ def test_pretraining_episodes_map_classes_to_label_words_as_asked(built, mapping
     episodes, the task's own words (canonical), those or their reverse (flip), or any order (permute)."""
     out_dir = built[0]
     root = out_dir.parent
-    tokenizer = models.load_tokenizer(out_dir)
+    tokenizer = loading.load_tokenizer(out_dir)
     # without the rows whose text holds a newline (it becomes </s>, which here separates demonstrations)
     frames = {task: pd.read_parquet(root / f"{task}.parquet") for task in cfg.TASK_PRESETS}
     frames = {task: f[~f.drop(columns=["label", "example_id"]).apply(lambda c: c.str.contains("\n")).any(axis=1)]

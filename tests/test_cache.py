@@ -1,4 +1,4 @@
-"""Tests of icl_gd.cache: layouts and round trips, the compact layout's changes, memory-mapped
+"""Tests of icl_gd.activations.cache: layouts and round trips, the compact layout's changes, memory-mapped
 reads, damaged and old files named, atomic writes."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import pyarrow as pa  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
 import pytest  # noqa: E402
 
-from icl_gd import cache  # noqa: E402
+from icl_gd.activations import cache  # noqa: E402
 
 N, L, D, H, Q, C, K = 5, 3, 8, 2, 4, 6, 3
 META = {"model": "tiny", "variant": "trained", "task": "sst5", "seed": 5, "setting": "icl", "true_k": 7}

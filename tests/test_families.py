@@ -29,9 +29,9 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 import transformers as T  # noqa: E402
 
-from icl_gd import capture, extract, training  # noqa: E402
-from icl_gd.models import UnsupportedModelError  # noqa: E402
-from icl_gd.prompts import Query  # noqa: E402
+from icl_gd.activations import capture, extract, training  # noqa: E402
+from icl_gd.models.loading import UnsupportedModelError  # noqa: E402
+from icl_gd.data.prompts import Query  # noqa: E402
 
 def test_a_deprecated_argument_is_caught():
     """pyproject.toml's filterwarnings make a deprecation an error in every test: here, what
@@ -49,12 +49,12 @@ def test_a_deprecated_argument_is_caught():
 
 @pytest.mark.parametrize("family", ["gpt2", "llama", "xglm"])
 def test_loading_a_saved_model_makes_no_deprecated_call(tmp_path, family):
-    """models.load_model's from_pretrained arguments (dtype, attn_implementation) under the guard."""
-    from icl_gd import models
+    """loading.load_model's from_pretrained arguments (dtype, attn_implementation) under the guard."""
+    from icl_gd.models import loading
 
     model = T.AutoModelForCausalLM.from_config(FAMILIES[family]())
     model.save_pretrained(tmp_path)
-    loaded = models.load_model(tmp_path, dtype="float32", device="cpu")
+    loaded = loading.load_model(tmp_path, dtype="float32", device="cpu")
     assert loaded.dtype == torch.float32 and loaded.config.model_type == model.config.model_type
 
 

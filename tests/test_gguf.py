@@ -10,9 +10,9 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
-from icl_gd import config as cfg  # noqa: E402
-from icl_gd import models  # noqa: E402
-from icl_gd.config import ConfigError  # noqa: E402
+from icl_gd.config import resolve as cfg  # noqa: E402
+from icl_gd.models import loading  # noqa: E402
+from icl_gd.config.resolve import ConfigError  # noqa: E402
 
 
 def _package(root, name, files):
@@ -60,7 +60,7 @@ def schema_and_validate():
 
     import yaml
 
-    from icl_gd import validation
+    from icl_gd.config import validation
 
     root = Path(__file__).resolve().parents[1]
     return yaml.safe_load((root / "workflow/schemas/config.schema.yaml").read_text()), validation.validate
@@ -77,12 +77,12 @@ def test_a_gguf_of_an_architecture_transformers_cannot_load_names_the_key_and_wh
     writer.write_kv_data_to_file()
     writer.write_tensors_to_file()
     writer.close()
-    with pytest.raises(models.UnsupportedModelError, match=r"models\.m: transformers cannot load .*architecture nosucharch.* llama.*source: local"):
-        models.convert_gguf(path, tmp_path / "out", name="m")
+    with pytest.raises(loading.UnsupportedModelError, match=r"models\.m: transformers cannot load .*architecture nosucharch.* llama.*source: local"):
+        loading.convert_gguf(path, tmp_path / "out", name="m")
     not_gguf = tmp_path / "text.gguf"
     not_gguf.write_text("hello")
-    with pytest.raises(models.UnsupportedModelError, match="not a GGUF file"):
-        models.convert_gguf(not_gguf, tmp_path / "out", name="m")
+    with pytest.raises(loading.UnsupportedModelError, match="not a GGUF file"):
+        loading.convert_gguf(not_gguf, tmp_path / "out", name="m")
     assert not (tmp_path / "out").exists()
 
 
@@ -91,8 +91,8 @@ def test_without_the_gguf_package_the_error_says_what_to_install(tmp_path, monke
 
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "gguf" else real(name, *a))
-    with pytest.raises(models.ModelNotAvailableError, match=r"models\.m: .*only with the package\(s\) gguf installed: `pip install gguf`"):
-        models.convert_gguf(tmp_path / "x.gguf", tmp_path / "out", name="m")
+    with pytest.raises(loading.ModelNotAvailableError, match=r"models\.m: .*only with the package\(s\) gguf installed: `pip install gguf`"):
+        loading.convert_gguf(tmp_path / "x.gguf", tmp_path / "out", name="m")
 
 
 def test_the_shipped_smollm2_converts_to_a_model_folder_that_loads_like_any_other(smollm2_dir):
@@ -100,7 +100,7 @@ def test_the_shipped_smollm2_converts_to_a_model_folder_that_loads_like_any_othe
     converted folder computes what transformers computes from the GGUF file itself."""
     from transformers import AutoModelForCausalLM
 
-    model, tokenizer = models.load_model(smollm2_dir, device="cpu"), models.load_tokenizer(smollm2_dir)
+    model, tokenizer = loading.load_model(smollm2_dir, device="cpu"), loading.load_tokenizer(smollm2_dir)
     assert type(model).__name__ == "LlamaForCausalLM" and model.config.num_hidden_layers == 30
     assert not hasattr(model.config, "quantization_config")
     for spec in (cfg.task_spec({"tasks": {t: {}}}, t) for t in cfg.TASK_PRESETS):

@@ -15,9 +15,12 @@ import pytest  # noqa: E402
 import yaml  # noqa: E402
 from conftest import run_extraction  # noqa: E402
 
-from icl_gd import cache, figures, plan, report, tables, validation  # noqa: E402
-from icl_gd import config as cfg  # noqa: E402
-from icl_gd.config import ConfigError  # noqa: E402
+from icl_gd.activations import cache  # noqa: E402
+from icl_gd.report import figures, outputs, tables
+from icl_gd import plan
+from icl_gd.config import validation
+from icl_gd.config import resolve as cfg  # noqa: E402
+from icl_gd.config.resolve import ConfigError  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 SCHEMA = yaml.safe_load((REPO / "workflow/schemas/config.schema.yaml").read_text())
@@ -118,7 +121,7 @@ def test_the_k_sweep_table_and_figure(tmp_path):
     assert list(line.lines[0].get_xdata()) == [2, 4, 8] and list(line.lines[0].get_ydata()) == pytest.approx([60, 70, 90])
     assert icl_axis.get_xlabel() == "Demonstrations (k)" and icl_axis.get_xscale() == "log"
     _summary().to_parquet(tmp_path / "summary.parquet")
-    outputs = [str(tmp_path / f"k_sweep.{ext}") for ext in ("png", "pdf")]
-    report.write_figures(None, str(tmp_path / "summary.parquet"), outputs, model="m", variant="trained",
-                         methods=["gd_k2", "gd", "gd_k8"], k_sweep=sweep)
+    paths = [str(tmp_path / f"k_sweep.{ext}") for ext in ("png", "pdf")]
+    outputs.write_figures(None, str(tmp_path / "summary.parquet"), paths, model="m", variant="trained",
+                          methods=["gd_k2", "gd", "gd_k8"], k_sweep=sweep)
     assert (tmp_path / "k_sweep.png").stat().st_size > 10_000

@@ -1,28 +1,28 @@
 """Display names: one dictionary per kind, and the forms derived from them."""
 
-from icl_gd import labels
+from icl_gd.common import names
 
 
 def test_variant_names_in_headings_and_in_text():
-    assert [labels.variant_label(v) for v in ("trained", "untrained", "layernorm_only")] == [
+    assert [names.variant_label(v) for v in ("trained", "untrained", "layernorm_only")] == [
         "Trained", "No Training", "LayerNorm Only"]
     # figure titles: "tiny (no training): ..."; a name with inner capitals keeps them
-    assert [labels.variant_label(v, in_text=True) for v in ("trained_embeddings", "untrained", "layernorm_only")] == [
+    assert [names.variant_label(v, in_text=True) for v in ("trained_embeddings", "untrained", "layernorm_only")] == [
         "trained embeddings", "no training", "LayerNorm only"]
-    assert labels.variant_label("some_variant") == "Some Variant"
-    assert labels.variant_label("some_variant", in_text=True) == "some variant"
+    assert names.variant_label("some_variant") == "Some Variant"
+    assert names.variant_label("some_variant", in_text=True) == "some variant"
 
 
 def test_metric_names_in_tables_and_figures():
-    assert labels.metric_label("simam_delta") == "SimAM_delta"
-    assert labels.figure_metric_label("simam_delta") == r"SimAM$_\Delta$"
+    assert names.metric_label("simam_delta") == "SimAM_delta"
+    assert names.figure_metric_label("simam_delta") == r"SimAM$_\Delta$"
     # a legend's short accuracy name is spelled out on an axis of its own
-    assert labels.figure_metric_label("acc_ft") == "FT" and labels.axis_label("acc_ft") == "FT accuracy (%)"
-    assert labels.axis_label("alpha") == r"$\alpha$"
-    assert labels.metric_label("n_f2t") == labels.figure_metric_label("n_f2t") == "n_f2t"  # unnamed: as is
+    assert names.figure_metric_label("acc_ft") == "FT" and names.axis_label("acc_ft") == "FT accuracy (%)"
+    assert names.axis_label("alpha") == r"$\alpha$"
+    assert names.metric_label("n_f2t") == names.figure_metric_label("n_f2t") == "n_f2t"  # unnamed: as is
 
 
 def test_task_and_method_names():
-    assert labels.task_label("agnews") == "AGNews" and labels.task_label("rte") == "rte"
-    assert labels.method_label("lcgd") == "LCGD" and labels.method_label("gd_x2") == "GD_X2"
-    assert labels.order_tasks(["rte", "cb", "sst2", "boolq"]) == ["sst2", "cb", "boolq", "rte"]
+    assert names.task_label("agnews") == "AGNews" and names.task_label("rte") == "rte"
+    assert names.method_label("lcgd") == "LCGD" and names.method_label("gd_x2") == "GD_X2"
+    assert names.order_tasks(["rte", "cb", "sst2", "boolq"]) == ["sst2", "cb", "boolq", "rte"]

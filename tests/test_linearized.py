@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from icl_gd import capture, extract, training
+from icl_gd.activations import capture, extract, training
 
 from conftest import run_extraction  # noqa: E402
 
@@ -80,7 +80,7 @@ def test_recording_a_linearized_model(load_tiny, tokenizer, sentences):
 def test_extraction_job_with_a_linearized_method(tmp_path, model_dirs):
     from test_extract import _config, rows
 
-    from icl_gd import cache
+    from icl_gd.activations import cache
 
     rows(12, 3).to_parquet(tmp_path / "train.parquet")
     rows(6, 4).to_parquet(tmp_path / "eval.parquet")

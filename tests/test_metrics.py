@@ -1,4 +1,4 @@
-"""Tests of icl_gd.metrics against hand-computed values and slow loop implementations."""
+"""Tests of icl_gd.metrics.formulas against hand-computed values and slow loop implementations."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from icl_gd import metrics as M
+from icl_gd.metrics import formulas as M
 
 SQRT2 = math.sqrt(2.0)
 
@@ -70,7 +70,7 @@ def test_rec2ftp_hand_case():
 
 def test_rec2ftp_empty_denominator_is_nan_with_warning(caplog):
     gold = np.array([0, 1, 1])
-    with caplog.at_level(logging.WARNING, logger="icl_gd.metrics"):
+    with caplog.at_level(logging.WARNING, logger="icl_gd.metrics.formulas"):
         out = M.rec2ftp(gold, gold, gold, gold)  # ZSL always right: FT fixes nothing
     assert math.isnan(out)
     assert any("rec2ftp" in r.getMessage() for r in caplog.records)
@@ -111,7 +111,7 @@ def test_jaccard_different_labels_not_in_intersection():
 
 def test_jaccard_empty_union_is_nan_with_warning(caplog):
     p = np.array([0, 1, 0])
-    with caplog.at_level(logging.WARNING, logger="icl_gd.metrics"):
+    with caplog.at_level(logging.WARNING, logger="icl_gd.metrics.formulas"):
         assert math.isnan(M.jaccard(p, p, p, np.array([0, 0, 0])))
         # changes exist, but none is correct
         assert math.isnan(M.jaccard(p, 1 - p, 1 - p, p, subset="correct"))
@@ -153,7 +153,7 @@ def test_simaou_norm_hand_values(caplog):
     # ex0 l0: î = [0,1], f̂ = [0,-1], ẑ = [1,0]: cos([-1,1], [-1,-1]) = 0
     # ex1 l0: î = [1,1]/√2, f̂ = [1,-1]/√2: cos = (1-√2)/(2-√2) = -1/√2
     # layer 1: î = ẑ in both examples, so the ICL update is zero: undefined -> all-NaN layer
-    with caplog.at_level(logging.WARNING, logger="icl_gd.metrics"):
+    with caplog.at_level(logging.WARNING, logger="icl_gd.metrics.formulas"):
         out = M.simaou(z, i, f, normalize=True)
     assert out[0] == pytest.approx(-1 / (2 * SQRT2), abs=1e-14)
     assert np.isnan(out[1])
@@ -359,7 +359,7 @@ def test_alpha_hand_value():
 def test_simam_warns_on_mismatched_padding(caplog):
     a = np.array([[[[1.0, 0.0, np.nan]]]])
     b = np.array([[[[1.0, 1.0, 3.0]]]])
-    with caplog.at_level(logging.WARNING, logger="icl_gd.metrics"):
+    with caplog.at_level(logging.WARNING, logger="icl_gd.metrics.formulas"):
         out = M.simam(a, b)
     np.testing.assert_allclose(out, [1 / SQRT2], atol=1e-15)  # the key is dropped from both
     assert any("NaN in some inputs" in r.getMessage() for r in caplog.records)
@@ -368,7 +368,7 @@ def test_simam_warns_on_mismatched_padding(caplog):
 def test_simam_all_undefined_layer_is_nan(caplog):
     a = np.zeros((2, 2, 1, 3))
     a[:, 1, 0, 0] = 1.0  # layer 0: zero maps everywhere
-    with caplog.at_level(logging.WARNING, logger="icl_gd.metrics"):
+    with caplog.at_level(logging.WARNING, logger="icl_gd.metrics.formulas"):
         out = M.simam(a, a)
     assert np.isnan(out[0]) and out[1] == pytest.approx(1.0)
     assert any("simam" in r.getMessage() for r in caplog.records)
@@ -390,7 +390,7 @@ def test_map_metric_shape_errors():
 
 def test_nanmean_logs_and_handles_all_nan(caplog):
     v = np.array([[1.0, np.nan], [3.0, np.nan]])
-    with caplog.at_level(logging.WARNING, logger="icl_gd.metrics"):
+    with caplog.at_level(logging.WARNING, logger="icl_gd.metrics.formulas"):
         out = M.nanmean(v, what="x")
     assert out[0] == 2.0 and np.isnan(out[1])
     assert any("2 of 4" in r.getMessage() for r in caplog.records)

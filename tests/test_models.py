@@ -1,4 +1,4 @@
-"""Tests of icl_gd.models: the offline tokenizer, loading, the model variants, and finding blocks."""
+"""Tests of icl_gd.models.loading: the offline tokenizer, loading, the model variants, and finding blocks."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 from transformers import AutoModelForCausalLM, GPT2Config, PreTrainedTokenizerFast  # noqa: E402
 
-from icl_gd import models  # noqa: E402
-from icl_gd.models import UnsupportedModelError  # noqa: E402
+from icl_gd.models import loading  # noqa: E402
+from icl_gd.models.loading import UnsupportedModelError  # noqa: E402
 
 from conftest import ARCHS, LABEL_WORDS, TINY_CONTEXT, corpus  # noqa: E402
 
@@ -40,7 +40,7 @@ def is_kept(name: str, variant: str) -> bool:
 
 
 def test_train_tokenizer_makes_frequent_label_words_single_tokens(tmp_path):
-    tok = models.train_tokenizer(corpus(), vocab_size=1000, out_dir=tmp_path, model_max_length=TINY_CONTEXT)
+    tok = loading.train_tokenizer(corpus(), vocab_size=1000, out_dir=tmp_path, model_max_length=TINY_CONTEXT)
     for word in LABEL_WORDS:
         ids = tok.encode(" " + word, add_special_tokens=False)
         assert len(ids) == 1, word
@@ -54,7 +54,7 @@ def test_train_tokenizer_makes_frequent_label_words_single_tokens(tmp_path):
     assert len({tok.bos_token_id, tok.eos_token_id, tok.pad_token_id, tok.unk_token_id}) == 4
     assert tok.model_max_length == TINY_CONTEXT
     # saved: loading it back gives the same ids
-    loaded = models.load_tokenizer(tmp_path)
+    loaded = loading.load_tokenizer(tmp_path)
     assert loaded.bos_token_id == tok.bos_token_id and loaded.eos_token_id == tok.eos_token_id
     assert loaded.encode(" Negative Positive", add_special_tokens=False) == tok.encode(" Negative Positive", add_special_tokens=False)
 
@@ -63,13 +63,13 @@ def test_load_tokenizer_without_bos_is_refused(tmp_path, tokenizer_dir):
     tok = PreTrainedTokenizerFast(tokenizer_file=str(tokenizer_dir / "tokenizer.json"), eos_token="</s>")
     tok.save_pretrained(tmp_path)
     with pytest.raises(UnsupportedModelError, match="no BOS token"):
-        models.load_tokenizer(tmp_path)
+        loading.load_tokenizer(tmp_path)
 
 
 def test_build_gpt2_takes_ids_from_the_tokenizer(tokenizer):
-    a = models.build_gpt2(tokenizer, n_layer=2, n_embd=32, n_head=4, n_positions=64, seed=3)
-    b = models.build_gpt2(tokenizer, n_layer=2, n_embd=32, n_head=4, n_positions=64, seed=3)
-    c = models.build_gpt2(tokenizer, n_layer=2, n_embd=32, n_head=4, n_positions=64, seed=4)
+    a = loading.build_gpt2(tokenizer, n_layer=2, n_embd=32, n_head=4, n_positions=64, seed=3)
+    b = loading.build_gpt2(tokenizer, n_layer=2, n_embd=32, n_head=4, n_positions=64, seed=3)
+    c = loading.build_gpt2(tokenizer, n_layer=2, n_embd=32, n_head=4, n_positions=64, seed=4)
     cfg = a.config
     assert cfg.vocab_size == len(tokenizer)
     assert (cfg.bos_token_id, cfg.eos_token_id, cfg.pad_token_id) == (
@@ -84,12 +84,12 @@ def test_build_gpt2_takes_ids_from_the_tokenizer(tokenizer):
 
 
 def test_load_model_uses_sdpa_and_falls_back_to_eager_where_it_must(model_dirs):
-    gpt2 = models.load_model(model_dirs["gpt2"], device="cpu")
+    gpt2 = loading.load_model(model_dirs["gpt2"], device="cpu")
     assert gpt2.config._attn_implementation == "sdpa" and not gpt2.training
     # XGLM (the reference model's architecture) has eager attention only
-    xglm = models.load_model(model_dirs["xglm"], device="cpu")
+    xglm = loading.load_model(model_dirs["xglm"], device="cpu")
     assert xglm.config._attn_implementation == "eager"
-    half = models.load_model(model_dirs["llama"], dtype="bfloat16", device="cpu")
+    half = loading.load_model(model_dirs["llama"], dtype="bfloat16", device="cpu")
     assert next(half.parameters()).dtype == torch.bfloat16
 
 
@@ -101,14 +101,14 @@ def test_a_checkpoint_whose_weights_hold_nan_or_inf_is_refused_for_that_reason(m
     model.save_pretrained(tmp_path)
     for name in ("tokenizer.json", "tokenizer_config.json"):
         (tmp_path / name).write_bytes((model_dirs["llama"] / name).read_bytes())
-    with pytest.raises(models.DamagedCheckpointError, match=r"layers\.1\.self_attn\.k_proj\.weight hold NaN or inf.*delete the folder and rerun"):
-        models.load_model(tmp_path, device="cpu")
-    models.load_model(model_dirs["llama"], device="cpu")  # its intact original loads
+    with pytest.raises(loading.DamagedCheckpointError, match=r"layers\.1\.self_attn\.k_proj\.weight hold NaN or inf.*delete the folder and rerun"):
+        loading.load_model(tmp_path, device="cpu")
+    loading.load_model(model_dirs["llama"], device="cpu")  # its intact original loads
 
 
 def test_pick_device():
-    assert models.pick_device("cpu") == torch.device("cpu")
-    assert models.pick_device("auto").type == ("cuda" if torch.cuda.is_available() else "cpu")
+    assert loading.pick_device("cpu") == torch.device("cpu")
+    assert loading.pick_device("auto").type == ("cuda" if torch.cuda.is_available() else "cpu")
 
 
 # --------------------------------------------------------------------------------------------
@@ -125,7 +125,7 @@ def gpt2_variants(model_dirs, tmp_path_factory):
         ("layernorm_only", "layernorm_only", 0),
     ]:
         path = tmp_path_factory.mktemp(key)
-        info = models.make_variant(model_dirs["gpt2"], variant, seed, path)
+        info = loading.make_variant(model_dirs["gpt2"], variant, seed, path)
         out[key] = (info, params(path), path)
     out["original"] = (None, params(model_dirs["gpt2"]), model_dirs["gpt2"])
     return out
@@ -147,7 +147,7 @@ def test_untrained_differs_from_trained_in_every_tensor(gpt2_variants):
     same = [n for n in original if torch.equal(untrained[n], original[n])]
     assert same == []
     # the tokenizer travels with the variant
-    assert models.load_tokenizer(path).bos_token_id == models.load_tokenizer(gpt2_variants["original"][2]).bos_token_id
+    assert loading.load_tokenizer(path).bos_token_id == loading.load_tokenizer(gpt2_variants["original"][2]).bos_token_id
 
 
 def test_untrained_is_seeded(gpt2_variants):
@@ -181,7 +181,7 @@ def test_gpt2_variant_keeps_exactly_what_it_names(gpt2_variants, variant):
 
 @pytest.mark.parametrize("arch", ["opt", "xglm", "llama", "neox"])
 def test_trained_embeddings_on_other_architectures(model_dirs, tmp_path, arch):
-    info = models.make_variant(model_dirs[arch], "trained_embeddings", 0, tmp_path)
+    info = loading.make_variant(model_dirs[arch], "trained_embeddings", 0, tmp_path)
     got, original = params(tmp_path), params(model_dirs[arch])
     kept = {n for n in original if is_kept(n, "trained_embeddings")}
     assert set(info["kept"]) == kept
@@ -195,7 +195,7 @@ def test_trained_embeddings_on_other_architectures(model_dirs, tmp_path, arch):
 
 def test_unknown_variant_is_refused(model_dirs, tmp_path):
     with pytest.raises(ValueError, match="unknown model variant 'pretrained'"):
-        models.make_variant(model_dirs["gpt2"], "pretrained", 0, tmp_path)
+        loading.make_variant(model_dirs["gpt2"], "pretrained", 0, tmp_path)
 
 
 # --------------------------------------------------------------------------------------------
@@ -220,32 +220,32 @@ def expected_structure(model, arch):
 def test_decoder_layers_final_norm_and_context_length(load_tiny, arch):
     model = load_tiny(arch)
     layers, norm = expected_structure(model, arch)
-    assert models.decoder_layers(model) is layers
-    assert models.final_norm(model) is norm
-    assert models.context_length(model) == TINY_CONTEXT
+    assert loading.decoder_layers(model) is layers
+    assert loading.final_norm(model) is norm
+    assert loading.context_length(model) == TINY_CONTEXT
 
 
 def test_context_length_reads_the_config():
-    assert models.context_length(SimpleNamespace(config=SimpleNamespace(max_position_embeddings=2048))) == 2048
-    assert models.context_length(SimpleNamespace(config=GPT2Config(n_positions=77))) == 77
-    assert models.context_length(SimpleNamespace(config=SimpleNamespace(n_ctx=99))) == 99
+    assert loading.context_length(SimpleNamespace(config=SimpleNamespace(max_position_embeddings=2048))) == 2048
+    assert loading.context_length(SimpleNamespace(config=GPT2Config(n_positions=77))) == 77
+    assert loading.context_length(SimpleNamespace(config=SimpleNamespace(n_ctx=99))) == 99
     with pytest.raises(UnsupportedModelError, match="context length"):
-        models.context_length(SimpleNamespace(config=SimpleNamespace(hidden_size=8)))
+        loading.context_length(SimpleNamespace(config=SimpleNamespace(hidden_size=8)))
 
 
 def test_missing_blocks_and_norm_are_unsupported(load_tiny):
     model = load_tiny("gpt2")
     model.config.num_hidden_layers = 3  # no list of 3 blocks anywhere
     with pytest.raises(UnsupportedModelError, match="no list of 3 decoder blocks"):
-        models.decoder_layers(model)
+        loading.decoder_layers(model)
     model.transformer.ln_f = None
     with pytest.raises(UnsupportedModelError, match="no final norm"):
-        models.final_norm(model)
+        loading.final_norm(model)
 
 
 def test_download_saves_model_and_tokenizer_for_offline_jobs(tmp_path, model_dirs):
     """The hub path of the models stage; a local directory stands in for the hub id offline."""
-    from icl_gd.models import download, load_model, load_tokenizer
+    from icl_gd.models.loading import download, load_model, load_tokenizer
 
     out = tmp_path / "trained"
     download({"id": str(model_dirs["opt"]), "revision": None}, out)
@@ -260,7 +260,7 @@ def test_download_saves_model_and_tokenizer_for_offline_jobs(tmp_path, model_dir
 
 def test_a_hub_model_that_cannot_be_fetched_names_the_key_the_id_and_the_fix(tmp_path, monkeypatch):
     """Offline (HF_HUB_OFFLINE, as in every test), a hub id that is not in the local cache."""
-    from icl_gd.models import ModelNotAvailableError, download
+    from icl_gd.models.loading import ModelNotAvailableError, download
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     with pytest.raises(ModelNotAvailableError) as err:
@@ -272,7 +272,7 @@ def test_a_hub_model_that_cannot_be_fetched_names_the_key_the_id_and_the_fix(tmp
 
 
 def test_the_weighted_pretraining_loss_is_the_models_own_at_weight_one_and_counts_weighted_tokens_w_times(tokenizer):
-    model = models.build_gpt2(tokenizer, n_layer=1, n_embd=32, n_head=4, n_positions=64, seed=3)
+    model = loading.build_gpt2(tokenizer, n_layer=1, n_embd=32, n_head=4, n_positions=64, seed=3)
     ids = torch.tensor([[tokenizer.bos_token_id, 40, 41, 42, 43, 44]])
     targets = ids.clone()
     targets[0, -1] = -100  # a padded position is ignored
@@ -280,7 +280,7 @@ def test_the_weighted_pretraining_loss_is_the_models_own_at_weight_one_and_count
         own = model(input_ids=ids, labels=targets).loss
         logits = model(input_ids=ids).logits[:, :-1]
     shifted = targets[:, 1:]
-    assert torch.allclose(models._weighted_loss(logits, shifted, [], 1.0), own, atol=1e-6)
+    assert torch.allclose(loading._weighted_loss(logits, shifted, [], 1.0), own, atol=1e-6)
     per_token = torch.nn.functional.cross_entropy(logits[0, :4], shifted[0, :4], reduction="none")
     expected = (per_token.sum() + 2 * per_token[1]) / 6  # token 41 counts 3 times: weights 1, 3, 1, 1
-    assert torch.allclose(models._weighted_loss(logits, shifted, [41], 3.0), expected, atol=1e-6)
+    assert torch.allclose(loading._weighted_loss(logits, shifted, [41], 3.0), expected, atol=1e-6)

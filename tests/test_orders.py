@@ -10,7 +10,10 @@ import pandas as pd
 import pytest
 import yaml
 
-from icl_gd import data, orders, plan, scoring, validation
+from icl_gd.data import splits
+from icl_gd.metrics import orders, scoring
+from icl_gd import plan
+from icl_gd.config import validation
 
 SCHEMA = yaml.safe_load((Path(__file__).resolve().parents[1] / "workflow/schemas/config.schema.yaml").read_text())
 
@@ -77,13 +80,13 @@ def test_order_table_means_over_seeds_with_intervals(tmp_path):
 
 
 def test_further_orders_shuffle_the_same_demonstrations():
-    assert data.demo_order(5, 8, seed=2, order=0) == list(range(8))
-    first = data.demo_order(5, 8, seed=2, order=1)
+    assert splits.demo_order(5, 8, seed=2, order=0) == list(range(8))
+    first = splits.demo_order(5, 8, seed=2, order=1)
     assert sorted(first[:5]) == list(range(5)) and sorted(first[5:]) == [5, 6, 7]  # ICL's stay ICL's
-    assert first == data.demo_order(5, 8, seed=2, order=1)  # seeded
-    assert first != data.demo_order(5, 8, seed=2, order=2) and first != data.demo_order(5, 8, seed=3, order=1)
+    assert first == splits.demo_order(5, 8, seed=2, order=1)  # seeded
+    assert first != splits.demo_order(5, 8, seed=2, order=2) and first != splits.demo_order(5, 8, seed=3, order=1)
     with pytest.raises(ValueError):
-        data.demo_order(9, 8, seed=2, order=1)
+        splits.demo_order(9, 8, seed=2, order=1)
 
 
 def test_the_plan_adds_order_runs_only_where_asked():

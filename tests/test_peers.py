@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 import torch
 
-from icl_gd import peers
-from icl_gd.prompts import Query
+from icl_gd.activations import peers
+from icl_gd.data.prompts import Query
 
 TOLERANCE = 1e-4
 

@@ -11,7 +11,9 @@ from pathlib import Path  # noqa: E402
 import pytest  # noqa: E402
 import yaml  # noqa: E402
 
-from icl_gd import config as cfg, extract, plan, validation  # noqa: E402
+from icl_gd.config import resolve as cfg, validation  # noqa: E402
+from icl_gd.activations import extract
+from icl_gd import plan
 
 from conftest import run_extraction  # noqa: E402
 

@@ -19,8 +19,11 @@ import pytest  # noqa: E402
 import yaml  # noqa: E402
 from conftest import run_extraction  # noqa: E402
 
-from icl_gd import cache, data, metrics, scoring, twins, validation  # noqa: E402
-from icl_gd import config as cfg  # noqa: E402
+from icl_gd.activations import cache  # noqa: E402
+from icl_gd.data import splits, twins
+from icl_gd.metrics import formulas, scoring
+from icl_gd.config import validation
+from icl_gd.config import resolve as cfg  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -29,12 +32,12 @@ def test_change_agreement_is_one_for_the_same_change_and_sees_direction_and_size
     rng = np.random.default_rng(0)
     zsl = rng.standard_normal((5, 3, 8))
     change = rng.standard_normal((5, 3, 8))
-    cos, ratio = metrics.change_agreement(zsl + 0.01, zsl + 0.01 + 2 * change, zsl, zsl + change)
+    cos, ratio = formulas.change_agreement(zsl + 0.01, zsl + 0.01 + 2 * change, zsl, zsl + change)
     assert np.allclose(cos, 1.0) and cos.shape == (3,) and ratio == pytest.approx(2.0)
-    cos, ratio = metrics.change_agreement(zsl, zsl - change, zsl, zsl + change)
+    cos, ratio = formulas.change_agreement(zsl, zsl - change, zsl, zsl + change)
     assert np.allclose(cos, -1.0) and ratio == pytest.approx(1.0)
     with pytest.raises(ValueError, match="h_ft_ref"):
-        metrics.change_agreement(zsl, zsl, zsl, zsl[:, :2])
+        formulas.change_agreement(zsl, zsl, zsl, zsl[:, :2])
 
 
 @pytest.fixture(scope="module")
@@ -43,11 +46,11 @@ def twin_splits(tmp_path_factory) -> dict[str, dict[str, str]]:
     files = {}
     for task in cfg.TASK_PRESETS:
         spec = cfg.task_spec({"tasks": {task: {"source": "synthetic"}}}, task)
-        splits = twins.make_synthetic_task(task, n_train=40, n_eval=8, seed=0)
+        frames = twins.make_synthetic_task(task, n_train=40, n_eval=8, seed=0)
         files[task] = {}
-        for split, frame in splits.items():
+        for split, frame in frames.items():
             path = out / f"{task}-{split}.parquet"
-            data.normalise_split(frame, spec, split).to_parquet(path)
+            splits.normalise_split(frame, spec, split).to_parquet(path)
             files[task][f"{split}_path"] = str(path)
     return files
 
@@ -99,10 +102,10 @@ def test_float16_finetuning_on_a_real_model_changes_attention_outputs_as_float32
     data, and the README recommends float32 for that reason."""
     h = {("float32", s): float32_runs(task)[s].outputs() for s in ("zsl", "gd")}
     for setting in ("zsl", "gd"):
-        with caplog.at_level(logging.INFO, logger="icl_gd.training"):
+        with caplog.at_level(logging.INFO, logger="icl_gd.activations.training"):
             h["float16", setting] = _extract(smollm2_dir, twin_splits, task, "float16", setting,
                                              tmp_path / f"float16-{setting}.arrow").outputs()
-    per_layer, ratio = metrics.change_agreement(h["float16", "zsl"], h["float16", "gd"],
+    per_layer, ratio = formulas.change_agreement(h["float16", "zsl"], h["float16", "gd"],
                                                 h["float32", "zsl"], h["float32", "gd"])
     size = np.linalg.norm(h["float32", "gd"] - h["float32", "zsl"]) / np.linalg.norm(h["float32", "zsl"])
     lr = cfg.learning_rate(_config(smollm2_dir, task, "float32"), task, "gd")

@@ -1,4 +1,4 @@
-"""Tests of icl_gd.prompts: exact token sequences of ZSL, ICL and FT, and the demonstration budget."""
+"""Tests of icl_gd.data.prompts: exact token sequences of ZSL, ICL and FT, and the demonstration budget."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ os.environ["HF_HUB_OFFLINE"] = "1"
 import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 
-from icl_gd import prompts  # noqa: E402
-from icl_gd.config import TaskSpec  # noqa: E402
-from icl_gd.prompts import PromptError  # noqa: E402
+from icl_gd.data import prompts  # noqa: E402
+from icl_gd.config.resolve import TaskSpec  # noqa: E402
+from icl_gd.data.prompts import PromptError  # noqa: E402
 
 TEMPLATE = "Sentence: {sentence} Label:"
 

@@ -6,7 +6,7 @@ labels, configs, splits), written as a local dataset repository laid out like th
 files per config and split, and a README.md whose YAML front matter declares ``configs`` (with
 ``data_files`` per split) and ``dataset_info`` (features). ``datasets.load_dataset`` reads such a
 folder with the same metadata-config logic it applies to a hub repository, so
-``data.load_task_splits`` runs its real hub code path (``source: hub``) with no network. The task
+``splits.load_task_splits`` runs its real hub code path (``source: hub``) with no network. The task
 presets (hub config, splits, template, label words, seeds) are used as shipped; only ``hub_id``
 points at the folder.
 
@@ -31,10 +31,12 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 import yaml  # noqa: E402
 
-from icl_gd import cache, config as cfg, data, prompts  # noqa: E402
+from icl_gd.activations import cache  # noqa: E402
+from icl_gd.config import resolve as cfg
+from icl_gd.data import splits, prompts
 
 from conftest import run_extraction  # noqa: E402
-from icl_gd.prompts import PromptError  # noqa: E402
+from icl_gd.data.prompts import PromptError  # noqa: E402
 
 # --------------------------------------------------------------------------------------------------
 # Hub look-alikes
@@ -236,7 +238,7 @@ def hub_spec(task: str, folder: Path, **overrides) -> cfg.TaskSpec:
 
 @pytest.fixture(scope="module")
 def loaded(repos, hub_cache) -> dict[str, dict[str, pd.DataFrame]]:
-    return {task: data.load_task_splits(hub_spec(task, repos[task]), cache_dir=hub_cache) for task in REPOS}
+    return {task: splits.load_task_splits(hub_spec(task, repos[task]), cache_dir=hub_cache) for task in REPOS}
 
 
 def raw_split(task: str, role: str) -> dict:
@@ -283,7 +285,7 @@ def test_load_task_splits_from_a_hub_repository(task, loaded):
 
 
 def test_load_reads_the_configured_config_and_split(repos, hub_cache):
-    out = data.load_task_splits(hub_spec("sst2", repos["sst2"]), cache_dir=hub_cache)
+    out = splits.load_task_splits(hub_spec("sst2", repos["sst2"]), cache_dir=hub_cache)
     assert out["eval"]["example_id"].tolist() == [12, 3, 40, 7, 25, 0, 33]  # idx, not row numbers
     assert out["eval"]["sentence"].iloc[0] == SST2_PROBE
     assert not out["train"]["sentence"].str.startswith("cola").any()
@@ -350,11 +352,11 @@ def test_evaluation_set_is_the_eval_split_shuffled_with_seed_1(loaded):
     evaluation = loaded["sst2"]["eval"]  # example ids are idx values, not row numbers
     ids = evaluation["example_id"].to_numpy()
     order = np.random.RandomState(1).permutation(len(evaluation))
-    capped = data.select_eval(evaluation, max_eval=4)
+    capped = splits.select_eval(evaluation, max_eval=4)
     assert capped["example_id"].tolist() == ids[order[:4]].tolist()
     assert capped["sentence"].tolist() == evaluation["sentence"].to_numpy()[order[:4]].tolist()
     assert capped.index.tolist() == [0, 1, 2, 3]
-    whole = data.select_eval(evaluation, max_eval=2000)
+    whole = splits.select_eval(evaluation, max_eval=2000)
     assert whole["example_id"].tolist() == ids[order].tolist()  # the cap only cuts, never reorders
 
 
@@ -366,14 +368,14 @@ def test_seed_i_uses_permutation_i_minus_1(task, loaded):
     train, k = loaded[task]["train"], 6
     ids = train["example_id"].to_numpy()
     for i, seed in enumerate(seeds):
-        demos = data.select_demos(train, seed, k, cfg.permutation_index(config, task, seed))
+        demos = splits.select_demos(train, seed, k, cfg.permutation_index(config, task, seed))
         shuffled = ids[np.random.RandomState(seed).permutation(len(train))[:k]].tolist()
         if i == 0:
             assert demos["example_id"].tolist() == shuffled  # permutation 0: the shuffled order as is
         else:
             assert sorted(demos["example_id"]) == sorted(shuffled)  # the same set ...
             assert demos["example_id"].tolist() != shuffled  # ... reordered
-            other = data.select_demos(train, seed, k, 3 - i)
+            other = splits.select_demos(train, seed, k, 3 - i)
             assert other["example_id"].tolist() != demos["example_id"].tolist()  # permutations 1 and 2 differ
         # the rows travel whole: texts and labels stay with their ids
         pd.testing.assert_frame_equal(demos, train.set_index("example_id", drop=False).loc[demos["example_id"]].reset_index(drop=True))
@@ -389,29 +391,29 @@ def test_switch_labels_gives_every_demo_a_wrong_label(n_labels):
     demos = pd.DataFrame({"text": [f"t{i}" for i in range(40)], "label": np.arange(40) % n_labels,
                           "example_id": np.arange(100, 140)})
     before = demos.copy()
-    switched = data.switch_labels(demos, n_labels, seed=3)
+    switched = splits.switch_labels(demos, n_labels, seed=3)
     pd.testing.assert_frame_equal(demos, before)  # the input is left alone
     pd.testing.assert_frame_equal(switched.drop(columns="label"), demos.drop(columns="label"))
     assert (switched["label"].to_numpy() != demos["label"].to_numpy()).all()
     assert switched["label"].between(0, n_labels - 1).all()
-    pd.testing.assert_frame_equal(switched, data.switch_labels(demos, n_labels, seed=3))  # seeded
+    pd.testing.assert_frame_equal(switched, splits.switch_labels(demos, n_labels, seed=3))  # seeded
     if n_labels == 2:
         assert (switched["label"] == 1 - demos["label"]).all()  # binary: the flip, whatever the seed
     else:
-        assert not switched["label"].equals(data.switch_labels(demos, n_labels, seed=4)["label"])
+        assert not switched["label"].equals(splits.switch_labels(demos, n_labels, seed=4)["label"])
 
 
 def test_switch_labels_is_uniform_over_the_wrong_classes():
     n, n_labels = 10000, 5
     demos = pd.DataFrame({"label": np.arange(n) % n_labels})
-    switched = data.switch_labels(demos, n_labels, seed=5)["label"].to_numpy()
+    switched = splits.switch_labels(demos, n_labels, seed=5)["label"].to_numpy()
     for y in range(n_labels):
         counts = np.bincount(switched[demos["label"].to_numpy() == y], minlength=n_labels)
         assert counts[y] == 0
         share = np.delete(counts, y) / counts.sum()
         assert np.abs(share - 0.25).max() < 0.04, (y, share)  # 2000 draws a class: sd ~0.01
     with pytest.raises(ValueError, match="at least two classes"):
-        data.switch_labels(demos, 1, seed=5)
+        splits.switch_labels(demos, 1, seed=5)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -483,7 +485,7 @@ def test_run_uses_the_evaluation_set_and_the_seeds_permutation(extracted):
     order = np.random.RandomState(1).permutation(len(evaluation))[:MAX_EVAL]
     assert icl.example_id.tolist() == evaluation["example_id"].to_numpy()[order].tolist()
     shuffled = train["example_id"].to_numpy()[np.random.RandomState(SEED).permutation(len(train))[:K]].tolist()
-    assert icl.meta["demo_ids"] == data.select_demos(train, SEED, K, 1)["example_id"].tolist()
+    assert icl.meta["demo_ids"] == splits.select_demos(train, SEED, K, 1)["example_id"].tolist()
     assert sorted(icl.meta["demo_ids"]) == sorted(shuffled) and icl.meta["demo_ids"] != shuffled
 
 
@@ -543,7 +545,7 @@ def test_run_refuses_a_label_word_of_several_tokens(tmp_path, model_dirs):
 def test_hub_data_without_a_template_field(repos, hub_cache):
     spec = hub_spec("sst2", repos["sst2"], template="Review: {text} Sentiment:")
     with pytest.raises(ValueError, match=r"task 'sst2', split 'train': column 'text' is missing.*'sentence'"):
-        data.load_task_splits(spec, cache_dir=hub_cache)
+        splits.load_task_splits(spec, cache_dir=hub_cache)
 
 
 def test_prompt_of_a_row_without_a_template_field():
@@ -557,13 +559,13 @@ def test_hub_split_with_labels_outside_the_label_set(repos, hub_cache, tmp_path)
     # glue's test split is unlabelled (-1): not an evaluation split
     spec = hub_spec("sst2", repos["sst2"], splits={"train": "train", "eval": "test"})
     with pytest.raises(ValueError, match=r"split 'test'.*label -1.*outside 0\.\.1.*unlabelled test splits use -1"):
-        data.load_task_splits(spec, cache_dir=hub_cache)
+        splits.load_task_splits(spec, cache_dir=hub_cache)
     # sst5 data with a sixth class
-    splits = _setfit("sst5", ("train", "validation"), 5, ["a", "b", "c", "d", "e"], SST5_PROBE)
-    splits["validation"]["label"][3] = 5
-    folder = write_repo(tmp_path / "sst5", {None: ("data", splits, {"text": STRING, "label": INT64, "label_text": STRING}, None)})
+    columns = _setfit("sst5", ("train", "validation"), 5, ["a", "b", "c", "d", "e"], SST5_PROBE)
+    columns["validation"]["label"][3] = 5
+    folder = write_repo(tmp_path / "sst5", {None: ("data", columns, {"text": STRING, "label": INT64, "label_text": STRING}, None)})
     with pytest.raises(ValueError, match=r"task 'sst5', split 'validation': row 3 .*label 5.*outside 0\.\.4"):
-        data.load_task_splits(hub_spec("sst5", folder), cache_dir=hub_cache)
+        splits.load_task_splits(hub_spec("sst5", folder), cache_dir=hub_cache)
 
 
 def test_empty_split(repos, hub_cache, tmp_path):
@@ -572,12 +574,12 @@ def test_empty_split(repos, hub_cache, tmp_path):
     # so loading even the train split fails
     spec = hub_spec("mr", repos["mr"], splits={"train": "train", "eval": "validation[:0]"})
     with pytest.raises(RuntimeError, match=r"task 'mr': could not load split 'validation\[:0\]'.*no data"):
-        data.load_task_splits(spec, cache_dir=hub_cache)
-    splits = _text_label("mr", ("train", "validation"), 2, MR_PROBE)
-    splits["validation"] = {"text": [], "label": []}
-    folder = write_repo(tmp_path / "rotten_tomatoes", {None: ("data", splits, {"text": STRING, "label": INT64}, None)})
+        splits.load_task_splits(spec, cache_dir=hub_cache)
+    columns = _text_label("mr", ("train", "validation"), 2, MR_PROBE)
+    columns["validation"] = {"text": [], "label": []}
+    folder = write_repo(tmp_path / "rotten_tomatoes", {None: ("data", columns, {"text": STRING, "label": INT64}, None)})
     with pytest.raises(RuntimeError, match=r"task 'mr': could not load split"):
-        data.load_task_splits(hub_spec("mr", folder), cache_dir=hub_cache)
+        splits.load_task_splits(hub_spec("mr", folder), cache_dir=hub_cache)
     # the same zero-row file as a local split reaches the check of the normalised split
     local = tmp_path / "local"
     local.mkdir()
@@ -585,11 +587,11 @@ def test_empty_split(repos, hub_cache, tmp_path):
         (folder / "data" / f"{split}-00000-of-00001.parquet").rename(local / f"{split}.parquet")
     spec = cfg.task_spec({"tasks": {"mr": {"source": "local", "path": str(local)}}}, "mr")
     with pytest.raises(ValueError, match=r"task 'mr', split 'validation': the split is empty"):
-        data.load_task_splits(spec)
+        splits.load_task_splits(spec)
 
 
 def test_hub_split_that_the_repository_lacks(repos, hub_cache):
     # SetFit/subj has no validation split: the preset evaluates on test
     spec = hub_spec("subj", repos["subj"], splits={"train": "train", "eval": "validation"})
     with pytest.raises(RuntimeError, match=r"task 'subj': could not load split 'validation'"):
-        data.load_task_splits(spec, cache_dir=hub_cache)
+        splits.load_task_splits(spec, cache_dir=hub_cache)

@@ -3,7 +3,10 @@
 import numpy as np
 import pandas as pd
 
-from icl_gd import cache, claims, labels, report, scoring
+from icl_gd.activations import cache
+from icl_gd.metrics import claims, scoring
+from icl_gd.common import names
+from icl_gd.report import outputs
 
 METRICS = ["acc_zsl", "acc_icl", "acc_ft", "jaccard_all", "jaccard_correct", "jaccard_incorrect",
            "simaou", "simaou_norm", "simam_after", "simam_delta"]
@@ -31,7 +34,7 @@ def test_write_tables_and_figures(tmp_path):
     tables = [str(tmp_path / f"t/{name}.{ext}") for name in ("accuracy", "methods", "variants")
               for ext in ("md", "tex", "csv", "html")]
     for name in ("accuracy", "methods", "variants"):
-        report.write_table(name, {"summary": str(tmp_path / "summary.parquet")}, str(tmp_path / f"t/{name}.md"),
+        outputs.write_table(name, {"summary": str(tmp_path / "summary.parquet")}, str(tmp_path / f"t/{name}.md"),
                            model="m", methods=["gd", "lcgd"], variant="trained", n_seeds=3, baseline="gd",
                            configfiles=["config.yaml"])
     for path in tables:
@@ -48,7 +51,7 @@ def test_write_tables_and_figures(tmp_path):
     names = ("per_layer", "accuracy", "alpha", "prediction_changes", "lr_sweep", "models")
     figures = [str(tmp_path / f"f/{name}.{ext}") for name in names for ext in ("png", "pdf")]
     sweep = [dict(group="GD", method=m, task=t, lr=lr) for m, lr in (("gd", 1e-3), ("lcgd", 2e-3)) for t in ("sst2", "cb")]
-    report.write_figures(str(tmp_path / "runs.parquet"), str(tmp_path / "summary.parquet"), figures,
+    outputs.write_figures(str(tmp_path / "runs.parquet"), str(tmp_path / "summary.parquet"), figures,
                          model="m", methods=["gd", "lcgd"], variant="trained", lr_sweep=sweep, models=["m"])
     for path in figures:
         assert (tmp_path / path).stat().st_size > 1000
@@ -64,16 +67,16 @@ def test_grad_norm_figure_from_training_logs_of_user_named_methods(tmp_path, mon
         cache.write_train_log(path, meta, loss=np.ones(3), grad_norm=norms[method], skipped=np.zeros(3, bool))
         logs.append(str(path))
     drawn = {}
-    original = report.figures.grad_norm_figure
+    original = outputs.figures.grad_norm_figure
 
     def spy(norms, **kwargs):
         drawn.update(norms=norms, **kwargs)
         return original(norms, **kwargs)
 
-    monkeypatch.setattr(report.figures, "grad_norm_figure", spy)
-    outputs = [str(tmp_path / f"grad_norms.{ext}") for ext in ("png", "pdf")]
+    monkeypatch.setattr(outputs.figures, "grad_norm_figure", spy)
+    paths = [str(tmp_path / f"grad_norms.{ext}") for ext in ("png", "pdf")]
     # no metrics tables: the gradient-norm job does not read them
-    report.write_figures(None, None, outputs, model="m", variant="trained", methods=["vanilla", "causal"], train_logs=logs)
+    outputs.write_figures(None, None, paths, model="m", variant="trained", methods=["vanilla", "causal"], train_logs=logs)
     assert list(drawn["norms"]) == ["vanilla", "causal"] and drawn["log_scale"] == {"causal"}
     np.testing.assert_allclose(drawn["norms"]["causal"], norms["causal"])
     assert "Subj, seed 4" in drawn["title"]
@@ -87,12 +90,12 @@ def test_captions_take_the_configured_interval_level(tmp_path):
     common = dict(model="m", methods=["gd", "lcgd"], variant="trained", n_seeds=2, baseline="gd",
                   configfiles=["paper.yaml"])
     # what the default run's reports/tables/intervals.md carries
-    assert labels.table_caption("intervals") == (
+    assert names.table_caption("intervals") == (
         "Layer-mean scores, mean over seeds, with 95% intervals on the crossed seeds x examples design: one resample "
         "of the task's evaluation examples for every seed, the seeds' spread as a Student t with seeds - 1 degrees "
         "of freedom (one seed: the examples only).")
     for level, text in ((0.95, "95%"), (0.9, "90%"), (0.975, "97.5%")):
-        report.write_table("intervals", {"summary": str(tmp_path / "summary.parquet")},
+        outputs.write_table("intervals", {"summary": str(tmp_path / "summary.parquet")},
                            str(tmp_path / f"{level}/intervals.md"), ci_level=level, **common)
         md = (tmp_path / f"{level}/intervals.md").read_text()
         assert md.startswith(f"**Layer-mean scores, mean over seeds, with {text} intervals on the crossed seeds x "
@@ -106,13 +109,13 @@ def test_captions_take_the_configured_interval_level(tmp_path):
     comparisons = pd.DataFrame([dict(model="m", variant="trained", task="cb", method="lcgd", baseline="gd",
                                      metric="acc_ft", diff=0.1, ci_low=0.0, ci_high=0.2, significant=True)])
     comparisons.to_parquet(tmp_path / "comparisons.parquet")
-    report.write_table("comparisons", {"comparisons": str(tmp_path / "comparisons.parquet")},
+    outputs.write_table("comparisons", {"comparisons": str(tmp_path / "comparisons.parquet")},
                        str(tmp_path / "c/comparisons.md"), ci_level=0.9, **common)
     md = (tmp_path / "c/comparisons.md").read_text()
     assert md.count("90%") == 2 and "95%" not in md  # caption and footnote
 
     # the rule hands over the caption the Snakemake report shows: the table carries that very text
-    report.write_table("intervals", {"summary": str(tmp_path / "summary.parquet")}, str(tmp_path / "r/intervals.md"),
+    outputs.write_table("intervals", {"summary": str(tmp_path / "summary.parquet")}, str(tmp_path / "r/intervals.md"),
                        caption="As in the report.", ci_level=0.9, **common)
     assert (tmp_path / "r/intervals.md").read_text().startswith("**As in the report. Model: m,")
 
@@ -120,7 +123,7 @@ def test_captions_take_the_configured_interval_level(tmp_path):
 def _claim_tests():
     """A claims table as evaluate_claims writes it, from two hand-made tasks (ICL right on every
     example, ZSL on half): some claims tested, the others not run."""
-    from icl_gd import claims
+    from icl_gd.metrics import claims
     runs = []
     for task in ("sst2", "cb"):
         n = 80
@@ -138,7 +141,7 @@ def _claim_tests():
 def test_the_first_page_says_what_was_run_and_what_it_found(tmp_path):
     import docutils.core
 
-    from icl_gd import summary
+    from icl_gd.report import summary
     tests = _claim_tests()
     about = dict(models={"m": "builtin"}, variants=["trained"], seeds={"sst2": [2], "cb": [3]}, k=[4, 8],
                  configfiles=["configs/x.yaml"], overrides="")
@@ -172,7 +175,8 @@ def test_the_first_page_says_what_was_run_and_what_it_found(tmp_path):
 
 
 def test_provenance_records_the_software_and_names_a_mix_of_versions():
-    from icl_gd import provenance, summary, tables
+    from icl_gd.common import provenance
+    from icl_gd.report import summary, tables
     record = provenance.collect("cpu", "torch.float32")
     assert record["transformers"] == __import__("transformers").__version__ and record["dtype"] == "float32"
     assert record["python"].count(".") == 2 and record["device"] == "cpu" and len(record["commit"] or "x" * 40) == 40
@@ -198,7 +202,7 @@ def test_the_constraints_file_pins_what_made_the_shipped_reports():
     import re
     from pathlib import Path
 
-    from icl_gd import provenance
+    from icl_gd.common import provenance
     root = Path(__file__).resolve().parents[1]
     pins = dict(re.findall(r"^([A-Za-z0-9_.-]+)==(\S+)$", (root / "constraints.txt").read_text(), re.M))
     pins = {name.lower(): version for name, version in pins.items()}

@@ -11,7 +11,10 @@ import pandas as pd
 import pytest
 import yaml
 
-from icl_gd import claims, inference, metrics, plan, published, report, scoring, tables, validation
+from icl_gd.metrics import claims, inference, formulas, scoring
+from icl_gd import plan
+from icl_gd.report import published, outputs, tables
+from icl_gd.config import validation
 
 ROOT = Path(__file__).resolve().parents[1]
 SCHEMA = yaml.safe_load((ROOT / "workflow/schemas/config.schema.yaml").read_text())
@@ -37,7 +40,7 @@ def test_every_published_row_names_what_the_workflow_computes():
     # the data statistics are columns of the workflow's data statistics
     import inspect
 
-    from icl_gd import scoring
+    from icl_gd.metrics import scoring
     stats = table[~table["metric"].isin(published.RUN_METRICS)]
     assert set(stats["metric"]) == set(published.DATA_STATISTICS)
     source = inspect.getsource(scoring.data_statistics)
@@ -423,8 +426,8 @@ def test_an_end_within_its_monte_carlo_error_of_zero_draws_more_replicates():
     # a plain reading's ends are settled: no more replicates than the level needs
     clear = claims.evaluate_claims(_accuracy_runs(["up"] * 6), {"gd": "gd"}, n_boot=1000, claims=(_claim("mean"),))
     assert set(clear["n_replicates"]) == {1000} and clear["settled"].all()
-    assert metrics.endpoint_unsettled(np.r_[np.full(60, -1.0), np.ones(940)], 0.95) == (False, False)
-    assert metrics.endpoint_unsettled(np.r_[np.full(25, -1.0), np.ones(975)], 0.95) == (True, False)
+    assert formulas.endpoint_unsettled(np.r_[np.full(60, -1.0), np.ones(940)], 0.95) == (False, False)
+    assert formulas.endpoint_unsettled(np.r_[np.full(25, -1.0), np.ones(975)], 0.95) == (True, False)
 
 
 def test_what_an_inconclusive_claim_needs_is_what_resolves_it():
@@ -482,7 +485,7 @@ def test_the_claims_table_and_figure_show_every_claim_with_its_intervals(tmp_pat
     tests = claims.evaluate_claims(runs, {"gd": "gd"}, n_boot=200)
     assert set(tests["claim"]) == {c.id for c in claims.CLAIMS}
     tests.to_parquet(tmp_path / "claims.parquet")
-    report.write_table("claims", {"claims": str(tmp_path / "claims.parquet")}, str(tmp_path / "claims.md"),
+    outputs.write_table("claims", {"claims": str(tmp_path / "claims.parquet")}, str(tmp_path / "claims.md"),
                        model="m", variant="trained", methods=["gd"], n_seeds=1, roles={"gd": "gd"})
     csv = pd.read_csv(tmp_path / "claims.csv", dtype=str, keep_default_na=False)
     assert list(csv.columns) == ["Paper", "Table", "Claim", "Test", "Read on", "SST2", "SST5", "MR", "Subj", "AGNews",
@@ -504,7 +507,7 @@ def test_the_claims_table_and_figure_show_every_claim_with_its_intervals(tmp_pat
     both = "In SimAM_delta layer-causal GD is better than the untrained baselines on every task of Table 1"
     assert csv["Claim"].str.startswith(both).sum() == 2 and md.count(both) == 1
     assert "Bonferroni" in md and "\\begin{tabular}" in (tmp_path / "claims.tex").read_text()
-    report.write_figures(None, None, [str(tmp_path / "claims.png"), str(tmp_path / "claims.pdf")], model="m",
+    outputs.write_figures(None, None, [str(tmp_path / "claims.png"), str(tmp_path / "claims.pdf")], model="m",
                          variant="trained", methods=["gd"], roles={"gd": "gd"}, claims_path=str(tmp_path / "claims.parquet"))
     assert (tmp_path / "claims.png").stat().st_size > 10_000 and (tmp_path / "claims.pdf").read_bytes()[:5] == b"%PDF-"
 

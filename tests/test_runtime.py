@@ -9,14 +9,14 @@ import time
 
 import pytest
 
-from icl_gd import runtime
+from icl_gd.common import runtime
 
 
 def test_log_to_captures_logging_print_and_c_level_output(tmp_path):
     log = tmp_path / "logs" / "job.log"
     code = (
         "import logging, os, sys\n"
-        "from icl_gd.runtime import log_to\n"
+        "from icl_gd.common.runtime import log_to\n"
         f"log_to({str(log)!r}, threads=1)\n"
         "print('from print')\n"
         "logging.getLogger('x').info('from logging')\n"
@@ -87,7 +87,7 @@ def test_cpu_and_explicit_devices_are_left_alone(tmp_path):
 def test_a_job_waits_for_the_device_another_process_holds(tmp_path):
     holder = subprocess.Popen(
         [sys.executable, "-c",
-         "import sys, time; from icl_gd import runtime\n"
+         "import sys, time; from icl_gd.common import runtime\n"
          f"runtime.claim_gpu('auto', environ={{}}, count=1, lock_root={str(tmp_path)!r})\n"
          "print('held', flush=True); time.sleep(1.0)"],
         stdout=subprocess.PIPE, text=True,
@@ -117,7 +117,7 @@ def hold_gpu(tmp_path, **kwargs):
     """A job in a process of its own that claims a device and holds it until its stdin closes."""
     holder = subprocess.Popen(
         [sys.executable, "-c",
-         "import sys; from icl_gd import runtime\n"
+         "import sys; from icl_gd.common import runtime\n"
          f"print(runtime.claim_gpu('auto', environ={{}}, lock_root={str(tmp_path)!r}, **{kwargs!r}), flush=True)\n"
          "sys.stdin.read()"],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
@@ -156,7 +156,7 @@ def test_the_extraction_imports_leave_cuda_alone():
         "        return _orig(*a, **k)\n"
         "    setattr(module, name, watch)\n"
         "import transformers\n"
-        "from icl_gd import extract\n"
+        "from icl_gd.activations import extract\n"
         "assert not called and not torch.cuda.is_initialized(), called\n"
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)

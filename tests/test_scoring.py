@@ -1,4 +1,4 @@
-"""Tests of icl_gd.scoring: one run's metrics from hand-made caches, and the aggregate over seeds."""
+"""Tests of icl_gd.metrics.scoring: one run's metrics from hand-made caches, and the aggregate over seeds."""
 
 from __future__ import annotations
 
@@ -14,8 +14,9 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 
-from icl_gd import cache, metrics, scoring  # noqa: E402
-from icl_gd.cache import RunCache  # noqa: E402
+from icl_gd.activations import cache  # noqa: E402
+from icl_gd.metrics import formulas, scoring
+from icl_gd.activations.cache import RunCache  # noqa: E402
 
 TMP = tempfile.mkdtemp(prefix="test_scoring-")  # the hand-made caches (memory-mapped while the tests run)
 
@@ -154,7 +155,7 @@ def test_random_baseline_is_seeded(table):
     other = scoring.score_run(run_cache("zsl"), run_cache("icl"), run_cache("gd"), random_seed=1)
     assert value(again, "simaou_random", 1) == value(table, "simaou_random", 1)
     assert value(other, "simaou_random", 1) != value(table, "simaou_random", 1)
-    expected = metrics.simaou_random(attn_out("zsl"), attn_out("icl"), np.random.default_rng(0))
+    expected = formulas.simaou_random(attn_out("zsl"), attn_out("icl"), np.random.default_rng(0))
     assert value(table, "simaou_random", 0) == pytest.approx(expected[0])
 
 
@@ -208,11 +209,11 @@ def test_aggregate_of_scored_runs(tmp_path):
 
 def test_f2t_metrics_use_only_the_f2t_examples(table):
     zsl, icl, gd = run_cache("zsl"), run_cache("icl"), run_cache("gd")
-    keep = metrics.f2t_mask(zsl.pred, icl.pred, gd.pred, zsl.gold)
+    keep = formulas.f2t_mask(zsl.pred, icl.pred, gd.pred, zsl.gold)
     assert value(table, "n_f2t") == keep.sum() == 1  # example 0: ZSL wrong, ICL and FT right
-    expected = metrics.simaou(zsl.attn_out[keep], icl.attn_out[keep], gd.attn_out[keep], normalize=True)
+    expected = formulas.simaou(zsl.attn_out[keep], icl.attn_out[keep], gd.attn_out[keep], normalize=True)
     assert value(table, "simaou_norm_f2t", 1) == pytest.approx(expected[1])
-    expected = metrics.simam_delta(zsl.score_rows()[keep], icl.score_rows()[keep], gd.score_rows()[keep])
+    expected = formulas.simam_delta(zsl.score_rows()[keep], icl.score_rows()[keep], gd.score_rows()[keep])
     assert value(table, "simam_delta_f2t", 0) == pytest.approx(expected[0])
     assert value(table, "simaou_norm_f2t", 1) != pytest.approx(value(table, "simaou_norm", 1))
 
@@ -240,21 +241,21 @@ def test_interval_of_a_ratio_resamples_numerator_and_denominator_together():
     zsl, icl, gd = run_cache("zsl"), run_cache("icl"), run_cache("gd")
     ex = scoring.run_examples(zsl, icl, gd)
     num, den = ex.ratio_terms("jaccard_all")
-    assert num.sum() / den.sum() == pytest.approx(metrics.jaccard(zsl.pred, icl.pred, gd.pred, zsl.gold))
+    assert num.sum() / den.sum() == pytest.approx(formulas.jaccard(zsl.pred, icl.pred, gd.pred, zsl.gold))
     counts = np.array([[1.0, 1, 1, 1], [4, 0, 0, 0], [0, 0, 0, 4]])
-    reps = metrics.bootstrap_ratios(num, den, counts)
+    reps = formulas.bootstrap_ratios(num, den, counts)
     # example 0 is changed by both to the same label; example 3 only by FT; 1 by ICL only
     assert reps[0] == pytest.approx(num.sum() / den.sum())
     assert reps[1] == 1.0 and reps[2] == 0.0
     num, den = ex.ratio_terms("rec2ftp")
-    assert num.sum() / den.sum() == pytest.approx(metrics.rec2ftp(zsl.pred, icl.pred, gd.pred, zsl.gold))
+    assert num.sum() / den.sum() == pytest.approx(formulas.rec2ftp(zsl.pred, icl.pred, gd.pred, zsl.gold))
 
 
 def test_alpha_against_the_baseline_cache():
     zsl, icl, lcgd, gd = run_cache("zsl"), run_cache("icl"), run_cache("icl"), run_cache("gd")
     lcgd.meta = {**lcgd.meta, "setting": "lcgd"}
     table = scoring.score_run(zsl, icl, lcgd, gd)
-    expected = metrics.alpha(zsl.score_rows(), lcgd.score_rows(), gd.score_rows())
+    expected = formulas.alpha(zsl.score_rows(), lcgd.score_rows(), gd.score_rows())
     assert value(table, "alpha", 0) == pytest.approx(expected[0])
     assert value(table, "alpha") == pytest.approx(np.mean(expected))
     assert set(table.method) == {"lcgd"} and "alpha_f2t" in set(table.metric)
@@ -357,10 +358,10 @@ def test_seed_mean_intervals_stay_within_what_the_score_can_take():
     acc = table[(table.metric == "acc_icl") & table.layer.isna()].iloc[0]
     assert acc.ci_low == 0.0 and acc.ci_high == 1.0
     assert acc["between"] > 0
-    assert (table.ci_low >= table.metric.map(lambda m: metrics.metric_range(m)[0])).all()
-    assert (table.ci_high <= table.metric.map(lambda m: metrics.metric_range(m)[1])).all()
+    assert (table.ci_low >= table.metric.map(lambda m: formulas.metric_range(m)[0])).all()
+    assert (table.ci_high <= table.metric.map(lambda m: formulas.metric_range(m)[1])).all()
     names = set(scoring.bootstrap_scores(base, np.ones((1, n))))
-    assert not {m for m in names if metrics.metric_range(m) == (-np.inf, np.inf)}, "a score without a range"
+    assert not {m for m in names if formulas.metric_range(m) == (-np.inf, np.inf)}, "a score without a range"
 
 
 def _shifted(ex: scoring.RunExamples, method: str, shift: float, seed: int | None = None) -> scoring.RunExamples:
@@ -403,17 +404,17 @@ def test_paired_comparison_of_a_noisy_null_is_not_significant():
                             {"simaou": rng.normal(size=(n, 2))})
     b = scoring.RunExamples({**meta, "method": "lcgd"}, np.arange(n), gold, gold, gold, gold,
                             {"simaou": rng.normal(size=(n, 2))})
-    p = metrics.sign_flip_test(b.similarities["simaou"].mean(1) - a.similarities["simaou"].mean(1), n_perm=5000)
+    p = formulas.sign_flip_test(b.similarities["simaou"].mean(1) - a.similarities["simaou"].mean(1), n_perm=5000)
     assert 0.05 < p <= 1.0
 
 
 def test_sign_flip_test_hand_cases(caplog):
-    assert metrics.sign_flip_test(np.zeros(5)) == 1.0
+    assert formulas.sign_flip_test(np.zeros(5)) == 1.0
     # 10 positive differences: only the all-plus and all-minus flips are as extreme, p ≈ 2/1024
-    p = metrics.sign_flip_test(np.arange(1.0, 11.0), n_perm=20000, seed=3)
+    p = formulas.sign_flip_test(np.arange(1.0, 11.0), n_perm=20000, seed=3)
     assert p == pytest.approx(2 / 1024, abs=0.002)
     with caplog.at_level("WARNING"):
-        assert math.isnan(metrics.sign_flip_test([np.nan]))
+        assert math.isnan(formulas.sign_flip_test([np.nan]))
     assert "no defined paired difference" in caplog.text
 
 
@@ -438,7 +439,7 @@ def test_prediction_change_partition_hand_case():
     }
     for subset in ("correct", "incorrect"):
         parts = [changes[f"changes_{p}_{subset}"] for p in ("icl_only", "ft_only", "both")]
-        assert parts[2] / sum(parts) == pytest.approx(metrics.jaccard(zsl, icl, ft, gold, subset=subset))
+        assert parts[2] / sum(parts) == pytest.approx(formulas.jaccard(zsl, icl, ft, gold, subset=subset))
 
 
 def test_data_statistics_counts_tokens_from_the_caches(tmp_path):

@@ -13,21 +13,24 @@ import pytest  # noqa: E402
 import yaml  # noqa: E402
 from test_workflow import REPO, TINY, checkout, snakemake  # noqa: E402
 
-from icl_gd import figures, models, plan, validation  # noqa: E402
+from icl_gd.report import figures  # noqa: E402
+from icl_gd.models import loading
+from icl_gd import plan
+from icl_gd.config import validation
 
 
 @pytest.mark.parametrize("arch", ["gpt2", "llama"])
 def test_the_parameter_count_is_what_the_model_holds(model_dirs, load_tiny, arch):
     """Counted from the safetensors headers, without loading a weight: tied embeddings once."""
     model = load_tiny(arch)
-    assert models.parameter_count(model_dirs[arch]) == sum(p.numel() for p in model.parameters())
-    stats = models.model_statistics("m", model_dirs[arch])
+    assert loading.parameter_count(model_dirs[arch]) == sum(p.numel() for p in model.parameters())
+    stats = loading.model_statistics("m", model_dirs[arch])
     assert (stats["n_layers"], stats["hidden_size"]) == (model.config.num_hidden_layers, model.config.hidden_size)
 
 
 def test_a_folder_without_safetensors_is_named(tmp_path):
-    with pytest.raises(models.UnsupportedModelError, match="no .safetensors file"):
-        models.parameter_count(tmp_path)
+    with pytest.raises(loading.UnsupportedModelError, match="no .safetensors file"):
+        loading.parameter_count(tmp_path)
 
 
 def test_the_sizes_figure_puts_each_model_at_its_parameter_count():
@@ -59,6 +62,6 @@ def test_a_size_sweep_of_built_in_models(tmp_path):
     assert sizes.loc[["small", "large"], "n_layers"].tolist() == [2, 3]
     assert sizes.loc[["small", "large"], "hidden_size"].tolist() == [16, 48]
     for name in ("small", "large"):
-        model = models.load_model(workdir / f"resources/models/{name}/trained", device="cpu")
+        model = loading.load_model(workdir / f"resources/models/{name}/trained", device="cpu")
         assert sizes.loc[name, "n_parameters"] == sum(p.numel() for p in model.parameters())
     assert (workdir / "results/reports/figures/sizes.png").stat().st_size > 10_000

@@ -31,7 +31,7 @@ import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 import yaml  # noqa: E402
 
-from icl_gd import cache  # noqa: E402
+from icl_gd.activations import cache  # noqa: E402
 from test_profiles import CONFIG, CPU_RULES, GPU_RULES  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]

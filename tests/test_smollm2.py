@@ -13,7 +13,8 @@ import pytest  # noqa: E402
 import yaml  # noqa: E402
 from test_workflow import REPO, checkout, jobs_planned, snakemake  # noqa: E402
 
-from icl_gd import cache, claims  # noqa: E402
+from icl_gd.activations import cache  # noqa: E402
+from icl_gd.metrics import claims
 
 
 @pytest.mark.slow

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from icl_gd import figures, tables
+from icl_gd.report import figures, tables
 
 MODEL = "toy-model"
 TASKS = ("cb", "sst2")  # deliberately not in paper order
@@ -689,7 +689,7 @@ def test_models_figure(runs):
 
 
 def test_method_colours_follow_the_kind_not_the_name():
-    from icl_gd import figures
+    from icl_gd.report import figures
 
     by_name = figures._method_colors(["gd", "lcgd", "lcgd_clip"])
     assert by_name["gd"] == "tab:orange" and by_name["lcgd"] == "tab:blue" and by_name["lcgd_clip"] not in ("tab:orange", "tab:blue")

@@ -1,4 +1,4 @@
-"""Tests of icl_gd.training: which parameters are K/V, what GD and LCGD update, and by how much."""
+"""Tests of icl_gd.activations.training: which parameters are K/V, what GD and LCGD update, and by how much."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ from transformers import AttentionInterface  # noqa: E402
 from transformers.integrations.sdpa_attention import sdpa_attention_forward  # noqa: E402
 from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, AttentionMaskInterface  # noqa: E402
 
-from icl_gd import training  # noqa: E402
-from icl_gd.models import UnsupportedModelError  # noqa: E402
+from icl_gd.activations import training  # noqa: E402
+from icl_gd.models.loading import UnsupportedModelError  # noqa: E402
 
 from conftest import ARCHS, TINY_HEADS, TINY_HIDDEN  # noqa: E402
 
@@ -265,7 +265,7 @@ def test_non_finite_gradient_skips_the_step(load_tiny, sentences):
 def test_attached_xglm_trains_as_its_own_eager_attention(load_tiny, sentences, kind):
     """The extraction attaches before it finetunes: XGLM's re-routed attention (SDPA, and plain
     operations for the linearized model's forward-mode duals) must take the eager class's steps."""
-    from icl_gd import capture
+    from icl_gd.activations import capture
 
     eager, attached, start = load_tiny("xglm"), load_tiny("xglm"), load_tiny("xglm")
     capture.attach(attached)
@@ -411,7 +411,7 @@ def test_float16_steps_that_overflow_are_redone_at_a_lower_loss_scale(load_tiny,
     reference, half = load_tiny("llama"), load_tiny("llama").to(torch.float16)
     start = _kv_vector(half)
     training.finetune(reference, sentences[:1], lr=LR, kind="gd")
-    with caplog.at_level("INFO", logger="icl_gd.training"):
+    with caplog.at_level("INFO", logger="icl_gd.activations.training"):
         log = training.finetune(half, sentences[:1], lr=LR, kind="gd")
     assert not log["skipped"].any() and "loss scale now" in caplog.text
     change32 = _kv_vector(reference) - _kv_vector(load_tiny("llama"))
@@ -436,7 +436,7 @@ def unchunked_lcgd_loss(model, ids):
     """Layer-causal GD's loss as it was computed before the chunked head: every block's output at
     every position through ``output_logits`` at once, the mean cross-entropy over layers x tokens
     times the layers."""
-    from icl_gd.models import final_norm, output_logits
+    from icl_gd.models.loading import final_norm, output_logits
 
     with training.layer_causal(model) as outputs:
         model.base_model(input_ids=ids)
@@ -541,7 +541,7 @@ def test_chunked_head_differentiates_the_logit_postprocessing(family, dtype):
 
     from test_families import FAMILIES, IDS
 
-    from icl_gd.models import logit_postprocessing, output_logits
+    from icl_gd.models.loading import logit_postprocessing, output_logits
 
     configs = {**FAMILIES, "phi": lambda: T.PhiConfig(num_hidden_layers=2, hidden_size=64, num_attention_heads=4,
                                                       intermediate_size=96, max_position_embeddings=64, **IDS)}

@@ -1,4 +1,4 @@
-"""Tests of icl_gd.twins: the synthetic twins are seeded, shaped like the real tasks, and learnable."""
+"""Tests of icl_gd.data.twins: the synthetic twins are seeded, shaped like the real tasks, and learnable."""
 
 import re
 from collections import Counter
@@ -7,8 +7,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from icl_gd.config import TASK_PRESETS, template_fields
-from icl_gd.twins import make_synthetic_task
+from icl_gd.config.resolve import TASK_PRESETS, template_fields
+from icl_gd.data.twins import make_synthetic_task
 
 TASKS = sorted(TASK_PRESETS)
 

@@ -1,4 +1,4 @@
-"""The warm worker (icl_gd.warm): real servers on Unix sockets, real client processes.
+"""The warm worker (icl_gd.common.warm): real servers on Unix sockets, real client processes.
 
 Most servers here preload only ``json``, so that they are ready at once; the tests of the
 default preload and of torch in a forked job import the heavy libraries (several seconds each).
@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from icl_gd import warm
+from icl_gd.common import warm
 
-SRC = Path(warm.__file__).resolve().parents[1]
+SRC = Path(warm.__file__).resolve().parents[2]
 
 
 def wait_until(condition, timeout=30.0, what="condition"):
@@ -53,7 +53,7 @@ def script(tmp_path, body: str, name: str = "job.py") -> Path:
     """A script that starts as the workflow's do: the package on sys.path, then delegate."""
     path = tmp_path / name
     path.write_text(
-        f"import os, sys\nsys.path.insert(0, {str(SRC)!r})\nfrom icl_gd import warm\n\nwarm.delegate()\n"
+        f"import os, sys\nsys.path.insert(0, {str(SRC)!r})\nfrom icl_gd.common import warm\n\nwarm.delegate()\n"
         "IN_WORKER = os.environ.get('ICL_GD_WARM_CHILD') == '1'\n" + textwrap.dedent(body)
     )
     return path
@@ -221,7 +221,7 @@ def test_the_default_preload_leaves_one_thread_and_cuda_untouched():
     # every torch.cuda entry that can start CUDA is watched, as in test_runtime: a job's claim_gpu
     # must still be able to choose its device through CUDA_VISIBLE_DEVICES
     code = textwrap.dedent("""
-        from icl_gd import warm
+        from icl_gd.common import warm
         warm._preload(["torch", "torch.cuda"])  # as the worker starts: its thread settings first
         import torch
         called = []

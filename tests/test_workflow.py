@@ -15,7 +15,9 @@ import pandas as pd
 import pytest
 import yaml
 
-from icl_gd import cache, claims, config as cfg, metrics
+from icl_gd.activations import cache
+from icl_gd.metrics import claims, formulas
+from icl_gd.config import resolve as cfg
 
 REPO = Path(__file__).resolve().parents[1]
 # what a clone holds that the workflow runs from (the end-to-end test runs in a copy of it, as a
@@ -161,7 +163,7 @@ def test_metrics_agree_with_the_caches(finished_run):
     base = finished_run / "results/activations/tiny/trained/cb/seed3"
     zsl, lcgd, gd = (cache.read_cache(base / f"{s}.arrow") for s in ("zsl", "lcgd", "gd"))
     alpha = runs.query("variant == 'trained' and task == 'cb' and seed == 3 and method == 'lcgd' and metric == 'alpha'")
-    expected = metrics.alpha(zsl.score_rows(), lcgd.score_rows(), gd.score_rows())  # from the values, rebuilt
+    expected = formulas.alpha(zsl.score_rows(), lcgd.score_rows(), gd.score_rows())  # from the values, rebuilt
     assert alpha[alpha["layer"].notna()].sort_values("layer")["value"].tolist() == pytest.approx(list(expected), abs=1e-4, nan_ok=True)
     assert "alpha" not in set(runs.query("method == 'gd'").metric)
     # every interval brackets its mean; one seed's interval is the run's own
@@ -308,7 +310,7 @@ def test_the_jobs_ran_in_the_warm_worker_which_stopped(finished_run):
 def test_every_cache_log_and_metrics_table_says_which_software_made_it(finished_run):
     import transformers
 
-    from icl_gd import provenance
+    from icl_gd.common import provenance
     base = finished_run / "results/activations/tiny/trained/sst2/seed2"
     for path in (base / "zsl.arrow", base / "gd.arrow"):
         record = cache.read_cache(path).meta["provenance"]
@@ -367,7 +369,7 @@ def test_the_report_opens_in_a_browser_on_what_the_run_found(finished_run):
 @pytest.mark.slow
 def test_nothing_to_do_after_a_run_and_metric_edits_rerun_only_metrics(finished_run):
     assert jobs_planned(finished_run) == {}
-    metrics_py = finished_run / "src/icl_gd/metrics.py"
+    metrics_py = finished_run / "src/icl_gd/metrics/formulas.py"
     original = metrics_py.read_text()
     try:  # Snakemake compares checksums of small inputs, so the content itself must change
         metrics_py.write_text(original + "\n# an edit\n")
@@ -416,7 +418,7 @@ def test_a_config_edit_reruns_exactly_the_caches_it_changes(finished_run):
 def test_an_edit_of_the_planning_reruns_no_extraction_unless_it_changes_a_run_spec(finished_run):
     """plan.py and config.py decide what each job does; what they decide reaches the job as its
     run spec, which the params trigger compares, so their code is in no job's checksum."""
-    plan_py, config_py = finished_run / "src/icl_gd/plan.py", finished_run / "src/icl_gd/config.py"
+    plan_py, config_py = finished_run / "src/icl_gd/plan.py", finished_run / "src/icl_gd/config/resolve.py"
     originals = {path: path.read_text() for path in (plan_py, config_py)}
     assert '"lr": 5e-4,' in originals[config_py]  # SST-2's protocol rate
     try:
@@ -455,7 +457,7 @@ def test_temporary_caches_are_deleted_once_scored_and_a_metric_edit_extracts_aga
         assert (workdir / f"results/reports/tables/{table}.md").read_text() == \
             (finished_run / f"results/reports/tables/{table}.md").read_text(), table
     assert jobs_planned(workdir) == {}
-    metrics_py = workdir / "src/icl_gd/metrics.py"
+    metrics_py = workdir / "src/icl_gd/metrics/formulas.py"
     metrics_py.write_text(metrics_py.read_text() + "\n# an edit\n")
     planned = jobs_planned(workdir)
     # every cache again: ZSL of 2 variants x 2 tasks, ICL of each of their 2 seeds, and the 3 methods

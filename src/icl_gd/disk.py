@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from . import plan
+from icl_gd import plan
 
 # The schema (with the run's identity in its metadata, ~2 KB: template, demonstration ids, prompt
 # rules, the provenance record) written twice, in the header and the footer, and the buffers'
@@ -115,15 +115,16 @@ def estimate_from_files(config: dict, model_dirs: dict[str, str], task_files: di
 
     from transformers import AutoConfig
 
-    from . import extract, models
-    from .specs import is_icl_setting
+    from icl_gd.activations import extract
+    from icl_gd.models import loading
+    from icl_gd.common.specs import is_icl_setting
 
     shapes, tokenizers, context = {}, {}, {}
     for model, folder in model_dirs.items():
         model_config = AutoConfig.from_pretrained(folder)
         shapes[model] = Shape(model_config.num_hidden_layers, model_config.hidden_size, model_config.num_attention_heads)
-        tokenizers[model] = models.load_tokenizer(folder)
-        context[model] = models.context_length(SimpleNamespace(config=model_config))
+        tokenizers[model] = loading.load_tokenizer(folder)
+        context[model] = loading.context_length(SimpleNamespace(config=model_config))
     seen = {}
 
     def sequences(model: str, spec: dict) -> Sequences:

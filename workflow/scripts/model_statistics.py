@@ -4,15 +4,16 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(snakemake.scriptdir).resolve().parents[1] / "src"))
-from icl_gd import warm
+from icl_gd.common import warm
 
-warm.delegate()  # into the warm worker, where there is one (icl_gd/warm.py)
-from icl_gd.runtime import log_to
+warm.delegate()  # into the warm worker, where there is one (icl_gd/common/warm.py)
+from icl_gd.common.runtime import log_to
 
 log_to(snakemake.log[0])
 import pandas as pd
 
-from icl_gd import cache, models
+from icl_gd.activations import cache
+from icl_gd.models import loading
 
-rows = [models.model_statistics(name, path) for name, path in snakemake.input.items()]
+rows = [loading.model_statistics(name, path) for name, path in snakemake.input.items()]
 cache.atomic_write_frame(pd.DataFrame(rows), snakemake.output[0])

@@ -5,13 +5,14 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(snakemake.scriptdir).resolve().parents[1] / "src"))
-from icl_gd import warm
+from icl_gd.common import warm
 
-warm.delegate()  # into the warm worker, where there is one (icl_gd/warm.py)
-from icl_gd.runtime import log_to
+warm.delegate()  # into the warm worker, where there is one (icl_gd/common/warm.py)
+from icl_gd.common.runtime import log_to
 
 log_to(snakemake.log[0])
-from icl_gd import cache, scoring
+from icl_gd.activations import cache
+from icl_gd.metrics import scoring
 
 stats = snakemake.params.statistics
 examples = scoring.run_examples(

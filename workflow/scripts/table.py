@@ -4,14 +4,14 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(snakemake.scriptdir).resolve().parents[1] / "src"))
-from icl_gd import warm
+from icl_gd.common import warm
 
-warm.delegate()  # into the warm worker, where there is one (icl_gd/warm.py)
-from icl_gd.runtime import log_to
+warm.delegate()  # into the warm worker, where there is one (icl_gd/common/warm.py)
+from icl_gd.common.runtime import log_to
 
 log_to(snakemake.log[0])
-from icl_gd import report
+from icl_gd.report import outputs
 
 # `code` is there for the rerun trigger only
 params = {key: value for key, value in snakemake.params.items() if key != "code"}
-report.write_table(snakemake.wildcards.table, dict(snakemake.input.items()), snakemake.output[0], **params)
+outputs.write_table(snakemake.wildcards.table, dict(snakemake.input.items()), snakemake.output[0], **params)

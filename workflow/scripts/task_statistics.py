@@ -4,13 +4,15 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(snakemake.scriptdir).resolve().parents[1] / "src"))
-from icl_gd import warm
+from icl_gd.common import warm
 
-warm.delegate()  # into the warm worker, where there is one (icl_gd/warm.py)
-from icl_gd.runtime import log_to
+warm.delegate()  # into the warm worker, where there is one (icl_gd/common/warm.py)
+from icl_gd.common.runtime import log_to
 
 log_to(snakemake.log[0])
-from icl_gd import cache, provenance, scoring
+from icl_gd.activations import cache
+from icl_gd.common import provenance
+from icl_gd.metrics import scoring
 
 files = {key: snakemake.input[key] for key in ("train", "eval", "zsl", "icl")}
 made_by = {"caches": provenance.distinct(cache.read_cache(files[s]).meta.get(provenance.KEY) for s in ("zsl", "icl")),

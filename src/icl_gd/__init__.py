@@ -1,0 +1,17 @@
+"""Does in-context learning behave like gradient descent? The workflow's package.
+
+Its subpackages follow the workflow's stages, and import one way, down this list:
+
+* ``common``      -- what every stage uses: atomic writes, provenance, a job's runtime, the warm
+  worker, display names, frame I/O, file checksums, and the config's vocabulary (``specs``).
+* ``data``        -- the tasks: presets, synthetic twins, real corpora, splits, prompts.
+* ``config``      -- a config resolved into task and run specs, and validated.
+* ``models``      -- loading from the hub, local folders and GGUF; variants; the built-in model.
+* ``activations`` -- recording hooks, finetuning, one extraction job, the activation cache.
+* ``metrics``     -- the papers' metrics (pure numpy), resampling, inference, scores, claims' tests.
+* ``report``      -- tables, figures, the claims' text, the first page, the published numbers.
+
+``plan`` (what a config runs) and ``disk`` (what its caches will take) read every stage and sit
+on top. Each subpackage's ``__init__`` imports nothing, so that a job imports only what it runs:
+a metric job loads no model code (``tests/unit/test_layering.py``).
+"""

