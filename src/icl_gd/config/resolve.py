@@ -1,8 +1,9 @@
-"""Config access: the six reference tasks, and resolving a validated config into run specs.
+"""Config access: resolving a validated config into run specs.
 
-This module imports only ``specs`` of the package (the vocabulary its jobs execute, re-exported
-here) and ``corpora`` (the registry of corpora that ``source: package`` names; standard library
-only), so that the Snakefile, the rules and every other module can lean on it cheaply.
+This module imports only ``common.specs`` of the package (the vocabulary its jobs execute,
+re-exported here), ``data.presets`` (the six tasks' presets) and ``data.corpora`` (the registry of
+corpora that ``source: package`` names; standard library only), so that the Snakefile, the rules
+and every other module can lean on it cheaply.
 """
 
 from __future__ import annotations
@@ -12,72 +13,11 @@ import re
 from pathlib import Path
 
 from icl_gd.data import corpora
+from icl_gd.data.presets import TASK_PRESETS
 from icl_gd.common.specs import (  # noqa: F401  (re-exported: the config's vocabulary)
     BASE_SETTING_PATTERN, BASE_SETTINGS, ICL_SETTING_PATTERN, ConfigError, TaskSpec, is_base_setting,
     is_icl_setting, template_fields,
 )
-
-# The reference protocol (docs/protocol.md, "Tasks and data"). Hub ids are the current
-# canonical ones; the reference used the legacy ids of the same data.
-TASK_PRESETS: dict[str, dict] = {
-    "sst2": {
-        "hub_id": "nyu-mll/glue",
-        "hub_config": "sst2",
-        "splits": {"train": "train", "eval": "validation"},
-        "template": "Sentence: {sentence} Label:",
-        "label_words": ["Negative", "Positive"],
-        "seeds": [2, 3, 4],
-        "lr": 5e-4,
-    },
-    "sst5": {
-        "hub_id": "SetFit/sst5",
-        "hub_config": None,
-        "splits": {"train": "train", "eval": "validation"},
-        "template": "Sentence: {text} Label:",
-        "label_words": ["terrible", "bad", "neutral", "good", "great"],
-        "seeds": [5, 6, 7],
-        "lr": 1.6e-4,
-    },
-    "mr": {
-        "hub_id": "cornell-movie-review-data/rotten_tomatoes",
-        "hub_config": None,
-        "splits": {"train": "train", "eval": "validation"},
-        "template": "Review: {text} Sentiment:",
-        "label_words": ["Negative", "Positive"],
-        "seeds": [5, 6, 7],
-        "lr": 3e-3,
-    },
-    "subj": {
-        "hub_id": "SetFit/subj",
-        "hub_config": None,
-        "splits": {"train": "train", "eval": "test"},
-        "template": "Input: {text} Type:",
-        "label_words": ["objective", "subjective"],
-        "seeds": [4, 5, 6],
-        "lr": 3e-3,
-    },
-    "agnews": {
-        "hub_id": "fancyzhx/ag_news",
-        "hub_config": None,
-        "splits": {"train": "train", "eval": "test"},
-        "template": (
-            "Classify the news articles into the categories of World, Sports, Business, and "
-            "Technology. Article: {text} Answer:"
-        ),
-        "label_words": ["World", "Sports", "Business", "Technology"],
-        "seeds": [3, 4, 5],
-        "lr": 0.2,
-    },
-    "cb": {
-        "hub_id": "aps/super_glue",
-        "hub_config": "cb",
-        "splits": {"train": "train", "eval": "validation"},
-        "template": "{premise} Question: {hypothesis}. True, False, or Neither? Answer:",
-        "label_words": ["True", "False", "Neither"],
-        "seeds": [3, 4, 5],
-        "lr": 0.08,
-    },
-}
 
 DEMO_LABELS = ("gold", "switched")
 METHOD_KINDS = ("gd", "lcgd", "linearized")

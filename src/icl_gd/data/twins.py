@@ -7,7 +7,8 @@ follows from the words (sentiment, intensity, opinion phrasing, topic vocabulary
 in-context learning and finetuning have something to learn; the built-in model is pretrained on
 the twins' train splits.
 
-This module imports only ``icl_gd.config.resolve`` from the package (the tasks' templates and label words).
+This module imports only ``data.presets`` and ``common.specs`` from the package (the tasks' templates
+and label words).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import zlib
 import numpy as np
 import pandas as pd
 
-from icl_gd.config.resolve import TASK_PRESETS
+from icl_gd.data.presets import TASK_PRESETS
 from icl_gd.common.specs import template_fields
 
 # Share of rows whose text holds a newline: the protocol turns a newline into </s>, and the
