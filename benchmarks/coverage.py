@@ -38,7 +38,9 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import numpy as np  # noqa: E402
 
-from icl_gd.metrics import inference, formulas  # noqa: E402
+from icl_gd.metrics import inference  # noqa: E402
+
+from icl_gd.metrics import resampling
 
 LEVELS = (0.95, 1 - 0.05 / 6)
 N_BOOT = 6000  # the claims' replicates at 99.17% for n_boot = 1000: as many beyond each bound as 1000 at 95%
@@ -89,15 +91,15 @@ def before_issue_47(a, b, levels, n_boot, rng):
     d = a - (0.0 if b is None else b)
     n_seeds, n = d.shape
     points = d.mean(axis=1)
-    reps = np.stack([formulas.bootstrap_counts(n, n_boot, rng) @ d[s] / n for s in range(n_seeds)])
+    reps = np.stack([resampling.bootstrap_counts(n, n_boot, rng) @ d[s] / n for s in range(n_seeds)])
     within = reps.mean(axis=0)
     if n_seeds < 2:
-        return [formulas.percentile_interval(within, level) for level in levels]
+        return [resampling.percentile_interval(within, level) for level in levels]
     s2, w = points.var(ddof=1), reps.var(axis=1, ddof=1).mean()
     between = max(s2 - w, 0.0)
     c = np.sqrt(n_seeds / (n_seeds - 1) * between / s2) if between > 0 else 0.0
     drawn = (points - points.mean())[rng.integers(0, n_seeds, (n_boot, n_seeds))].mean(axis=1)
-    return [formulas.percentile_interval(within + c * drawn, level) for level in levels]
+    return [resampling.percentile_interval(within + c * drawn, level) for level in levels]
 
 
 def simulate(job) -> dict:

@@ -7,13 +7,15 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from icl_gd.metrics import inference, formulas
+from icl_gd.metrics import inference
+
+from icl_gd.metrics import resampling
 
 
 def _shared_replicates(values: np.ndarray, n_boot: int, rng) -> tuple[np.ndarray, np.ndarray]:
     """The seeds' points and their replicates under one resample of the examples for every seed."""
-    counts = formulas.bootstrap_counts(values.shape[1], n_boot, rng)
-    return values.mean(axis=1), np.stack([formulas.bootstrap_means(v, counts) for v in values])
+    counts = resampling.bootstrap_counts(values.shape[1], n_boot, rng)
+    return values.mean(axis=1), np.stack([resampling.bootstrap_means(v, counts) for v in values])
 
 
 def test_the_seeds_part_is_a_student_t_on_their_spread():
@@ -23,7 +25,7 @@ def test_the_seeds_part_is_a_student_t_on_their_spread():
     reps = np.repeat(points[:, None], 4000, axis=1)
     combined, spread = inference.crossed_replicates(points, reps, inference.stratified_uniforms(4000, 0))
     half = stats.t.ppf(0.975, 2) * points.std(ddof=1) / math.sqrt(3)
-    low, high = formulas.percentile_interval(combined, 0.95)
+    low, high = resampling.percentile_interval(combined, 0.95)
     assert (low, high) == pytest.approx((points.mean() - half, points.mean() + half), rel=0.01)
     assert float(spread.between) == pytest.approx(points.var(ddof=1) / 3) and float(spread.within) < 1e-20
 
@@ -89,7 +91,7 @@ def test_the_interval_holds_its_level_with_three_seeds(design):
 
 
 def test_every_score_has_a_smallest_effect_of_interest():
-    assert set(formulas.RANGES) <= set(inference.MARGINS)
+    assert set(resampling.RANGES) <= set(inference.MARGINS)
     assert inference.margin("acc_icl") == 0.01 and inference.margin("rec2ftp") == 1.0
     assert inference.margin("simaou_norm_f2t") == 0.01
     with pytest.raises(KeyError, match="MARGINS"):
@@ -133,7 +135,7 @@ def test_the_mean_over_tasks_pools_the_seeds_parts_with_welchs_degrees_of_freedo
     parts, spreads = zip(*(inference.crossed_replicates(points, reps) for _ in range(6)))
     combined = inference.mean_of_tasks(list(parts), list(spreads), inference.stratified_uniforms(4000, 0))
     sd = math.sqrt(6 * points.var(ddof=1) / 3) / 6
-    low, high = formulas.percentile_interval(combined, 0.95)
+    low, high = resampling.percentile_interval(combined, 0.95)
     assert (low, high) == pytest.approx((0.3 - stats.t.ppf(0.975, 12) * sd, 0.3 + stats.t.ppf(0.975, 12) * sd), rel=0.01)
     # one seed per task: nothing of the seeds, the examples' parts averaged
     one = inference.mean_of_tasks([np.arange(5.0)] * 2, [inference.Spread(1, np.nan, 0.1, 0.0)] * 2,

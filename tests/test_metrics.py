@@ -10,6 +10,8 @@ import pytest
 
 from icl_gd.metrics import formulas as M
 
+from icl_gd.metrics import resampling
+
 SQRT2 = math.sqrt(2.0)
 
 
@@ -400,15 +402,15 @@ def test_bootstrap_ci_contains_mean_and_narrows():
     rng = np.random.default_rng(0)
     small = rng.normal(0.3, 1.0, size=50)
     large = rng.normal(0.3, 1.0, size=5000)
-    lo_s, hi_s = M.bootstrap_ci(small, n_boot=2000, seed=1)
-    lo_l, hi_l = M.bootstrap_ci(large, n_boot=2000, seed=1)
+    lo_s, hi_s = resampling.bootstrap_ci(small, n_boot=2000, seed=1)
+    lo_l, hi_l = resampling.bootstrap_ci(large, n_boot=2000, seed=1)
     assert lo_s < small.mean() < hi_s
     assert lo_l < large.mean() < hi_l
     assert (hi_l - lo_l) < (hi_s - lo_s) / 5  # width ~ 1/sqrt(n): ratio ~ 10
     # the 95% interval width is about 2 * 1.96 * sd / sqrt(n)
     assert (hi_l - lo_l) == pytest.approx(2 * 1.96 * large.std() / math.sqrt(len(large)), rel=0.15)
-    assert (lo_s, hi_s) == M.bootstrap_ci(small, n_boot=2000, seed=1)  # seeded
-    lo90, hi90 = M.bootstrap_ci(small, n_boot=2000, seed=1, level=0.9)
+    assert (lo_s, hi_s) == resampling.bootstrap_ci(small, n_boot=2000, seed=1)  # seeded
+    lo90, hi90 = resampling.bootstrap_ci(small, n_boot=2000, seed=1, level=0.9)
     assert lo_s < lo90 < hi90 < hi_s
 
 
@@ -417,15 +419,15 @@ def test_bootstrap_ci_nan_aware_and_per_column():
     v = rng.normal(size=(400, 3))
     v[::4, 0] = np.nan
     v[:, 2] = np.nan
-    lo, hi = M.bootstrap_ci(v, n_boot=500, seed=0)
+    lo, hi = resampling.bootstrap_ci(v, n_boot=500, seed=0)
     assert lo.shape == hi.shape == (3,)
     assert lo[0] < np.nanmean(v[:, 0]) < hi[0]
     assert lo[1] < v[:, 1].mean() < hi[1]
     assert np.isnan(lo[2]) and np.isnan(hi[2])
-    lo1, hi1 = M.bootstrap_ci(v[:, 1], n_boot=500, seed=0)  # same resamples as column 1
+    lo1, hi1 = resampling.bootstrap_ci(v[:, 1], n_boot=500, seed=0)  # same resamples as column 1
     assert lo1 == pytest.approx(lo[1]) and hi1 == pytest.approx(hi[1])
     # constant data: a degenerate interval at the value
-    assert M.bootstrap_ci(np.full(10, 0.5)) == pytest.approx((0.5, 0.5))
+    assert resampling.bootstrap_ci(np.full(10, 0.5)) == pytest.approx((0.5, 0.5))
 
 
 # --------------------------------------------------------------------------------------------

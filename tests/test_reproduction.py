@@ -11,7 +11,9 @@ import pandas as pd
 import pytest
 import yaml
 
-from icl_gd.metrics import claims, inference, formulas, scoring
+from icl_gd.metrics import claims, inference, scoring
+
+from icl_gd.metrics import resampling
 from icl_gd import plan
 from icl_gd.report import published, outputs, tables
 from icl_gd.config import validation
@@ -426,8 +428,8 @@ def test_an_end_within_its_monte_carlo_error_of_zero_draws_more_replicates():
     # a plain reading's ends are settled: no more replicates than the level needs
     clear = claims.evaluate_claims(_accuracy_runs(["up"] * 6), {"gd": "gd"}, n_boot=1000, claims=(_claim("mean"),))
     assert set(clear["n_replicates"]) == {1000} and clear["settled"].all()
-    assert formulas.endpoint_unsettled(np.r_[np.full(60, -1.0), np.ones(940)], 0.95) == (False, False)
-    assert formulas.endpoint_unsettled(np.r_[np.full(25, -1.0), np.ones(975)], 0.95) == (True, False)
+    assert resampling.endpoint_unsettled(np.r_[np.full(60, -1.0), np.ones(940)], 0.95) == (False, False)
+    assert resampling.endpoint_unsettled(np.r_[np.full(25, -1.0), np.ones(975)], 0.95) == (True, False)
 
 
 def test_what_an_inconclusive_claim_needs_is_what_resolves_it():

@@ -16,6 +16,7 @@ import pytest  # noqa: E402
 
 from icl_gd.activations import cache  # noqa: E402
 from icl_gd.metrics import formulas, scoring
+from icl_gd.metrics import resampling
 from icl_gd.activations.cache import RunCache  # noqa: E402
 
 TMP = tempfile.mkdtemp(prefix="test_scoring-")  # the hand-made caches (memory-mapped while the tests run)
@@ -243,7 +244,7 @@ def test_interval_of_a_ratio_resamples_numerator_and_denominator_together():
     num, den = ex.ratio_terms("jaccard_all")
     assert num.sum() / den.sum() == pytest.approx(formulas.jaccard(zsl.pred, icl.pred, gd.pred, zsl.gold))
     counts = np.array([[1.0, 1, 1, 1], [4, 0, 0, 0], [0, 0, 0, 4]])
-    reps = formulas.bootstrap_ratios(num, den, counts)
+    reps = resampling.bootstrap_ratios(num, den, counts)
     # example 0 is changed by both to the same label; example 3 only by FT; 1 by ICL only
     assert reps[0] == pytest.approx(num.sum() / den.sum())
     assert reps[1] == 1.0 and reps[2] == 0.0
@@ -358,10 +359,10 @@ def test_seed_mean_intervals_stay_within_what_the_score_can_take():
     acc = table[(table.metric == "acc_icl") & table.layer.isna()].iloc[0]
     assert acc.ci_low == 0.0 and acc.ci_high == 1.0
     assert acc["between"] > 0
-    assert (table.ci_low >= table.metric.map(lambda m: formulas.metric_range(m)[0])).all()
-    assert (table.ci_high <= table.metric.map(lambda m: formulas.metric_range(m)[1])).all()
+    assert (table.ci_low >= table.metric.map(lambda m: resampling.metric_range(m)[0])).all()
+    assert (table.ci_high <= table.metric.map(lambda m: resampling.metric_range(m)[1])).all()
     names = set(scoring.bootstrap_scores(base, np.ones((1, n))))
-    assert not {m for m in names if formulas.metric_range(m) == (-np.inf, np.inf)}, "a score without a range"
+    assert not {m for m in names if resampling.metric_range(m) == (-np.inf, np.inf)}, "a score without a range"
 
 
 def _shifted(ex: scoring.RunExamples, method: str, shift: float, seed: int | None = None) -> scoring.RunExamples:
@@ -404,17 +405,17 @@ def test_paired_comparison_of_a_noisy_null_is_not_significant():
                             {"simaou": rng.normal(size=(n, 2))})
     b = scoring.RunExamples({**meta, "method": "lcgd"}, np.arange(n), gold, gold, gold, gold,
                             {"simaou": rng.normal(size=(n, 2))})
-    p = formulas.sign_flip_test(b.similarities["simaou"].mean(1) - a.similarities["simaou"].mean(1), n_perm=5000)
+    p = resampling.sign_flip_test(b.similarities["simaou"].mean(1) - a.similarities["simaou"].mean(1), n_perm=5000)
     assert 0.05 < p <= 1.0
 
 
 def test_sign_flip_test_hand_cases(caplog):
-    assert formulas.sign_flip_test(np.zeros(5)) == 1.0
+    assert resampling.sign_flip_test(np.zeros(5)) == 1.0
     # 10 positive differences: only the all-plus and all-minus flips are as extreme, p ≈ 2/1024
-    p = formulas.sign_flip_test(np.arange(1.0, 11.0), n_perm=20000, seed=3)
+    p = resampling.sign_flip_test(np.arange(1.0, 11.0), n_perm=20000, seed=3)
     assert p == pytest.approx(2 / 1024, abs=0.002)
     with caplog.at_level("WARNING"):
-        assert math.isnan(formulas.sign_flip_test([np.nan]))
+        assert math.isnan(resampling.sign_flip_test([np.nan]))
     assert "no defined paired difference" in caplog.text
 
 

@@ -58,7 +58,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from icl_gd.metrics import inference, formulas
+from icl_gd.metrics import inference
+
+from icl_gd.metrics import resampling
 from icl_gd.common import names
 from icl_gd.activations.cache import atomic_write_frame
 from icl_gd.metrics.scoring import RunExamples, _layer_mean, _write_csv, positions_of, read_examples, run_key, runs_provenance
@@ -374,8 +376,8 @@ def _statistic(terms, counts: np.ndarray) -> np.ndarray:
     """The run score on each resample (rows of ``counts``): a ratio, or the layer mean of the
     per-layer means over examples, as the summary computes it."""
     if isinstance(terms, tuple):
-        return formulas.bootstrap_ratios(*terms, counts)
-    return _layer_mean(formulas.bootstrap_means(terms, counts))
+        return resampling.bootstrap_ratios(*terms, counts)
+    return _layer_mean(resampling.bootstrap_means(terms, counts))
 
 
 class _Replicates:
@@ -432,7 +434,7 @@ class _Replicates:
         wanted = [(s, c) for s in seeds for c in cells]
         for j in range(min((len(self._reps.setdefault((model, task, s, *c), [])) for s, c in wanted),
                            default=n_chunks), n_chunks):
-            counts = formulas.bootstrap_counts(len(ids), self.chunk, np.random.default_rng(
+            counts = resampling.bootstrap_counts(len(ids), self.chunk, np.random.default_rng(
                 [self.seed, zlib.crc32(task.encode()), j]))
             for s, c in wanted:
                 chunks = self._reps[(model, task, s, *c)]
@@ -618,7 +620,7 @@ def _differences(model: str, covered: dict[str, _Task], values: _Replicates, a_c
             spread = inference.Spread(*(float(np.asarray(x)) for x in (spread.n_seeds, spread.seeds_var,
                                                                         spread.shared, spread.unshared)), n_examples=n)
             replicates = examples + inference.seeds_part(spread, uniforms)
-            replicates = formulas.within_range(replicates, *_difference_range(a_cell, b))
+            replicates = resampling.within_range(replicates, *_difference_range(a_cell, b))
             rows.append(_Difference(float(np.mean(points_a) - np.mean(points_b)), replicates, n, len(found.seeds),
                                     float(np.mean(points_a)), float(np.mean(points_b)), spread, examples))
         per_task[task] = rows
@@ -626,9 +628,9 @@ def _differences(model: str, covered: dict[str, _Task], values: _Replicates, a_c
 
 
 def _difference_range(a_cell, b) -> tuple[float, float]:
-    """The values a - b can take, a a cell and b a cell or a constant (:func:`formulas.metric_range`)."""
-    low_a, high_a = formulas.metric_range(a_cell[2])
-    low_b, high_b = (b, b) if isinstance(b, float) else formulas.metric_range(b[2])
+    """The values a - b can take, a a cell and b a cell or a constant (:func:`resampling.metric_range`)."""
+    low_a, high_a = resampling.metric_range(a_cell[2])
+    low_b, high_b = (b, b) if isinstance(b, float) else resampling.metric_range(b[2])
     return low_a - high_b, high_a - low_b
 
 
@@ -652,10 +654,10 @@ def _read(claim: Claim, covered: dict[str, _Task], per_task: dict, n_cells: int,
                 continue
             d = per_task[task][j]
             reps = d.replicates[:reps_task]
-            low, high = formulas.percentile_interval(reps, task_level)
+            low, high = resampling.percentile_interval(reps, task_level)
             read = status(low, high, claim.direction, claim.test, margin) if not found.missing else "incomplete"
             if claim.quantifier != "mean" and not found.missing:
-                unsettled |= any(formulas.endpoint_unsettled(reps - threshold, task_level))
+                unsettled |= any(resampling.endpoint_unsettled(reps - threshold, task_level))
             task_units[task].append(Unit(d.value, task_level, (d.spread,), read))
             rows.append(dict(row, n_examples=d.n_examples, a=scale * d.a, b=scale * d.b,
                              difference=scale * d.value, ci_low=scale * low, ci_high=scale * high,
@@ -673,11 +675,11 @@ def _read(claim: Claim, covered: dict[str, _Task], per_task: dict, n_cells: int,
         spreads = tuple(f.spread for f in found_j)
         reps = inference.mean_of_tasks([f.examples[:reps_mean] for f in found_j], list(spreads),
                                        mean_uniforms[:reps_mean])
-        reps = formulas.within_range(reps, *_difference_range(claim.a, claim.against[j]))
-        low, high = formulas.percentile_interval(reps, mean_level)
+        reps = resampling.within_range(reps, *_difference_range(claim.a, claim.against[j]))
+        low, high = resampling.percentile_interval(reps, mean_level)
         read = status(low, high, claim.direction, claim.test, margin) if complete else "incomplete"
         if claim.quantifier == "mean" and complete:
-            unsettled |= any(formulas.endpoint_unsettled(reps - threshold, mean_level))
+            unsettled |= any(resampling.endpoint_unsettled(reps - threshold, mean_level))
         mean_units.append(Unit(diff, mean_level, spreads, read))
         rows.append(dict(base, comparison=j, against=_against_label(claim, j), task=MEAN,
                          n_examples=max(f.n_examples for f in found_j), n_seeds=max(f.n_seeds for f in found_j),

@@ -66,6 +66,8 @@ from scipy import stats
 
 from icl_gd.metrics import formulas
 
+from icl_gd.metrics import resampling
+
 __all__ = [
     "MARGINS",
     "POWER",
@@ -160,7 +162,7 @@ def crossed_replicates(points, replicates, uniforms: np.ndarray | None = None) -
 
     ``points`` (S, ...) are the seeds' scores, ``replicates`` (S, R, ...) their scores on R
     resamples of the examples, *the same resample for every seed* (one count matrix applied to all:
-    :func:`formulas.bootstrap_counts`), ``uniforms`` (R,) the quantiles of the seeds' Student t
+    :func:`resampling.bootstrap_counts`), ``uniforms`` (R,) the quantiles of the seeds' Student t
     (:func:`stratified_uniforms`; without them the replicates carry the examples' part alone). A
     replicate is pbar + c (m_r - pbar) + sqrt(s^2 / S) t_r (the module's docstring): with one
     defined seed, that seed's example replicates. An undefined seed (NaN point) is left out; a
@@ -249,16 +251,16 @@ def crossed_interval(a, b=None, *, level: float | tuple[float, ...] = 0.95, n_bo
     b = np.zeros_like(a) if b is None else formulas._f64(b)
     if a.ndim != 2 or a.shape != b.shape:
         raise ValueError(f"a and b must be (seeds, examples) of one shape; got {a.shape} and {b.shape}")
-    counts = formulas.bootstrap_counts(a.shape[1], n_boot, rng)
+    counts = resampling.bootstrap_counts(a.shape[1], n_boot, rng)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         points = np.nanmean(a, axis=1) - np.nanmean(b, axis=1)
     if np.isnan(a).any() or np.isnan(b).any():  # each cell's own defined values, as the claims' scores
-        reps = (formulas.bootstrap_means(a.T, counts) - formulas.bootstrap_means(b.T, counts)).T
+        reps = (resampling.bootstrap_means(a.T, counts) - resampling.bootstrap_means(b.T, counts)).T
     else:  # the same, in one product
-        reps = formulas.bootstrap_means((a - b).T, counts).T
+        reps = resampling.bootstrap_means((a - b).T, counts).T
     combined, _ = crossed_replicates(points, reps, stratified_uniforms(n_boot, rng))
-    intervals = [tuple(float(x) for x in formulas.percentile_interval(combined, lv)) for lv in np.atleast_1d(level)]
+    intervals = [tuple(float(x) for x in resampling.percentile_interval(combined, lv)) for lv in np.atleast_1d(level)]
     return intervals if isinstance(level, (tuple, list)) else intervals[0]
 
 

@@ -19,6 +19,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from icl_gd.metrics import inference, formulas
+
+from icl_gd.metrics import resampling
 from icl_gd.common import provenance
 from icl_gd.common.atomic import atomic_path
 from icl_gd.activations.cache import METADATA_KEY, RunCache, atomic_write_frame, atomic_write_table, read_cache, read_frame, read_table
@@ -206,10 +208,10 @@ def prediction_changes(ex: RunExamples) -> dict[str, float]:
 
 def bootstrap_scores(ex: RunExamples, counts: np.ndarray) -> dict[str, np.ndarray]:
     """The scores of :func:`point_scores` on each resample of the examples (``counts``, from
-    :func:`formulas.bootstrap_counts`): (n_boot,) per ratio, (n_boot, L) per similarity."""
-    reps = {name: formulas.bootstrap_ratios(*ex.ratio_terms(name), counts) for name in ex.ratio_names}
+    :func:`resampling.bootstrap_counts`): (n_boot,) per ratio, (n_boot, L) per similarity."""
+    reps = {name: resampling.bootstrap_ratios(*ex.ratio_terms(name), counts) for name in ex.ratio_names}
     for name, values in {**ex.similarities, **ex.f2t_similarities()}.items():
-        reps[name] = formulas.bootstrap_means(values, counts)
+        reps[name] = resampling.bootstrap_means(values, counts)
     return reps
 
 
@@ -220,7 +222,7 @@ def example_counts(example_id, n_boot: int, stats_seed: int, task: str) -> np.nd
     examples) is resampled alike: the crossed design of :mod:`icl_gd.metrics.inference`."""
     example_id = np.asarray(example_id)
     ids = np.unique(example_id)
-    counts = formulas.bootstrap_counts(len(ids), n_boot, _task_rng(stats_seed, task))
+    counts = resampling.bootstrap_counts(len(ids), n_boot, _task_rng(stats_seed, task))
     return counts[:, positions_of(ids, example_id)]
 
 
@@ -237,16 +239,16 @@ def score_examples(ex: RunExamples, *, n_boot: int = 1000, level: float = 0.95, 
     rows = []
     for name, value in points.items():
         if np.ndim(value) == 0:
-            low, high = formulas.percentile_interval(reps[name], level) if name in reps else (np.nan, np.nan)
+            low, high = resampling.percentile_interval(reps[name], level) if name in reps else (np.nan, np.nan)
             rows.append({"metric": name, "layer": pd.NA, "value": float(value), "ci_low": low, "ci_high": high})
             continue
-        low, high = formulas.percentile_interval(reps[name], level)
+        low, high = resampling.percentile_interval(reps[name], level)
         rows.extend(
             {"metric": name, "layer": layer, "value": float(v), "ci_low": lo, "ci_high": hi}
             for layer, (v, lo, hi) in enumerate(zip(value, low, high))
         )
         mean = float(_layer_mean(value)) if np.isfinite(value).any() else float("nan")
-        low, high = formulas.percentile_interval(_layer_mean(reps[name]), level)
+        low, high = resampling.percentile_interval(_layer_mean(reps[name]), level)
         rows.append({"metric": name, "layer": pd.NA, "value": mean, "ci_low": low, "ci_high": high})
     table = pd.DataFrame(rows)
     for key in reversed(RUN_KEYS):
@@ -353,8 +355,8 @@ def seed_mean_intervals(
                 blocks += [(values[:, i], reps[:, :, i]) for i in range(reps.shape[2])]
             for layer, (value, block) in zip(layers, blocks):
                 combined, spread = inference.crossed_replicates(value, block, uniforms)
-                combined = formulas.within_range(combined, *formulas.metric_range(name))
-                low, high = formulas.percentile_interval(combined, level)
+                combined = resampling.within_range(combined, *resampling.metric_range(name))
+                low, high = resampling.percentile_interval(combined, level)
                 rows.append(dict(zip(("model", "variant", "task", "method"), key), metric=name, layer=layer,
                                  ci_low=float(low), ci_high=float(high), between=float(spread.between),
                                  within=float(spread.within)))
@@ -463,7 +465,7 @@ def compare_methods(
     Per example, the difference (method − baseline) of a value in :data:`COMPARED` is averaged
     over the seeds both ran; the examples are the independent units. ``diff`` is their mean, with a
     percentile bootstrap interval over examples and a two-sided sign-flip permutation p-value
-    (:func:`formulas.sign_flip_test`); ``significant`` is p < ``significance``.
+    (:func:`resampling.sign_flip_test`); ``significant`` is p < ``significance``.
     """
     runs: dict[tuple, dict[int, RunExamples]] = {}
     for ex in examples:
@@ -477,9 +479,9 @@ def compare_methods(
             diffs, mean_a, mean_b, seeds = _paired_differences(by_seed, base, metric)
             defined = diffs[~np.isnan(diffs)]
             if defined.size:
-                counts = formulas.bootstrap_counts(defined.size, n_boot, np.random.default_rng([seed, 1]))
-                low, high = formulas.percentile_interval(formulas.bootstrap_means(defined, counts), level)
-                p = formulas.sign_flip_test(defined, n_perm=n_perm, seed=seed)
+                counts = resampling.bootstrap_counts(defined.size, n_boot, np.random.default_rng([seed, 1]))
+                low, high = resampling.percentile_interval(resampling.bootstrap_means(defined, counts), level)
+                p = resampling.sign_flip_test(defined, n_perm=n_perm, seed=seed)
             else:
                 log.warning("%s vs %s on %s/%s/%s: no example with a defined %s difference",
                             method, baseline, model, variant, task, metric)
