@@ -13,6 +13,8 @@ import yaml
 
 from icl_gd.metrics import claims, inference, scoring
 
+from icl_gd.report import claims_text
+
 from icl_gd.metrics import resampling
 from icl_gd import plan
 from icl_gd.report import published, outputs, tables
@@ -285,7 +287,7 @@ def test_order_sensitivity_reads_in_points_as_the_orders_table_shows_it():
     assert claims._percent("acc_icl") and claims._percent("jaccard_all") and not claims._percent("rec2ftp")
     assert (tests["unit"] == "points").all() and set(tests["verdict"]) == {"supported"}
     assert tests.set_index("task").loc["sst2", "difference"] == pytest.approx(40.0)
-    shown = claims.claims_table(tests, "m", {"gd": "gd"})
+    shown = claims_text.claims_table(tests, "m", {"gd": "gd"})
     row = shown.reset_index()
     row = row[row["Verdict"] == "supported"].iloc[0]
     assert row["SST2"].startswith("+40.0 [") and "ICL predictions changed across orders (%)" in row["Test"]
@@ -451,11 +453,11 @@ def test_what_an_inconclusive_claim_needs_is_what_resolves_it():
     assert verdict(math.ceil(factor))["verdict"] == "supported"
     assert verdict(max(1, math.floor(factor / 3)))["verdict"] == "inconclusive"
     # one seed says nothing of how far seeds spread: no number of seeds is promised
-    assert math.isinf(first["seed_factor"]) and "unknown with one seed" in claims.needed_text(first)
-    assert "examples per seed" in claims.needed_text(first)
+    assert math.isinf(first["seed_factor"]) and "unknown with one seed" in claims_text.needed_text(first)
+    assert "examples per seed" in claims_text.needed_text(first)
     nothing = pd.Series(dict(verdict="inconclusive", factor=math.inf, n_needed=math.inf, resolves_to="inconclusive",
                              seed_factor=math.inf, seeds_needed=math.inf, seeds_resolve_to="inconclusive", n_seeds=3))
-    assert "no number of seeds" in claims.needed_text(nothing) and "no number of examples" in claims.needed_text(nothing)
+    assert "no number of seeds" in claims_text.needed_text(nothing) and "no number of examples" in claims_text.needed_text(nothing)
 
 
 def test_the_planned_effect_is_the_margin_or_the_observed_difference_where_larger():
@@ -473,7 +475,7 @@ def test_what_a_claim_open_for_its_seeds_spread_needs_is_more_seeds():
     first = _mean_row(_seeded_runs([0.5, 0.55, 1.0]))
     assert first["verdict"] == "inconclusive" and first["seed_share"] > 0.9
     assert math.isinf(first["factor"]) and first["seeds_resolve_to"] == "supported"
-    assert "no number of examples" in claims.needed_text(first)
+    assert "no number of examples" in claims_text.needed_text(first)
     assert first["seeds_needed"] == math.ceil(first["seed_factor"] * 3)
 
     def with_seeds(repeats):
@@ -556,7 +558,7 @@ def test_a_non_inferiority_claim_on_equal_data_reads_equivalent():
         _similarity_runs({("trained", "gd"): values, ("trained", "gd_switched"): values - 0.05}), roles, n_boot=400,
         claims=(claim,))
     assert set(lower["verdict"]) == {"contradicted"}
-    shown = claims.claims_table(equal, "m", roles).reset_index()
+    shown = claims_text.claims_table(equal, "m", roles).reset_index()
     row = shown[shown["Claim"].str.startswith("With false labels")].iloc[0]
     assert "non-inferiority, margin 0.01" in row["Read on"] and "- margin" in row["Test"]
     assert row["Verdict"] == "equivalent"
@@ -577,7 +579,7 @@ def test_a_seed_with_an_undefined_score_is_shown_not_dropped():
     assert cb["status"] == "incomplete" and cb["incomplete"] == "seed 2: undefined" and cb["n_seeds"] == 2
     assert np.allclose(tests[tests["task"] != claims.MEAN]["level"], 1 - 0.05 / 6)  # m = 6, not 5
     assert set(tests["verdict"]) == {"inconclusive"}  # five hold, CB open
-    shown = claims.claims_table(tests, "m", {"gd": "gd", "lcgd": "lcgd"}).reset_index()
+    shown = claims_text.claims_table(tests, "m", {"gd": "gd", "lcgd": "lcgd"}).reset_index()
     row = shown[shown["Claim"].str.startswith("Layer-causal GD achieves higher SimAOU")].iloc[0]
     assert row["CB"].startswith("incomplete (seed 2: undefined): +0.100")
     assert row["Tasks: hold / break / negligible / open"] == "5 / 0 / 0 / 1"

@@ -12,7 +12,7 @@ from pathlib import Path
 import pandas as pd
 
 from icl_gd.activations import cache
-from icl_gd.metrics import claims
+from icl_gd.report import claims_text
 from icl_gd.report import figures, published, summary, tables
 from icl_gd.common import names
 
@@ -44,7 +44,7 @@ def build_table(name: str, inputs: dict, *, model: str, variant: str, methods: l
     if name == "orders":
         return tables.orders_table(cache.read_frame(inputs["orders"]), model, variant, methods)
     if name == "claims":
-        return claims.claims_table(cache.read_frame(inputs["claims"]), model, roles or {}, ci_level=ci_level)
+        return claims_text.claims_table(cache.read_frame(inputs["claims"]), model, roles or {}, ci_level=ci_level)
     summary = cache.read_frame(inputs["summary"])
     if name == "reproduction":
         table = published.read_published(PUBLISHED)

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 import pandas as pd
 
 from icl_gd.metrics import claims as claims_module
+
+from icl_gd.report import claims_text
 from icl_gd.common import names, provenance
 from icl_gd.common.atomic import write_text
 
@@ -51,7 +53,7 @@ def _claim_line(claim: claims_module.Claim, verdict: str, rows: pd.DataFrame) ->
         line.append(f"; mean a - b {mean.difference:+.{decimals}f}{unit} "
                     f"[{mean.ci_low:+.{decimals}f}, {mean.ci_high:+.{decimals}f}]")
     else:
-        counts = claims_module.status_counts(s for s in tasks["status"] if s != "undefined")
+        counts = claims_text.status_counts(s for s in tasks["status"] if s != "undefined")
         line.append(f"; {counts['hold']} of {sum(counts.values())} tasks hold, {counts['break']} break")
         if counts["negligible"]:
             line.append(f", {counts['negligible']} negligible")
@@ -61,7 +63,7 @@ def _claim_line(claim: claims_module.Claim, verdict: str, rows: pd.DataFrame) ->
                                                  for r in incomplete.itertuples(index=False)))
     first = rows.iloc[0]
     if verdict == "inconclusive":
-        needed = claims_module.needed_text(first)
+        needed = claims_text.needed_text(first)
         if needed.startswith("none"):
             line.append("; no sample size resolves it (a difference of exactly 0)")
         else:
@@ -108,8 +110,8 @@ def first_page(*, model: str, variant: str, about: dict, data: pd.DataFrame | No
 
     if claim_tests is not None:
         tests = claim_tests[claim_tests["model"] == model]
-        verdicts = claims_module.verdicts(tests)
-        counts = claims_module.counts_text(verdicts)
+        verdicts = claims_text.verdicts(tests)
+        counts = claims_text.counts_text(verdicts)
         blocks.append(("h2", "The papers' claims"))
         blocks.append(("p", [
             f"{counts}, each read on paired intervals "

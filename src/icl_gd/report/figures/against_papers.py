@@ -23,6 +23,8 @@ from icl_gd.common.names import (
 )
 
 from icl_gd.metrics import claims as claims_module
+
+from icl_gd.report import claims_text
 from icl_gd.report.figures.base import (
     _no_data,
     _style,
@@ -108,7 +110,7 @@ def claims_figure(tests: pd.DataFrame, model: str, roles: Mapping[str, str], *, 
     panel_rows = [tests[(tests["claim"] == claim.id) & (tests["comparison"] == j) & (tests["task"] != "")]
                   for claim, j in panels]
     sizes = [len(rows) for rows in panel_rows]
-    verdicts = claims_module.verdicts(tests)
+    verdicts = claims_text.verdicts(tests)
     ncols = 2
     nrows = -(-len(panels) // ncols)
     heights = [max(max(sizes[r * ncols:(r + 1) * ncols]), 1) * 0.17 + 0.75 for r in range(nrows)]
@@ -121,12 +123,12 @@ def claims_figure(tests: pd.DataFrame, model: str, roles: Mapping[str, str], *, 
         if j == 0:
             counts[verdict] += 1
         color = VERDICT_COLORS[verdict]
-        statement = claims_module._statement(claim, roles, j)
+        statement = claims_text.claim_statement(claim, roles, j)
         title = f"{claim.paper} {claim.table}: {claim.text}" if j == 0 else "(continued)"
         title = f"{_wrap(title, 95)}\n{_wrap(statement, 105)} — {verdict}"
         if verdict == "inconclusive" and j == 0:
             first = rows.iloc[0]
-            title += "\n" + _wrap("would need: " + claims_module.needed_text(first), 105)
+            title += "\n" + _wrap("would need: " + claims_text.needed_text(first), 105)
         ax.set_title(title, fontsize=7.5, loc="left", color=color)
         ax.set_yticks([])
         if rows.empty:

@@ -1,0 +1,213 @@
+"""The claims' tests as the report shows them: the claims table (each claim's sentence, its reading
+and its verdict per task and on the mean), the counts of verdicts, and the footnotes on intervals,
+replicates and what an inconclusive claim would need. The tests themselves are
+``metrics.claims``; an edit of this text reruns no test.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from icl_gd.common import names
+from icl_gd.metrics.claims import (
+    CLAIMS, MAX_REPLICATES, MEAN, QUANTIFIERS, VERDICTS, Claim, against_label, cell_label,
+)
+
+
+# --------------------------------------------------------------------------------------------
+# the report's table
+
+
+def _decimals(unit: str, widths) -> int:
+    """Enough decimals to show an interval's width: 1 for points, 3 for a score, more where an
+    interval is narrower than that."""
+    base = 1 if unit == "points" else 3
+    widths = [w for w in widths if math.isfinite(w) and w > 0]
+    if not widths:
+        return base
+    return int(min(max(base, math.ceil(-math.log10(min(widths))) + 1), base + 3))
+
+
+def _interval(row, decimals: int) -> str:
+    status = getattr(row, "status", "")
+    if status == "undefined":
+        return "undefined"
+    if not math.isfinite(row.difference):
+        return "—"
+    text = f"{row.difference:+.{decimals}f} [{row.ci_low:+.{decimals}f}, {row.ci_high:+.{decimals}f}]"
+    incomplete = getattr(row, "incomplete", "") or ""
+    if status == "incomplete" and row.task != MEAN:
+        return f"incomplete ({incomplete}): {text}"
+    return text
+
+
+def needed_text(row) -> str:
+    """What an inconclusive claim would need, in words, in both currencies: seeds, or evaluation
+    examples per task and seed, for 80% power at the claim's level (a claims row: verdict, factor,
+    n_needed, resolves_to, seed_factor, seeds_needed, seeds_resolve_to, n_seeds)."""
+    if row.verdict != "inconclusive":
+        return ""
+    if getattr(row, "status", "") == "undefined":
+        return "none: the score is undefined on every task"
+    examples_ok = math.isfinite(row.factor)
+    seed_factor = getattr(row, "seed_factor", math.nan)
+    seeds_ok = isinstance(seed_factor, float) and math.isfinite(seed_factor)
+    n_seeds = getattr(row, "n_seeds", 2)
+    one_seed = not pd.isna(n_seeds) and int(n_seeds) < 2
+    parts = []
+    if seeds_ok:
+        parts.append(f"{int(row.seeds_needed)} seeds (x{seed_factor:.1f}) -> {row.seeds_resolve_to}")
+    elif one_seed:
+        parts.append("seeds: unknown with one seed (run two or more to measure their spread)")
+    else:
+        parts.append("no number of seeds (the examples every seed shares are too few)")
+    if examples_ok:
+        parts.append(f"{int(row.n_needed)} examples per seed (x{row.factor:.1f}) -> {row.resolves_to}")
+    else:
+        parts.append("no number of examples (the seeds' spread alone is too wide)")
+    return "; or ".join(parts)
+
+
+def status_counts(statuses) -> dict[str, int]:
+    """How many tasks hold (or are equivalent), break, are negligible, or are open (or incomplete)."""
+    statuses = list(statuses)
+    return {"hold": sum(s in ("holds", "equivalent") for s in statuses), "break": statuses.count("breaks"),
+            "negligible": statuses.count("negligible"), "open": sum(s in ("open", "incomplete") for s in statuses)}
+
+
+def _read_on(claim: Claim, level: float, margin: float, unit: str) -> str:
+    read = QUANTIFIERS[claim.quantifier]
+    if claim.except_tasks:
+        read += " but " + ", ".join(map(names.task_label, claim.except_tasks))
+    shown = f"{margin:g} point{'s' if margin != 1 else ''}" if unit == "points" else f"{margin:g}"
+    kind = "non-inferiority" if claim.test == "non_inferiority" else "superiority"
+    return f"{read} ({percent_text(level)} intervals; {kind}, margin {shown})"
+
+
+def claims_table(tests: pd.DataFrame, model: str, roles: dict[str, str], *, ci_level: float = 0.95) -> pd.DataFrame:
+    """One row per claim and cell b: the test in words, the level each task's interval is read
+    at and the smallest effect of interest, per task the difference a - b [interval] (a task with a
+    seed missing or undefined marked incomplete, with the seed), the mean over tasks [interval],
+    how many tasks hold, break, are negligible or open, the verdict, and what an inconclusive one
+    would need. Footnotes count the verdicts and state the rule."""
+    tests = tests[tests["model"] == model]
+    tasks = names.order_tasks(t for t in tests["task"] if t not in ("", MEAN))
+    columns = ["Read on", *map(names.task_label, tasks), "Mean over tasks", "Tasks: hold / break / negligible / open",
+               "Verdict", "Needed for a verdict (80% power)"]
+    rows, keys, verdict_of = [], [], verdicts(tests)
+    for claim in CLAIMS:
+        found = tests[tests["claim"] == claim.id]
+        text = claim.text + (f" ({claim.note})" if claim.note else "")
+        verdict = verdict_of[claim.id]
+        for j in range(len(claim.against)):
+            statement = claim_statement(claim, roles, j)
+            keys.append((claim.paper, claim.table, text, statement))
+            part = found[found["comparison"] == j]
+            if verdict == "not run" or part.empty:
+                rows.append([QUANTIFIERS[claim.quantifier], *["—"] * len(tasks), "—", "—", "not run", ""])
+                continue
+            by_task = {r.task: r for r in part.itertuples(index=False)}
+            decimals = _decimals(part["unit"].iloc[0], (part["ci_high"] - part["ci_low"]).tolist())
+            task_rows = [by_task[t] for t in tasks if t in by_task and by_task[t].status != "undefined"]
+            first = task_rows[0] if task_rows else by_task[MEAN]
+            counts = status_counts(r.status for r in task_rows).values()
+            level = by_task[MEAN].level if claim.quantifier == "mean" else first.level
+            read = _read_on(claim, level, float(by_task[MEAN].margin), part["unit"].iloc[0])
+            needed = needed_text(first) if j == 0 else ""
+            rows.append([read, *[_interval(by_task[t], decimals) if t in by_task else "—" for t in tasks],
+                         _interval(by_task[MEAN], decimals), " / ".join(map(str, counts)),
+                         verdict if _settled(first) else f"{verdict} (bootstrap-limited)", needed])
+    index = pd.MultiIndex.from_tuples(keys, names=["Paper", "Table", "Claim", "Test"])
+    table = pd.DataFrame(rows, index=index, columns=columns, dtype=object)
+    table.attrs.update(best=[], table="claims", blank_levels=3, footnotes=[
+        counts_text(verdict_of) + ".",
+        interval_text(tests) + f" Quantifiers over tasks read each task's interval at 1 - alpha/m (Bonferroni over "
+        f"the m tasks x cells b; alpha = {1 - ci_level:.3g}); 'on the mean' reads the interval of the mean over "
+        f"tasks at {percent_text(ci_level)} (1 - alpha/m for m cells b).",
+        "A superiority claim holds where an interval lies on the claimed side of 0, breaks where it lies on the "
+        "other, is negligible where it lies within the margin (the smallest effect of interest, docs/metrics.md) of 0; "
+        "a non-inferiority claim (this project's reading where a paper states no direction) holds where the "
+        "interval's end on the other side lies within the margin of 0, and is equivalent where the whole interval "
+        "does. Supported (equivalent): enough tasks hold for the quantifier; contradicted: enough break to defeat "
+        "it; negligible: breaks and negligible tasks together defeat it (no effect of interest where the claim "
+        "needs one); else inconclusive. A task with a seed not run or undefined is incomplete: counted, and read as "
+        "open; a task undefined in every seed is not counted. No correction across claims.",
+        replicates_text(tests),
+        needed_footnote(tests),
+    ])
+    return table
+
+
+def counts_text(verdict_of: dict[str, str]) -> str:
+    """The verdicts counted, in words: '5 supported, 1 equivalent, ...  (of 19 claims)'."""
+    counts = {v: sum(x == v for x in verdict_of.values()) for v in VERDICTS}
+    shown = [f"{counts[v]} {v}" for v in VERDICTS if counts[v] or v in ("supported", "contradicted", "inconclusive")]
+    return ", ".join(shown) + f" (of {len(verdict_of)} claims)"
+
+
+def _settled(row) -> bool:
+    return not (getattr(row, "settled", True) is False or getattr(row, "settled", True) is np.False_)
+
+
+def interval_text(tests: pd.DataFrame) -> str:
+    """How the claims' intervals were drawn, in words: with several seeds, on the crossed design;
+    with one, the examples only."""
+    seeds = tests["n_seeds"].dropna()
+    if len(seeds) and int(seeds.max()) > 1:
+        return ("Per task: a - b, mean over seeds (points for a percentage), with its paired interval on the crossed "
+                "seeds x examples design: one resample of the task's examples applied to a and b in every seed (by "
+                "example id), and the seeds' spread as a Student t with seeds - 1 degrees of freedom, so that the "
+                "interval carries both which demonstrations were drawn and which examples were evaluated (its "
+                "coverage measured by benchmarks/coverage.py).")
+    return ("Per task: a - b (points for a percentage), with its paired percentile bootstrap interval over the "
+            "evaluation examples (a and b resampled by example id). One seed: the interval covers the examples "
+            "only, not the spread between seeds (which demonstrations were drawn).")
+
+
+def replicates_text(tests: pd.DataFrame) -> str:
+    """The footnote on the bootstrap's own Monte Carlo error."""
+    claims = tests[tests["verdict"] != "not run"].drop_duplicates(["model", "claim"])
+    more = [r.claim for r in claims.itertuples(index=False) if r.redrawn is True or r.redrawn is np.True_]
+    unsettled = [r.claim for r in claims.itertuples(index=False) if not _settled(r)]
+    text = ("Monte Carlo error: where an end of an interval that a verdict reads lay within 3 binomial standard "
+            "errors of zero (the share of replicates beyond zero against the tail), the claim drew twice the "
+            f"replicates, up to {MAX_REPLICATES}")
+    text += f"; {len(more)} claim(s) needed more" if more else "; none needed more"
+    if unsettled:
+        text += f"; left unsettled at the cap (marked 'bootstrap-limited'): {', '.join(unsettled)}"
+    return text + "."
+
+
+def needed_footnote(tests: pd.DataFrame) -> str:
+    n_examples, seeds = tests["n_examples"].dropna(), tests["n_seeds"].dropna()
+    now = f"now {int(n_examples.max())}" if len(n_examples) else "none run"
+    seeds_now = f"now {int(seeds.max())}" if len(seeds) else "none run"
+    return (f"Needed for a verdict: the seeds ({seeds_now}), or the evaluation examples per task and seed ({now}), at "
+            f"which the claim's test would have 80% power at its own level to find an effect the size of the larger "
+            f"of the margin and the observed difference (on the claimed side where the observed one is smaller than "
+            f"the margin), from the run's own variance parts, and the verdict it would then give: more seeds narrow "
+            f"the seeds' part (and the t quantile's), more examples the examples' part, so none suffice where the "
+            f"other part alone is too wide; with one seed, the seeds' spread is unknown.")
+
+
+def verdicts(tests: pd.DataFrame) -> dict[str, str]:
+    """Each claim's verdict in one model's tests (:func:`evaluate_claims`), "not run" where the
+    tests have no row of it."""
+    found = tests.drop_duplicates("claim").set_index("claim")["verdict"].to_dict()
+    return {claim.id: found.get(claim.id, "not run") for claim in CLAIMS}
+
+
+def percent_text(level: float) -> str:
+    return f"{100 * level:.4g}%"
+
+
+def claim_statement(claim: Claim, roles: dict[str, str], j: int) -> str:
+    sign = ">" if claim.direction > 0 else "<"
+    b = claim.against[j]
+    right = against_label(claim, j) if isinstance(b, float) else cell_label(b, roles)
+    if claim.test == "non_inferiority":
+        return f"a = {cell_label(claim.a, roles)} {sign}= b = {right} {'-' if claim.direction > 0 else '+'} margin"
+    return f"a = {cell_label(claim.a, roles)} {sign} b = {right}"
