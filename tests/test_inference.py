@@ -11,6 +11,8 @@ from icl_gd.metrics import inference
 
 from icl_gd.metrics import resampling
 
+from icl_gd.metrics import units
+
 
 def _shared_replicates(values: np.ndarray, n_boot: int, rng) -> tuple[np.ndarray, np.ndarray]:
     """The seeds' points and their replicates under one resample of the examples for every seed."""
@@ -91,7 +93,7 @@ def test_the_interval_holds_its_level_with_three_seeds(design):
 
 
 def test_every_score_has_a_smallest_effect_of_interest():
-    assert set(resampling.RANGES) <= set(inference.MARGINS)
+    assert set(units.RANGES) <= set(inference.MARGINS)
     assert inference.margin("acc_icl") == 0.01 and inference.margin("rec2ftp") == 1.0
     assert inference.margin("simaou_norm_f2t") == 0.01
     with pytest.raises(KeyError, match="MARGINS"):

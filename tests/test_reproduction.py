@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from icl_gd.metrics import claims, inference, scoring
+from icl_gd.metrics import claims, inference, units, scoring
 
 from icl_gd.report import claims_text
 
@@ -284,7 +284,7 @@ def test_order_sensitivity_reads_in_points_as_the_orders_table_shows_it():
     claim = next(c for c in claims.CLAIMS if c.id == "shen-order-sensitivity")
     tests = claims.evaluate_claims(runs, {"gd": "gd"}, n_boot=400, claims=(claim,))
     # fractions read in points; Rec2FTP is held in percent already, so not scaled again
-    assert claims._percent("acc_icl") and claims._percent("jaccard_all") and not claims._percent("rec2ftp")
+    assert units.in_percent("acc_icl") and units.in_percent("jaccard_all") and not units.in_percent("rec2ftp")
     assert (tests["unit"] == "points").all() and set(tests["verdict"]) == {"supported"}
     assert tests.set_index("task").loc["sst2", "difference"] == pytest.approx(40.0)
     shown = claims_text.claims_table(tests, "m", {"gd": "gd"})

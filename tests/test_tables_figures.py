@@ -652,6 +652,14 @@ def test_lr_sweep_figure():
     texts = [t.get_text() for t in fig.legends[0].get_texts()]
     assert texts[:2] == ["SST2", "CB"] and texts[-1].startswith("Random SimAOU")
     figures.plt.close(fig)
+    # one percent rule (metrics.units): a Jaccard index or an order share is drawn in percent,
+    # as the tables show it, not only an accuracy
+    rows = [dict(_summary_row("trained", t, m, "jaccard_all", 0.25), ci_low=0.2, ci_high=0.3)
+            for m in sweep.method.unique() for t in ("sst2", "cb")]
+    fig = figures.lr_sweep_figure(_frame(rows), MODEL, sweep, metrics=("jaccard_all",))
+    line = [c for c in fig.axes[0].containers if isinstance(c, ErrorbarContainer)][0].lines[0]
+    np.testing.assert_allclose(line.get_ydata(), [25.0, 25.0, 25.0])
+    figures.plt.close(fig)
     # no data for the swept methods: each panel says so
     fig = figures.lr_sweep_figure(summary[summary.method == "lcgd"], MODEL, sweep)
     assert all("no data" in _texts(ax) for ax in fig.axes)

@@ -46,10 +46,6 @@ METRIC_LABELS = {
     "order_changed_ft": "FT predictions changed across orders (%)",
     "order_change_gap": "ICL minus FT predictions changed across orders (%)",
 }
-# Scores held as fractions of examples: tables show them in percent, claims read them in points
-# (Rec2FTP is held in percent already).
-FRACTION_METRICS = frozenset({"acc_zsl", "acc_ft", "acc_icl", "jaccard_all", "jaccard_correct", "jaccard_incorrect",
-                              "order_changed_icl", "order_changed_ft", "order_change_gap"})
 # Mathtext: figure panels and legends. An accuracy is named by its setting alone, as a bar beside
 # the others on an axis that says "Accuracy (%)".
 FIGURE_METRIC_LABELS = {

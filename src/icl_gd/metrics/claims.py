@@ -61,6 +61,8 @@ import pandas as pd
 from icl_gd.metrics import inference
 
 from icl_gd.metrics import resampling
+
+from icl_gd.metrics.units import display_scale, in_percent, metric_range
 from icl_gd.common import names
 from icl_gd.activations.cache import atomic_write_frame
 from icl_gd.metrics.scoring import RunExamples, _layer_mean, _write_csv, positions_of, read_examples, run_key, runs_provenance
@@ -225,10 +227,6 @@ COLUMNS = ["model", "claim", "paper", "table", "quantifier", "test", "comparison
            "n_seeds", "a", "b", "difference", "ci_low", "ci_high", "level", "margin", "side", "status",
            "incomplete", "seed_share", "df", "n_replicates", "unit", "verdict", "settled", "redrawn", "factor",
            "n_needed", "resolves_to", "seed_factor", "seeds_needed", "seeds_resolve_to"]
-
-
-def _percent(metric: str) -> bool:
-    return metric in names.FRACTION_METRICS
 
 
 # --------------------------------------------------------------------------------------------
@@ -531,7 +529,7 @@ def _seeds_of(claim: Claim, model: str, tasks: list[str], values: _Replicates, a
 
 def _test_claim(claim: Claim, model: str, tasks: list[str], values: _Replicates, run_cell, *, level: float,
                 alpha: float, n_boot: int, max_replicates: int) -> list[dict]:
-    scale = 100.0 if _percent(claim.a[2]) else 1.0
+    scale = display_scale(claim.a[2])
     base = dict(model=model, claim=claim.id, paper=claim.paper, table=claim.table, quantifier=claim.quantifier,
                 test=claim.test, unit="points" if scale == 100.0 else "score")
     a_cell = run_cell(claim.a)
@@ -628,9 +626,9 @@ def _differences(model: str, covered: dict[str, _Task], values: _Replicates, a_c
 
 
 def _difference_range(a_cell, b) -> tuple[float, float]:
-    """The values a - b can take, a a cell and b a cell or a constant (:func:`resampling.metric_range`)."""
-    low_a, high_a = resampling.metric_range(a_cell[2])
-    low_b, high_b = (b, b) if isinstance(b, float) else resampling.metric_range(b[2])
+    """The values a - b can take, a a cell and b a cell or a constant (``units.metric_range``)."""
+    low_a, high_a = metric_range(a_cell[2])
+    low_b, high_b = (b, b) if isinstance(b, float) else metric_range(b[2])
     return low_a - high_b, high_a - low_b
 
 
@@ -709,7 +707,7 @@ def _n_rep(n_boot: int, interval_level: float, level: float) -> int:
 def against_label(claim: Claim, j: int) -> str:
     b = claim.against[j]
     if isinstance(b, float):
-        return f"{100 * b:g}%" if _percent(claim.a[2]) else f"{b:g}"
+        return f"{100 * b:g}%" if in_percent(claim.a[2]) else f"{b:g}"
     return cell_label(b, {})
 
 

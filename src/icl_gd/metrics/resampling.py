@@ -59,31 +59,6 @@ def bootstrap_ratios(num, den, counts: np.ndarray) -> np.ndarray:
         return np.where(bottom > 0, top / bottom, np.nan)
 
 
-# What each score can take, in the units the metric tables hold it: shares of examples as
-# fractions (Rec2FTP in percent), similarities as cosines, divergences in nats. A bootstrap of a
-# mean over examples stays within these by construction; the interval of a mean over seeds adds
-# their spread as a Student t about their mean (icl_gd.metrics.inference), which nothing else keeps there
-# (three seeds at 0%, 40% and 100% give replicates below 0), so its replicates are clipped to them
-# (:func:`within_range`).
-RANGES = {
-    **dict.fromkeys(("acc_zsl", "acc_icl", "acc_ft", "jaccard_all", "jaccard_correct", "jaccard_incorrect",
-                     "tv_icl_ft", "order_changed_icl", "order_changed_ft"), (0.0, 1.0)),
-    "rec2ftp": (0.0, 100.0),
-    "order_change_gap": (-1.0, 1.0),
-    "kl_icl_ft": (0.0, np.inf),
-    "kl_icl_zsl": (0.0, np.inf),
-    **dict.fromkeys(("simaou", "simaou_norm", "simaou_random", "simaou_random_gaussian", "simam_before",
-                     "simam_after", "alpha"), (-1.0, 1.0)),
-    "simam_delta": (-2.0, 2.0),
-}
-
-
-def metric_range(metric: str) -> tuple[float, float]:
-    """(lowest, highest) value a score can take (:data:`RANGES`; a score on the f2t subset as its
-    own); unbounded for a metric not listed."""
-    return RANGES.get(metric.removesuffix("_f2t"), (-np.inf, np.inf))
-
-
 def within_range(replicates, low: float, high: float) -> np.ndarray:
     """Bootstrap replicates clipped to [low, high] (NaN stays NaN): a percentile interval of them
     is then the unclipped one cut to the values the score can take."""

@@ -21,6 +21,8 @@ import pyarrow.parquet as pq
 from icl_gd.metrics import inference, formulas
 
 from icl_gd.metrics import resampling
+
+from icl_gd.metrics import units
 from icl_gd.common import provenance
 from icl_gd.common.atomic import atomic_path
 from icl_gd.activations.cache import METADATA_KEY, RunCache, atomic_write_frame, atomic_write_table, read_cache, read_frame, read_table
@@ -355,7 +357,7 @@ def seed_mean_intervals(
                 blocks += [(values[:, i], reps[:, :, i]) for i in range(reps.shape[2])]
             for layer, (value, block) in zip(layers, blocks):
                 combined, spread = inference.crossed_replicates(value, block, uniforms)
-                combined = resampling.within_range(combined, *resampling.metric_range(name))
+                combined = resampling.within_range(combined, *units.metric_range(name))
                 low, high = resampling.percentile_interval(combined, level)
                 rows.append(dict(zip(("model", "variant", "task", "method"), key), metric=name, layer=layer,
                                  ci_low=float(low), ci_high=float(high), between=float(spread.between),

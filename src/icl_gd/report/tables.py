@@ -40,7 +40,6 @@ import pandas as pd
 
 from icl_gd.common.atomic import write_text
 from icl_gd.common.names import (
-    FRACTION_METRICS,
     TASK_ORDER,
     method_label,
     metric_label,
@@ -50,6 +49,7 @@ from icl_gd.common.names import (
     variant_label,
 )
 from icl_gd.common.provenance import describe
+from icl_gd.metrics.units import display_scale
 
 __all__ = [
     "TASK_ORDER",
@@ -334,7 +334,7 @@ def methods_table(
             "key": f"{metric_label(metric)} ({method_label(method)})",
             "group": metric,
             "lookup": (variant, method, metric),
-            "scale": 100.0 if metric in FRACTION_METRICS else 1.0,
+            "scale": display_scale(metric),
         }
         for metric in metrics
         for method in methods
@@ -373,7 +373,7 @@ def accuracy_table(
             "key": metric_label(metric),
             "group": "accuracy" if metric in _ACCURACY_GROUP else metric,
             "lookup": (variant, method, metric),
-            "scale": 100.0 if metric in FRACTION_METRICS else 1.0,
+            "scale": display_scale(metric),
         }
         for metric in metrics
     ]
@@ -468,20 +468,20 @@ def intervals_table(
     index = df.set_index(["variant", "method", "metric", "task"])
     rows, keys = [], []
     for metric in metrics:
-        scale = 100.0 if metric in FRACTION_METRICS else 1.0
+        scale = display_scale(metric)
         for method in methods:
             rows.append([_interval_cell(index, (variant, method, metric, task), scale, decimals) for task in tasks])
             keys.append((metric_label(metric), method_label(method)))
     return _keyed_table(rows, keys, ("Metric", "Method"), tasks, "intervals")
 
 
-# The rows of the orders table, per method: what each is, and its scale (percent for fractions).
-ORDER_ROWS: tuple[tuple[str, str, float], ...] = (
-    ("order_changed_icl", "ICL: predictions changed across orders (%)", 100.0),
-    ("order_changed_ft", "FT: predictions changed across orders (%)", 100.0),
-    ("order_change_gap", "ICL minus FT (points)", 100.0),
-    ("simaou_norm_order_sd", "SimAOU_norm: std over orders", 1.0),
-    ("simam_delta_order_sd", "SimAM_delta: std over orders", 1.0),
+# The rows of the orders table, per method: what each is (shares in percent: display_scale).
+ORDER_ROWS: tuple[tuple[str, str], ...] = (
+    ("order_changed_icl", "ICL: predictions changed across orders (%)"),
+    ("order_changed_ft", "FT: predictions changed across orders (%)"),
+    ("order_change_gap", "ICL minus FT (points)"),
+    ("simaou_norm_order_sd", "SimAOU_norm: std over orders"),
+    ("simam_delta_order_sd", "SimAM_delta: std over orders"),
 )
 
 
@@ -495,8 +495,8 @@ def orders_table(orders: pd.DataFrame, model: str, variant: str = "trained", met
     index = df.set_index(["method", "metric", "task"])
     rows, keys = [], []
     for method in methods:
-        for metric, what, scale in ORDER_ROWS:
-            rows.append([_interval_cell(index, (method, metric, task), scale, decimals) for task in tasks])
+        for metric, what in ORDER_ROWS:
+            rows.append([_interval_cell(index, (method, metric, task), display_scale(metric), decimals) for task in tasks])
             keys.append((method_label(method), what))
     n_orders = sorted({int(n) for n in df["n_orders"].dropna()}) if "n_orders" in df.columns else []
     notes = [f"{' or '.join(map(str, n_orders))} orders of each run's demonstrations"] if n_orders else []
@@ -537,7 +537,7 @@ def comparisons_table(
     pairs = list(dict.fromkeys(zip(df["method"], df["baseline"])))
     rows, keys = [], []
     for metric in metrics:
-        scale = 100.0 if metric in FRACTION_METRICS else 1.0
+        scale = display_scale(metric)
         for method, baseline in pairs:
             cells = []
             for task in tasks:

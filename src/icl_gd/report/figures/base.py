@@ -44,11 +44,6 @@ _NO_DATA = "no data"
 _NOT_AVAILABLE = "n/a"
 
 
-def _percent(metric: str) -> float:
-    """Accuracies are stored as fractions and shown in percent."""
-    return 100.0 if metric.startswith("acc_") else 1.0
-
-
 def _plural(n: int, word: str) -> str:
     return f"{n} {word}{'' if n == 1 else 's'}"
 

@@ -12,6 +12,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from icl_gd.common.names import method_label, order_tasks, percent, task_label, variant_label
+from icl_gd.metrics.units import display_scale
 from icl_gd.report.figures.base import _check, _error_note, _grouped_bars, _method_colors, _no_data, _series_from, _style, _summary_stats
 
 _ZSL_COLOR = "0.6"
@@ -87,9 +88,9 @@ def orders_figure(
 
     def series(label, color, method, metric):
         rows = {t: df[(df["task"] == t) & (df["method"] == method) & (df["metric"] == metric)] for t in tasks}
-        mean = np.array([100.0 * r["mean"].iloc[0] if len(r) else np.nan for r in rows.values()])
-        low = np.array([100.0 * r["ci_low"].iloc[0] if len(r) else np.nan for r in rows.values()])
-        high = np.array([100.0 * r["ci_high"].iloc[0] if len(r) else np.nan for r in rows.values()])
+        mean = np.array([display_scale(metric) * r["mean"].iloc[0] if len(r) else np.nan for r in rows.values()])
+        low = np.array([display_scale(metric) * r["ci_low"].iloc[0] if len(r) else np.nan for r in rows.values()])
+        high = np.array([display_scale(metric) * r["ci_high"].iloc[0] if len(r) else np.nan for r in rows.values()])
         return {"label": label, "color": color, "mean": mean, "lower": np.clip(mean - low, 0.0, None),
                 "upper": np.clip(high - mean, 0.0, None),
                 "from_ci": np.zeros(len(tasks), bool)}

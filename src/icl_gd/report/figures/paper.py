@@ -22,6 +22,7 @@ from icl_gd.common.names import (
     task_label,
     variant_label,
 )
+from icl_gd.metrics.units import display_scale
 from icl_gd.report.figures.base import (
     _SETTING_COLORS,
     RANDOM_BASELINES,
@@ -175,7 +176,7 @@ def accuracy_figure(
     fig, ax = plt.subplots(figsize=(max(5.0, 1.1 * len(tasks) + 2.0), 3.9), layout="constrained")
     series = [
         {"label": figure_metric_label(m), "color": _SETTING_COLORS.get(m, f"C{i + 2}"),
-         **_series_from(stats, [(t, m) for t in tasks], scale=100.0)}
+         **_series_from(stats, [(t, m) for t in tasks], scale=display_scale(m))}
         for i, m in enumerate(metrics)
     ]
     used_std, used_ci = _grouped_bars(ax, [task_label(t) for t in tasks], series)

@@ -20,9 +20,9 @@ from icl_gd.common.names import (
     task_label,
     variant_label,
 )
+from icl_gd.metrics.units import display_scale
 from icl_gd.report.figures.base import (
     RANDOM_BASELINES,
-    _percent,
     _plural,
     _check,
     _method_colors,
@@ -138,7 +138,7 @@ def _sweep_figure(
     used_std = used_ci = False
     random_lines: dict[str, Line2D] = {}
     for ax, metric in zip(axes, metrics):
-        scale = _percent(metric)
+        scale = display_scale(metric)
         drawn = False
         for g, group in enumerate(groups):
             for task in tasks:
@@ -231,7 +231,7 @@ def models_figure(
     used_std = used_ci = False
     handles: dict[str, object] = {}
     for ax, metric in zip(axes, metrics):
-        scale = _percent(metric)
+        scale = display_scale(metric)
         ax.axhline(0.0, color="0.6", lw=0.8)
         series = [{"label": method_label(m), "color": colors[m],
                    **_series_from(lookup, [(mo, m, metric) for mo in models], scale)} for m in methods]
