@@ -25,7 +25,10 @@ from pathlib import Path
 import numpy as np
 
 from icl_gd.activations import cache
+
+from icl_gd.common import frames
 from icl_gd.metrics import scoring
+from icl_gd.metrics import comparisons
 
 
 def write_caches(folder: Path, n: int, layers: int, heads: int, width: int, query: int, context: int,
@@ -102,7 +105,7 @@ def main() -> None:
 
         t = time.perf_counter()
         scoring.write_examples(examples, folder / "examples.parquet")
-        cache.atomic_write_frame(table, folder / "scores.parquet")
+        frames.atomic_write_frame(table, folder / "scores.parquet")
         steps["write the run's files"] = time.perf_counter() - t
         run_total = sum(steps.values())
 
@@ -113,7 +116,7 @@ def main() -> None:
                                  folder / "summary.csv", [str(folder / "examples.parquet")], n_boot=args.n_boot)
         steps["aggregate (one run)"] = time.perf_counter() - t
         t = time.perf_counter()
-        scoring.write_comparisons([str(folder / "examples.parquet"), str(folder / "gd_examples.parquet")],
+        comparisons.write_comparisons([str(folder / "examples.parquet"), str(folder / "gd_examples.parquet")],
                                   folder / "c.parquet", folder / "c.csv", "gd", n_boot=args.n_boot)
         steps["paired comparison (lcgd vs gd)"] = time.perf_counter() - t
 

@@ -9,9 +9,9 @@ import pandas as pd
 import pytest
 
 from icl_gd.common import atomic
-from icl_gd.activations import cache
+from icl_gd.common import frames
 from icl_gd.report import figures, tables
-from icl_gd.metrics import scoring
+from icl_gd.metrics import comparisons
 
 
 @pytest.fixture(params=[0o022, 0o027], ids=["umask022", "umask027"])
@@ -40,7 +40,7 @@ def test_every_writer_gives_a_plain_opens_permissions(tmp_path, umask):
     assert mode(plain) == expected
 
     written = [tmp_path / "frame.parquet", tmp_path / "text.txt"]
-    cache.atomic_write_frame(pd.DataFrame({"a": [1, 2]}), written[0])
+    frames.atomic_write_frame(pd.DataFrame({"a": [1, 2]}), written[0])
     atomic.write_text(written[1], "x\n")
     written += tables.write_table(table_frame(), tmp_path / "tables" / "t")  # .md, .tex, .csv
     fig, ax = plt.subplots()
@@ -50,8 +50,8 @@ def test_every_writer_gives_a_plain_opens_permissions(tmp_path, umask):
                  mean_method=0.5, mean_baseline=0.5, diff=0.0, ci_low=0.0, ci_high=0.0, p_value=1.0,
                  significant=False, n_examples=3, n_seeds=1)]
     with pytest.MonkeyPatch.context() as mp:  # the comparisons' CSV, without computing any
-        mp.setattr(scoring, "compare_methods", lambda examples, baseline, **kw: pd.DataFrame(rows))
-        scoring.write_comparisons([], tmp_path / "c.parquet", tmp_path / "c.csv", None)
+        mp.setattr(comparisons, "compare_methods", lambda examples, baseline, **kw: pd.DataFrame(rows))
+        comparisons.write_comparisons([], tmp_path / "c.parquet", tmp_path / "c.csv", None)
     written += [tmp_path / "c.parquet", tmp_path / "c.csv"]
 
     assert {p: oct(mode(p)) for p in written} == {p: oct(expected) for p in written}

@@ -16,6 +16,8 @@ import pytest  # noqa: E402
 
 from icl_gd.activations import cache  # noqa: E402
 
+from icl_gd.common import frames
+
 N, L, D, H, Q, C, K = 5, 3, 8, 2, 4, 6, 3
 META = {"model": "tiny", "variant": "trained", "task": "sst5", "seed": 5, "setting": "icl", "true_k": 7}
 QUERY_LEN = np.array([4, 2, 3, 1, 4])
@@ -192,9 +194,9 @@ def test_a_change_cache_whose_reference_was_written_again_or_is_gone_is_refused(
     zsl, _, _, back = compact_pair(tmp_path, 0.1)
     np.testing.assert_array_equal(back.reference.outputs(), zsl["attn_out"])  # found beside it
     cache.write_cache(tmp_path / "zsl.arrow", {**META, "setting": "zsl"}, **zsl)  # the same values, a new cache
-    with pytest.raises(cache.CacheError, match="written again since.*delete .*icl.arrow and rerun"):
+    with pytest.raises(frames.CacheError, match="written again since.*delete .*icl.arrow and rerun"):
         cache.read_cache(tmp_path / "icl.arrow").outputs()
-    with pytest.raises(cache.CacheError, match="written again since"):
+    with pytest.raises(frames.CacheError, match="written again since"):
         cache.read_cache(tmp_path / "icl.arrow", reference=cache.read_cache(tmp_path / "zsl.arrow"))
     (tmp_path / "zsl.arrow").unlink()
     with pytest.raises(FileNotFoundError):
@@ -209,11 +211,11 @@ def test_a_damaged_or_old_cache_is_named_with_what_to_do(tmp_path):
     for cut in (0, 10, len(whole) // 2, len(whole) - 1):  # an interrupted copy, a full disk
         damaged = tmp_path / f"cut{cut}.arrow"
         damaged.write_bytes(whole[:cut])
-        with pytest.raises(cache.CacheError, match=f"{damaged}.*damaged.*delete {damaged} and rerun"):
+        with pytest.raises(frames.CacheError, match=f"{damaged}.*damaged.*delete {damaged} and rerun"):
             cache.read_cache(damaged)
     old = tmp_path / "old.arrow"
     pq.write_table(pa.table({"example_id": [1]}), old)  # cache version 1 was parquet
-    with pytest.raises(cache.CacheError, match="earlier layout .parquet, cache version 1.*delete .*and rerun"):
+    with pytest.raises(frames.CacheError, match="earlier layout .parquet, cache version 1.*delete .*and rerun"):
         cache.read_cache(old)
     table = pa.ipc.open_file(pa.memory_map(str(path))).read_all()
     meta = json.loads(table.schema.metadata[cache.METADATA_KEY])
@@ -221,16 +223,16 @@ def test_a_damaged_or_old_cache_is_named_with_what_to_do(tmp_path):
     table = table.replace_schema_metadata({cache.METADATA_KEY: json.dumps(meta).encode()})
     with pa.OSFile(str(tmp_path / "next.arrow"), "wb") as sink, pa.ipc.new_file(sink, table.schema) as writer:
         writer.write_table(table)
-    with pytest.raises(cache.CacheError, match="cache version 3, this code reads 2.*delete .*and rerun"):
+    with pytest.raises(frames.CacheError, match="cache version 3, this code reads 2.*delete .*and rerun"):
         cache.read_cache(tmp_path / "next.arrow")
 
 
 def test_a_damaged_parquet_table_is_named(tmp_path):
     path = tmp_path / "t.parquet"
-    cache.atomic_write_frame(__import__("pandas").DataFrame({"value": [1.0, 2.0]}), path)
+    frames.atomic_write_frame(__import__("pandas").DataFrame({"value": [1.0, 2.0]}), path)
     path.write_bytes(path.read_bytes()[:-9])
-    with pytest.raises(cache.CacheError, match=f"{path} cannot be read.*damaged.*delete {path} and rerun"):
-        cache.read_frame(path)
+    with pytest.raises(frames.CacheError, match=f"{path} cannot be read.*damaged.*delete {path} and rerun"):
+        frames.read_frame(path)
 
 
 def test_rewrite_converts_between_layouts(tmp_path):
@@ -296,7 +298,7 @@ def test_atomic_write_frame(tmp_path):
 
     frame = pd.DataFrame({"metric": ["a", "b"], "layer": pd.array([0, None], dtype="Int64"), "value": [0.5, 1.5]})
     path = tmp_path / "t.parquet"
-    cache.atomic_write_frame(frame, path)
+    frames.atomic_write_frame(frame, path)
     back = pd.read_parquet(path)
     pd.testing.assert_frame_equal(back, frame)
     assert [p.name for p in tmp_path.iterdir()] == ["t.parquet"]

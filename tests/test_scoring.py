@@ -16,6 +16,8 @@ import pytest  # noqa: E402
 
 from icl_gd.activations import cache  # noqa: E402
 from icl_gd.metrics import formulas, scoring
+from icl_gd.metrics import comparisons
+from icl_gd.metrics import statistics
 from icl_gd.metrics import resampling
 from icl_gd.metrics import units
 from icl_gd.activations.cache import RunCache  # noqa: E402
@@ -377,7 +379,7 @@ def test_paired_comparison_finds_a_consistent_shift_and_not_a_null():
     n, layers = 60, 3
     exs = []
     for seed in (1, 2):
-        noise = {k: rng.normal(size=(n, layers)) for k in scoring.COMPARED[1:]}
+        noise = {k: rng.normal(size=(n, layers)) for k in comparisons.COMPARED[1:]}
         ids = np.arange(n) if seed == 1 else np.arange(n)[::-1]  # another order: paired by id
         gold = np.zeros(n, dtype=np.int16)
         gd = scoring.RunExamples(
@@ -385,7 +387,7 @@ def test_paired_comparison_finds_a_consistent_shift_and_not_a_null():
             ids, gold, gold, gold, gold, noise,
         )
         exs += [gd, _shifted(gd, "lcgd", 0.5), _shifted(gd, "same", 0.0)]
-    table = scoring.compare_methods(exs, "gd", n_perm=2000)
+    table = comparisons.compare_methods(exs, "gd", n_perm=2000)
     assert set(table.method) == {"lcgd", "same"} and set(table.baseline) == {"gd"}
     assert (table.n_seeds == 2).all() and (table.n_examples == n).all()
     lcgd = table[(table.method == "lcgd") & (table.metric == "simaou")].iloc[0]
@@ -421,7 +423,7 @@ def test_sign_flip_test_hand_cases(caplog):
 
 
 def test_write_comparisons_without_baseline_is_an_empty_table(tmp_path):
-    table = scoring.write_comparisons([], tmp_path / "c.parquet", tmp_path / "c.csv", None)
+    table = comparisons.write_comparisons([], tmp_path / "c.parquet", tmp_path / "c.csv", None)
     assert table.empty and list(pd.read_csv(tmp_path / "c.csv").columns) == list(table.columns)
 
 
@@ -460,7 +462,7 @@ def test_data_statistics_counts_tokens_from_the_caches(tmp_path):
         pd.DataFrame({"text": ["x"] * n}).to_parquet(tmp_path / f"{split}.parquet")
         splits[split] = str(tmp_path / f"{split}.parquet")
     paths = {**splits, "zsl": write("zsl", [5, 7, 9], 1), "icl": write("icl", [5, 7, 9], 40)}
-    stats = scoring.data_statistics({"cb": paths}).iloc[0]
+    stats = statistics.data_statistics({"cb": paths}).iloc[0]
     assert (stats.n_train, stats.n_eval, stats.n_evaluated) == (7, 5, 3)
     assert stats.prompt_tokens == 6.0  # mean query keys 7, less the recorded label word
     assert stats.icl_tokens == 46.0 and (stats.true_k, stats.k) == (3, 4)

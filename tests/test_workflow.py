@@ -16,6 +16,8 @@ import pytest
 import yaml
 
 from icl_gd.activations import cache
+
+from icl_gd.common import frames
 from icl_gd.metrics import claims, formulas
 from icl_gd.config import resolve as cfg
 
@@ -319,7 +321,7 @@ def test_every_cache_log_and_metrics_table_says_which_software_made_it(finished_
     meta, _ = cache.read_train_log(finished_run / "results/training/tiny/trained/sst2/seed2/gd.parquet")
     assert meta["provenance"]["torch"] == provenance.software()["torch"]
     for table in ("summary", "runs", "comparisons", "claims", "data_statistics"):
-        made_by = cache.read_provenance(finished_run / f"results/metrics/{table}.parquet")
+        made_by = frames.read_provenance(finished_run / f"results/metrics/{table}.parquet")
         assert len(made_by["caches"]) == 1 and made_by["caches"][0]["devices"] == ["cpu"], table
         assert made_by["computed"]["numpy"] == np.__version__, table
     page = (finished_run / "results/reports/summary.md").read_text()

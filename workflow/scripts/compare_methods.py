@@ -10,10 +10,10 @@ warm.delegate()  # into the warm worker, where there is one (icl_gd/common/warm.
 from icl_gd.common.runtime import log_to
 
 log_to(snakemake.log[0])
-from icl_gd.metrics import scoring
+from icl_gd.metrics import comparisons
 
 stats = snakemake.params.statistics
-scoring.write_comparisons(
+comparisons.write_comparisons(
     snakemake.input.examples, snakemake.output.table, snakemake.output.csv, stats["baseline_method"],
     n_boot=stats["n_boot"], n_perm=stats["n_permutations"], level=stats["ci_level"],
     significance=stats["significance_level"], seed=stats["seed"],

@@ -12,10 +12,11 @@ from icl_gd.common.runtime import log_to
 log_to(snakemake.log[0])
 import pandas as pd
 
-from icl_gd.activations import cache
+
+from icl_gd.common import frames
 from icl_gd.common import provenance
 
-frames = [cache.read_frame(path) for path in snakemake.input]
-records = [r for path in snakemake.input for r in (cache.read_provenance(path) or {}).get("caches", [])]
+frames = [frames.read_frame(path) for path in snakemake.input]
+records = [r for path in snakemake.input for r in (frames.read_provenance(path) or {}).get("caches", [])]
 made_by = {"caches": provenance.distinct(records), "computed": provenance.software()}
-cache.atomic_write_frame(pd.concat(frames, ignore_index=True), snakemake.output[0], made_by)
+frames.atomic_write_frame(pd.concat(frames, ignore_index=True), snakemake.output[0], made_by)

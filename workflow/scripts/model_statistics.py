@@ -12,8 +12,9 @@ from icl_gd.common.runtime import log_to
 log_to(snakemake.log[0])
 import pandas as pd
 
-from icl_gd.activations import cache
+
+from icl_gd.common import frames
 from icl_gd.models import loading
 
 rows = [loading.model_statistics(name, path) for name, path in snakemake.input.items()]
-cache.atomic_write_frame(pd.DataFrame(rows), snakemake.output[0])
+frames.atomic_write_frame(pd.DataFrame(rows), snakemake.output[0])

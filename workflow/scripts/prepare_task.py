@@ -13,7 +13,8 @@ from icl_gd.common.runtime import log_to
 log_to(snakemake.log[0])
 import pandas as pd
 
-from icl_gd.activations import cache
+
+from icl_gd.common import frames
 from icl_gd.data import splits
 from icl_gd.common.specs import TaskSpec
 
@@ -25,4 +26,4 @@ else:
     splits = splits.load_task_splits(spec, cache_dir=str(Path("resources/hf_datasets")), archive=archive)
 for split, frame in splits.items():
     print(f"{split}: {len(frame)} rows, per class {frame['label'].value_counts().sort_index().to_dict()}")
-    cache.atomic_write_frame(frame, snakemake.output[split])
+    frames.atomic_write_frame(frame, snakemake.output[split])

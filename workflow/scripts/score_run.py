@@ -12,6 +12,7 @@ from icl_gd.common.runtime import log_to
 
 log_to(snakemake.log[0])
 from icl_gd.activations import cache
+from icl_gd.common import frames
 from icl_gd.metrics import scoring
 
 stats = snakemake.params.statistics
@@ -24,4 +25,4 @@ examples = scoring.run_examples(
 )
 table = scoring.score_examples(examples, n_boot=stats["n_boot"], level=stats["ci_level"], ci_seed=stats["seed"])
 scoring.write_examples(examples, snakemake.output.examples)
-cache.atomic_write_frame(table, snakemake.output.scores, scoring.runs_provenance([examples]))
+frames.atomic_write_frame(table, snakemake.output.scores, scoring.runs_provenance([examples]))

@@ -10,7 +10,7 @@ warm.delegate()  # into the warm worker, where there is one (icl_gd/common/warm.
 from icl_gd.common.runtime import log_to
 
 log_to(snakemake.log[0])
-from icl_gd.activations import cache
+from icl_gd.common import frames
 from icl_gd.data import twins
 
 params = snakemake.params.synthetic
@@ -18,4 +18,4 @@ splits = twins.make_synthetic_task(
     snakemake.wildcards.twin, n_train=params["n_train"], n_eval=params["n_eval"], seed=params["seed"]
 )
 for split, frame in splits.items():
-    cache.atomic_write_frame(frame, snakemake.output[split])
+    frames.atomic_write_frame(frame, snakemake.output[split])

@@ -61,9 +61,9 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from icl_gd.common.atomic import atomic_path
+from icl_gd.common.frames import CacheError, atomic_write_table, read_table, rerun_hint
 
 METADATA_KEY = b"icl_gd"
 CACHE_VERSION = 2
@@ -71,15 +71,6 @@ SUFFIX = ".arrow"
 LAYOUTS = ("compact", "float32", "float16")
 REFERENCE_SETTING = "zsl"
 _VALUE_DTYPES = {"compact": np.float32, "float32": np.float32, "float16": np.float16}
-
-
-class CacheError(ValueError):
-    """A file that cannot serve as a cache: damaged, of another version, or missing its reference.
-    The message names the file and what to do."""
-
-
-def _rerun(path) -> str:
-    return f"delete {path} and rerun: Snakemake redoes the job that writes it"
 
 
 @dataclass
@@ -134,7 +125,7 @@ class RunCache:
             raise CacheError(
                 f"{self.path or 'this cache'} holds changes from a {REFERENCE_SETTING} cache with id {expected}, but "
                 f"{reference.path or 'the one given'} has id {reference.meta.get('cache_id')} (it was written again "
-                f"since): {_rerun(self.path or 'the change cache')}"
+                f"since): {rerun_hint(self.path or 'the change cache')}"
             )
 
     def context(self) -> np.ndarray:
@@ -229,15 +220,6 @@ def encode_change(change: np.ndarray, rows: np.ndarray | None = None) -> tuple[n
     defined = np.isfinite(repeat) & (repeat > 0)
     stored = np.divide(change, repeat, out=np.zeros_like(change), where=defined).astype(np.float16)
     return stored, np.where(np.isfinite(scale), scale, np.nan).astype(np.float32)
-
-
-def atomic_write_table(table: pa.Table, path: str | os.PathLike) -> None:
-    """A table to parquet, atomically (``atomic.atomic_path``): a killed job never leaves a
-    partial file. For the small tables (training logs, metrics)."""
-    # Dictionary-encoding numbers is futile and slow: keep it for text columns only
-    text = [f.name for f in table.schema if pa.types.is_string(f.type) or pa.types.is_large_string(f.type)]
-    with atomic_path(path) as tmp:
-        pq.write_table(table, tmp, compression="zstd", use_dictionary=text)
 
 
 def _write_arrow(table: pa.Table, path: str | os.PathLike) -> None:
@@ -351,15 +333,15 @@ def _open_table(path: str | os.PathLike, *, schema_only: bool = False):
         if magic == b"PAR1":
             raise CacheError(
                 f"{path} is an activation cache of an earlier layout (parquet, cache version 1); this code reads "
-                f"version {CACHE_VERSION} ({SUFFIX}): {_rerun(path)}") from None
+                f"version {CACHE_VERSION} ({SUFFIX}): {rerun_hint(path)}") from None
         raise CacheError(
             f"{path} cannot be read as an activation cache ({err}): the file is damaged, e.g. cut short by an "
-            f"interrupted copy or a full disk; {_rerun(path)}") from None
+            f"interrupted copy or a full disk; {rerun_hint(path)}") from None
     schema = table if schema_only else table.schema
     meta = json.loads((schema.metadata or {}).get(METADATA_KEY, b"{}"))
     if meta.get("cache_version") != CACHE_VERSION:
         raise CacheError(
-            f"{path} has cache version {meta.get('cache_version')}, this code reads {CACHE_VERSION}: {_rerun(path)}")
+            f"{path} has cache version {meta.get('cache_version')}, this code reads {CACHE_VERSION}: {rerun_hint(path)}")
     return table, meta
 
 
@@ -399,7 +381,7 @@ def read_cache(path: str | os.PathLike, reference: RunCache | None = None) -> Ru
         path=Path(path),
     )
     if run.attn_scores.size != run.score_offsets[-1]:
-        raise CacheError(f"{path}: its score rows do not add up to its query lengths; {_rerun(path)}")
+        raise CacheError(f"{path}: its score rows do not add up to its query lengths; {rerun_hint(path)}")
     if reference is not None:
         run._reference = reference
         if run.is_change:
@@ -435,24 +417,6 @@ def write_train_log(
     atomic_write_table(table, path)
 
 
-def read_table(path: str | os.PathLike, **kwargs) -> pa.Table:
-    """A parquet file the workflow wrote (a training log, a metrics table), or a CacheError that
-    names it where it cannot be read."""
-    try:
-        return pq.read_table(path, **kwargs)
-    except FileNotFoundError:
-        raise
-    except (pa.ArrowException, OSError) as err:
-        raise CacheError(
-            f"{path} cannot be read ({err}): the file is damaged, e.g. cut short by an interrupted copy or a "
-            f"full disk; {_rerun(path)}") from None
-
-
-def read_frame(path: str | os.PathLike):
-    """A parquet table the workflow wrote, as a pandas DataFrame (damage named: ``read_table``)."""
-    return read_table(path).to_pandas()
-
-
 def read_train_log(path: str | os.PathLike) -> tuple[dict, dict[str, np.ndarray]]:
     table = read_table(path)
     meta = json.loads(table.schema.metadata[METADATA_KEY])
@@ -466,20 +430,3 @@ def read_train_log(path: str | os.PathLike) -> tuple[dict, dict[str, np.ndarray]
     }
 
 
-PROVENANCE_KEY = b"icl_gd_provenance"
-
-
-def atomic_write_frame(frame, path: str | os.PathLike, provenance: dict | None = None) -> None:
-    """A pandas DataFrame to parquet, atomically (see ``atomic_write_table``); ``provenance``
-    (``icl_gd.common.provenance``: what software made it, from which caches) in its schema metadata."""
-    table = pa.Table.from_pandas(frame, preserve_index=False)
-    if provenance is not None:
-        table = table.replace_schema_metadata({**(table.schema.metadata or {}),
-                                               PROVENANCE_KEY: json.dumps(provenance).encode()})
-    atomic_write_table(table, path)
-
-
-def read_provenance(path: str | os.PathLike) -> dict | None:
-    """The provenance a metrics table records (:func:`atomic_write_frame`), or None."""
-    metadata = pq.read_schema(path).metadata or {}
-    return json.loads(metadata[PROVENANCE_KEY]) if PROVENANCE_KEY in metadata else None

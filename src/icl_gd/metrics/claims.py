@@ -64,8 +64,9 @@ from icl_gd.metrics import resampling
 
 from icl_gd.metrics.units import display_scale, in_percent, metric_range
 from icl_gd.common import names
-from icl_gd.activations.cache import atomic_write_frame
-from icl_gd.metrics.scoring import RunExamples, _layer_mean, _write_csv, positions_of, read_examples, run_key, runs_provenance
+from icl_gd.common.frames import atomic_write_frame
+from icl_gd.metrics.scoring import RunExamples, layer_mean, positions_of, read_examples, run_key, runs_provenance
+from icl_gd.common.frames import write_csv
 
 log = logging.getLogger(__name__)
 
@@ -375,7 +376,7 @@ def _statistic(terms, counts: np.ndarray) -> np.ndarray:
     per-layer means over examples, as the summary computes it."""
     if isinstance(terms, tuple):
         return resampling.bootstrap_ratios(*terms, counts)
-    return _layer_mean(resampling.bootstrap_means(terms, counts))
+    return layer_mean(resampling.bootstrap_means(terms, counts))
 
 
 class _Replicates:
@@ -726,7 +727,7 @@ def write_claim_tests(example_paths: list[str], parquet_path: str, csv_path: str
     examples = [with_orders.get(run_key(ex.meta), ex) for ex in map(read_examples, example_paths)]
     table = evaluate_claims(examples, roles, n_boot=n_boot, level=level, seed=seed)
     atomic_write_frame(table, parquet_path, runs_provenance(examples))
-    _write_csv(table, csv_path)
+    write_csv(table, csv_path)
     counts = table.drop_duplicates(["model", "claim"])["verdict"].value_counts().to_dict()
     log.info("claims: %s", ", ".join(f"{counts.get(v, 0)} {v}" for v in VERDICTS))
     return table

@@ -17,9 +17,9 @@ import numpy as np
 import pandas as pd
 
 from icl_gd.metrics import formulas
-from icl_gd.activations.cache import atomic_write_frame
+from icl_gd.common.frames import atomic_write_frame, write_csv
 from icl_gd.metrics.scoring import (
-    GROUP_KEYS, ORDER_METRICS, RunExamples, _layer_mean, _write_csv, positions_of, read_examples, run_key,
+    GROUP_KEYS, ORDER_METRICS, RunExamples, layer_mean, positions_of, read_examples, run_key,
     runs_provenance, seed_mean_intervals, write_examples,
 )
 
@@ -31,7 +31,7 @@ def _layer_mean_score(values: np.ndarray) -> float:
     """A similarity's run score: the layer mean of its per-layer means over examples."""
     with np.errstate(invalid="ignore"):
         per_layer = formulas._nan_mean0(np.asarray(values, dtype=np.float64))
-    return float(_layer_mean(per_layer)) if np.isfinite(per_layer).any() else float("nan")
+    return float(layer_mean(per_layer)) if np.isfinite(per_layer).any() else float("nan")
 
 
 def order_sensitivity(orders: list[RunExamples]) -> RunExamples:
@@ -115,5 +115,5 @@ def write_order_table(paths: list[str], parquet_path: str, csv_path: str, **kwar
     runs = [read_examples(p) for p in paths]
     table = order_table(runs, **kwargs)
     atomic_write_frame(table, parquet_path, runs_provenance(runs))
-    _write_csv(table, csv_path)
+    write_csv(table, csv_path)
     return table

@@ -9,14 +9,12 @@ from __future__ import annotations
 
 import json
 import logging
-import warnings
 import zlib
 from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from icl_gd.metrics import inference, formulas
 
@@ -24,8 +22,8 @@ from icl_gd.metrics import resampling
 
 from icl_gd.metrics import units
 from icl_gd.common import provenance
-from icl_gd.common.atomic import atomic_path
-from icl_gd.activations.cache import METADATA_KEY, RunCache, atomic_write_frame, atomic_write_table, read_cache, read_frame, read_table
+from icl_gd.activations.cache import METADATA_KEY, RunCache
+from icl_gd.common.frames import atomic_write_frame, atomic_write_table, read_frame, read_table, write_csv
 
 log = logging.getLogger(__name__)
 
@@ -56,8 +54,6 @@ MEANS = DIVERGENCES + ORDER_METRICS
 RATIOS = (
     "acc_zsl", "acc_icl", "acc_ft", "rec2ftp", "jaccard_all", "jaccard_correct", "jaccard_incorrect", *MEANS,
 )
-# What the paired comparison of two methods looks at, per example (``compare_methods``).
-COMPARED = ("acc_ft", "simaou", "simaou_norm", "simam_after", "simam_delta")
 
 
 @dataclass
@@ -161,7 +157,7 @@ def run_examples(
     )
 
 
-def _layer_mean(values: np.ndarray) -> np.ndarray:
+def layer_mean(values: np.ndarray) -> np.ndarray:
     """Mean over the last (layer) axis excluding NaN; NaN where no layer is defined."""
     return formulas._nan_mean0(np.moveaxis(values, -1, 0))
 
@@ -249,8 +245,8 @@ def score_examples(ex: RunExamples, *, n_boot: int = 1000, level: float = 0.95, 
             {"metric": name, "layer": layer, "value": float(v), "ci_low": lo, "ci_high": hi}
             for layer, (v, lo, hi) in enumerate(zip(value, low, high))
         )
-        mean = float(_layer_mean(value)) if np.isfinite(value).any() else float("nan")
-        low, high = resampling.percentile_interval(_layer_mean(reps[name]), level)
+        mean = float(layer_mean(value)) if np.isfinite(value).any() else float("nan")
+        low, high = resampling.percentile_interval(layer_mean(reps[name]), level)
         rows.append({"metric": name, "layer": pd.NA, "value": mean, "ci_low": low, "ci_high": high})
     table = pd.DataFrame(rows)
     for key in reversed(RUN_KEYS):
@@ -320,7 +316,7 @@ def run_key(meta: dict) -> tuple:
     return tuple(meta[key] for key in RUN_KEYS)
 
 
-def _group_key(meta: dict) -> tuple:
+def group_key(meta: dict) -> tuple:
     return tuple(meta[key] for key in ("model", "variant", "task", "method"))
 
 
@@ -335,7 +331,7 @@ def seed_mean_intervals(
     spread and the examples every seed shares contribute (the layer mean's for a layer-mean row)."""
     groups: dict[tuple, list[RunExamples]] = {}
     for ex in examples:
-        groups.setdefault(_group_key(ex.meta), []).append(ex)
+        groups.setdefault(group_key(ex.meta), []).append(ex)
     rows = []
     for key, runs in sorted(groups.items()):
         runs = sorted(runs, key=lambda ex: int(ex.meta["seed"]))
@@ -351,7 +347,7 @@ def seed_mean_intervals(
             reps = np.stack([r[name] for r in per_seed])
             values = np.stack([p[name][0] for p in points])
             layers: list = [pd.NA]
-            blocks = [(_layer_mean(values), _layer_mean(reps)) if reps.ndim == 3 else (values, reps)]
+            blocks = [(layer_mean(values), layer_mean(reps)) if reps.ndim == 3 else (values, reps)]
             if reps.ndim == 3:
                 layers += list(range(reps.shape[2]))
                 blocks += [(values[:, i], reps[:, :, i]) for i in range(reps.shape[2])]
@@ -386,11 +382,6 @@ def aggregate(runs: pd.DataFrame, intervals: pd.DataFrame | None = None) -> pd.D
     return summary
 
 
-def _write_csv(frame: pd.DataFrame, path) -> None:
-    with atomic_path(path) as tmp:
-        frame.to_csv(tmp, index=False)
-
-
 def runs_provenance(examples: list[RunExamples]) -> dict:
     """What a table computed from ``examples`` records: the different software that made their
     caches (``caches``; several where a run mixed versions) and this process's (``computed``)."""
@@ -413,20 +404,9 @@ def write_aggregates(
     made_by = runs_provenance(examples)
     atomic_write_frame(runs, runs_path, made_by)
     atomic_write_frame(summary, summary_path, made_by)
-    _write_csv(summary, csv_path)
+    write_csv(summary, csv_path)
     log.info("%d runs, %d summary rows", runs[RUN_KEYS].drop_duplicates().shape[0], len(summary))
     return summary
-
-
-# --------------------------------------------------------------------------------------------
-# paired comparison of two methods
-
-
-def _per_example(ex: RunExamples, metric: str) -> np.ndarray:
-    """One value per example: correctness for ``acc_ft``, else the similarity's layer mean."""
-    if metric == "acc_ft":
-        return (ex.pred_ft == ex.gold).astype(np.float64)
-    return _layer_mean(ex.similarities[metric])
 
 
 def positions_of(example_id: np.ndarray, ids: np.ndarray) -> np.ndarray:
@@ -437,107 +417,3 @@ def positions_of(example_id: np.ndarray, ids: np.ndarray) -> np.ndarray:
     return order[np.searchsorted(example_id[order], ids)]
 
 
-def _paired_differences(method_runs: dict[int, RunExamples], base_runs: dict[int, RunExamples], metric: str):
-    """Per example, the mean over seeds of (method − baseline), and the two means, on the
-    examples every seed of both methods evaluated."""
-    seeds = sorted(set(method_runs) & set(base_runs))
-    common = None
-    for s in seeds:
-        for ex in (method_runs[s], base_runs[s]):
-            common = set(ex.example_id) if common is None else common & set(ex.example_id)
-    ids = np.array(sorted(common or ()), dtype=np.int64)
-
-    def aligned(ex):
-        return _per_example(ex, metric)[positions_of(ex.example_id, ids)]
-
-    a = np.stack([aligned(method_runs[s]) for s in seeds]) if seeds else np.empty((0, 0))
-    b = np.stack([aligned(base_runs[s]) for s in seeds]) if seeds else np.empty((0, 0))
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)  # an example undefined in every seed: NaN
-        diffs = np.nanmean(a - b, axis=0) if seeds else np.empty(0)
-        return diffs, float(np.nanmean(a)) if a.size else np.nan, float(np.nanmean(b)) if b.size else np.nan, seeds
-
-
-def compare_methods(
-    examples: list[RunExamples], baseline: str | None, *, n_boot: int = 1000, n_perm: int = 10000,
-    level: float = 0.95, significance: float = 0.05, seed: int = 0,
-) -> pd.DataFrame:
-    """Every method against ``baseline`` on the same model, variant and task, paired by example.
-
-    Per example, the difference (method − baseline) of a value in :data:`COMPARED` is averaged
-    over the seeds both ran; the examples are the independent units. ``diff`` is their mean, with a
-    percentile bootstrap interval over examples and a two-sided sign-flip permutation p-value
-    (:func:`resampling.sign_flip_test`); ``significant`` is p < ``significance``.
-    """
-    runs: dict[tuple, dict[int, RunExamples]] = {}
-    for ex in examples:
-        runs.setdefault(_group_key(ex.meta), {})[int(ex.meta["seed"])] = ex
-    rows = []
-    for (model, variant, task, method), by_seed in sorted(runs.items()):
-        base = runs.get((model, variant, task, baseline))
-        if method == baseline or base is None:
-            continue
-        for metric in COMPARED:
-            diffs, mean_a, mean_b, seeds = _paired_differences(by_seed, base, metric)
-            defined = diffs[~np.isnan(diffs)]
-            if defined.size:
-                counts = resampling.bootstrap_counts(defined.size, n_boot, np.random.default_rng([seed, 1]))
-                low, high = resampling.percentile_interval(resampling.bootstrap_means(defined, counts), level)
-                p = resampling.sign_flip_test(defined, n_perm=n_perm, seed=seed)
-            else:
-                log.warning("%s vs %s on %s/%s/%s: no example with a defined %s difference",
-                            method, baseline, model, variant, task, metric)
-                low = high = p = np.nan
-            rows.append(dict(
-                model=model, variant=variant, task=task, method=method, baseline=baseline, metric=metric,
-                mean_method=mean_a, mean_baseline=mean_b, diff=float(defined.mean()) if defined.size else np.nan,
-                ci_low=float(low), ci_high=float(high), p_value=p, significant=bool(p < significance),
-                n_examples=int(defined.size), n_seeds=len(seeds),
-            ))
-    columns = ["model", "variant", "task", "method", "baseline", "metric", "mean_method", "mean_baseline",
-               "diff", "ci_low", "ci_high", "p_value", "significant", "n_examples", "n_seeds"]
-    return pd.DataFrame(rows, columns=columns)
-
-
-def write_comparisons(example_paths: list[str], parquet_path: str, csv_path: str, baseline: str | None, **kwargs) -> pd.DataFrame:
-    """The paired comparisons of every method with the baseline, as parquet and CSV."""
-    examples = [read_examples(p) for p in example_paths] if baseline else []
-    table = compare_methods(examples, baseline, **kwargs)
-    atomic_write_frame(table, parquet_path, runs_provenance(examples))
-    _write_csv(table, csv_path)
-    log.info("%d comparisons (%d significant)", len(table), int(table["significant"].sum()))
-    return table
-
-
-# --------------------------------------------------------------------------------------------
-# data statistics (paper 001 Table 3, with real token counts)
-
-
-def data_statistics(tasks: dict[str, dict[str, str]]) -> pd.DataFrame:
-    """Per task, from its normalised splits and its ZSL and ICL caches (one seed):
-    ``{task: {"train": path, "eval": path, "zsl": cache, "icl": cache}}``.
-
-    ``prompt_tokens`` is the mean number of query tokens of the ZSL prompt in the model's own
-    tokenizer (the recorded query keys, less the label word where ``record_position`` is
-    ``label_word``); ``icl_tokens`` the mean length of the whole ICL prompt (context + query)."""
-    rows = []
-    for task, paths in tasks.items():
-        zsl, icl = read_cache(paths["zsl"]), read_cache(paths["icl"])  # memory-mapped: reads what it uses
-        zsl_meta, icl_meta = zsl.meta, icl.meta
-        label_word = 1 if zsl_meta.get("record_position") == "label_word" else 0
-        query_len = zsl.query_len.astype(np.float64)
-        icl_query = icl.query_len.astype(np.float64)
-        icl_len = icl_query - label_word + icl_meta["n_context"]
-        rows.append({
-            "task": task,
-            "n_train": pq.read_metadata(paths["train"]).num_rows,
-            "n_eval": pq.read_metadata(paths["eval"]).num_rows,
-            "n_evaluated": zsl_meta["n_examples"],
-            "prompt_tokens": float(np.mean(query_len - label_word)),
-            "icl_tokens": float(np.mean(icl_len)),
-            "true_k": icl_meta.get("true_k"),
-            "k": icl_meta.get("k"),
-            "seed": zsl_meta["seed"],
-            "model": zsl_meta["model"],
-        })
-    return pd.DataFrame(rows)

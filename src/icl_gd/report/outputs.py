@@ -12,6 +12,8 @@ from pathlib import Path
 import pandas as pd
 
 from icl_gd.activations import cache
+
+from icl_gd.common import frames
 from icl_gd.report import claims_text
 from icl_gd.report import figures, published, summary, tables
 from icl_gd.common import names
@@ -37,15 +39,15 @@ def build_table(name: str, inputs: dict, *, model: str, variant: str, methods: l
     method -> the run's
     (``plan.published_roles``)."""
     if name == "data":
-        return tables.data_table(cache.read_frame(inputs["data"]), made_by=cache.read_provenance(inputs["data"]))
+        return tables.data_table(frames.read_frame(inputs["data"]), made_by=frames.read_provenance(inputs["data"]))
     if name == "comparisons":
-        return tables.comparisons_table(cache.read_frame(inputs["comparisons"]), model, variant,
+        return tables.comparisons_table(frames.read_frame(inputs["comparisons"]), model, variant,
                                         significance=significance, ci_level=ci_level)
     if name == "orders":
-        return tables.orders_table(cache.read_frame(inputs["orders"]), model, variant, methods)
+        return tables.orders_table(frames.read_frame(inputs["orders"]), model, variant, methods)
     if name == "claims":
-        return claims_text.claims_table(cache.read_frame(inputs["claims"]), model, roles or {}, ci_level=ci_level)
-    summary = cache.read_frame(inputs["summary"])
+        return claims_text.claims_table(frames.read_frame(inputs["claims"]), model, roles or {}, ci_level=ci_level)
+    summary = frames.read_frame(inputs["summary"])
     if name == "reproduction":
         table = published.read_published(PUBLISHED)
         cells = published.reproduction(table, summary, model, roles or {})
@@ -134,8 +136,8 @@ def write_figures(
     the orders figure's table.
     The metrics tables are read only by the figures that need them (the gradient-norm job has no
     metrics among its inputs)."""
-    runs = functools.cache(lambda: cache.read_frame(runs_path))
-    summary = functools.cache(lambda: cache.read_frame(summary_path))
+    runs = functools.cache(lambda: frames.read_frame(runs_path))
+    summary = functools.cache(lambda: frames.read_frame(summary_path))
     builders = {
         "per_layer": lambda: figures.per_layer_figure(runs(), model, variant=variant, methods=methods, ci_level=ci_level, kinds=kinds),
         "accuracy": lambda: figures.accuracy_figure(summary(), model, variant=variant, method=methods[0], ci_level=ci_level),
@@ -151,16 +153,16 @@ def write_figures(
             summary(), model, pd.DataFrame(list(k_sweep), columns=["group", "method", "task", "k"]),
             variant=variant, ci_level=ci_level),
         "models": lambda: figures.models_figure(runs(), models, variant=variant, methods=methods, ci_level=ci_level, kinds=kinds),
-        "sizes": lambda: figures.sizes_figure(summary(), cache.read_frame(sizes_path), variant=variant,
+        "sizes": lambda: figures.sizes_figure(summary(), frames.read_frame(sizes_path), variant=variant,
                                               methods=methods, ci_level=ci_level),
         "reproduction": lambda: figures.reproduction_figure(
             published.reproduction(published.read_published(PUBLISHED), summary(), model, roles or {}),
             model, ci_level=ci_level),
         "output_distributions": lambda: figures.output_distributions_figure(
             summary(), model, variant=variant, methods=methods, ci_level=ci_level, kinds=kinds),
-        "orders": lambda: figures.orders_figure(cache.read_frame(orders_path), model, variant=variant, methods=methods,
+        "orders": lambda: figures.orders_figure(frames.read_frame(orders_path), model, variant=variant, methods=methods,
                                                 ci_level=ci_level, kinds=kinds),
-        "claims": lambda: figures.claims_figure(cache.read_frame(claims_path), model, roles or {}, ci_level=ci_level),
+        "claims": lambda: figures.claims_figure(frames.read_frame(claims_path), model, roles or {}, ci_level=ci_level),
     }
     for name, stem in _stems(outputs).items():
         figures.write_figure(builders[name](), stem)
@@ -175,13 +177,13 @@ def write_first_page(inputs: dict, md_path: str, rst_path: str, *, model: str, v
     claim_tests = cells = None
     n_published = 0
     if "claims" in inputs:
-        claim_tests = cache.read_frame(inputs["claims"])
+        claim_tests = frames.read_frame(inputs["claims"])
         table = published.read_published(PUBLISHED)
-        cells = published.reproduction(table, cache.read_frame(inputs["summary"]), model, roles or {})
+        cells = published.reproduction(table, frames.read_frame(inputs["summary"]), model, roles or {})
         n_published = published.n_results(table)
     blocks = summary.first_page(
-        model=model, variant=variant, about=about, data=cache.read_frame(inputs["data"]), claim_tests=claim_tests,
+        model=model, variant=variant, about=about, data=frames.read_frame(inputs["data"]), claim_tests=claim_tests,
         reproduction=cells, n_published=n_published, tables=list(tables), figures=list(figures), ci_level=ci_level,
-        made_by=cache.read_provenance(inputs["summary"]))
+        made_by=frames.read_provenance(inputs["summary"]))
     summary.write(blocks, md_path, rst_path)
     log.info("wrote the first page %s", md_path)

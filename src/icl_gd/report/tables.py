@@ -529,7 +529,7 @@ def comparisons_table(
     """Each method against the baseline, paired by example: rows (metric, "method − baseline"),
     columns tasks, cells the mean difference with its bootstrap interval, marked with
     :data:`SIGNIFICANT_MARK` where the sign-flip test's p-value is below ``significance``
-    (``comparisons.parquet``, :func:`icl_gd.metrics.scoring.compare_methods`); ``ci_level`` is the
+    (``comparisons.parquet``, :func:`icl_gd.metrics.comparisons.compare_methods`); ``ci_level`` is the
     intervals' level, for the footnote. Accuracy in points (%)."""
     df = comparisons[(comparisons["model"] == model) & (comparisons["variant"] == variant)]
     tasks = list(tasks) if tasks is not None else order_tasks(df["task"].unique())
