@@ -45,7 +45,7 @@ def corpus(n: int = 400, seed: int = 0) -> list[str]:
 
 @pytest.fixture(scope="session")
 def tokenizer_dir(tmp_path_factory) -> Path:
-    from icl_gd.models.loading import train_tokenizer
+    from icl_gd.models.builtin import train_tokenizer
 
     out = tmp_path_factory.mktemp("tokenizer")
     train_tokenizer(corpus(), vocab_size=1000, out_dir=out, model_max_length=TINY_CONTEXT)

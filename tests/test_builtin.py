@@ -55,7 +55,7 @@ def test_zero_pretraining_steps_give_the_seeded_random_model(built, tmp_path):
     assert summary["first_loss"] is None and summary["final_loss"] is None
     model = loading.load_model(tmp_path / "model", device="cpu")
     tokenizer = loading.load_tokenizer(tmp_path / "model")
-    fresh = loading.build_gpt2(tokenizer, n_layer=1, n_embd=32, n_head=2, n_positions=256, seed=SPEC["seed"])
+    fresh = builtin.build_gpt2(tokenizer, n_layer=1, n_embd=32, n_head=2, n_positions=256, seed=SPEC["seed"])
     for (name, a), b in zip(model.state_dict().items(), fresh.state_dict().values()):
         assert torch.equal(a, b), name
 

@@ -13,6 +13,8 @@ import torch  # noqa: E402
 from transformers import AutoModelForCausalLM, GPT2Config, PreTrainedTokenizerFast  # noqa: E402
 
 from icl_gd.models import loading  # noqa: E402
+
+from icl_gd.models import builtin
 from icl_gd.models.loading import UnsupportedModelError  # noqa: E402
 
 from conftest import ARCHS, LABEL_WORDS, TINY_CONTEXT, corpus  # noqa: E402
@@ -40,7 +42,7 @@ def is_kept(name: str, variant: str) -> bool:
 
 
 def test_train_tokenizer_makes_frequent_label_words_single_tokens(tmp_path):
-    tok = loading.train_tokenizer(corpus(), vocab_size=1000, out_dir=tmp_path, model_max_length=TINY_CONTEXT)
+    tok = builtin.train_tokenizer(corpus(), vocab_size=1000, out_dir=tmp_path, model_max_length=TINY_CONTEXT)
     for word in LABEL_WORDS:
         ids = tok.encode(" " + word, add_special_tokens=False)
         assert len(ids) == 1, word
@@ -67,9 +69,9 @@ def test_load_tokenizer_without_bos_is_refused(tmp_path, tokenizer_dir):
 
 
 def test_build_gpt2_takes_ids_from_the_tokenizer(tokenizer):
-    a = loading.build_gpt2(tokenizer, n_layer=2, n_embd=32, n_head=4, n_positions=64, seed=3)
-    b = loading.build_gpt2(tokenizer, n_layer=2, n_embd=32, n_head=4, n_positions=64, seed=3)
-    c = loading.build_gpt2(tokenizer, n_layer=2, n_embd=32, n_head=4, n_positions=64, seed=4)
+    a = builtin.build_gpt2(tokenizer, n_layer=2, n_embd=32, n_head=4, n_positions=64, seed=3)
+    b = builtin.build_gpt2(tokenizer, n_layer=2, n_embd=32, n_head=4, n_positions=64, seed=3)
+    c = builtin.build_gpt2(tokenizer, n_layer=2, n_embd=32, n_head=4, n_positions=64, seed=4)
     cfg = a.config
     assert cfg.vocab_size == len(tokenizer)
     assert (cfg.bos_token_id, cfg.eos_token_id, cfg.pad_token_id) == (
@@ -272,7 +274,7 @@ def test_a_hub_model_that_cannot_be_fetched_names_the_key_the_id_and_the_fix(tmp
 
 
 def test_the_weighted_pretraining_loss_is_the_models_own_at_weight_one_and_counts_weighted_tokens_w_times(tokenizer):
-    model = loading.build_gpt2(tokenizer, n_layer=1, n_embd=32, n_head=4, n_positions=64, seed=3)
+    model = builtin.build_gpt2(tokenizer, n_layer=1, n_embd=32, n_head=4, n_positions=64, seed=3)
     ids = torch.tensor([[tokenizer.bos_token_id, 40, 41, 42, 43, 44]])
     targets = ids.clone()
     targets[0, -1] = -100  # a padded position is ignored
@@ -280,7 +282,7 @@ def test_the_weighted_pretraining_loss_is_the_models_own_at_weight_one_and_count
         own = model(input_ids=ids, labels=targets).loss
         logits = model(input_ids=ids).logits[:, :-1]
     shifted = targets[:, 1:]
-    assert torch.allclose(loading._weighted_loss(logits, shifted, [], 1.0), own, atol=1e-6)
+    assert torch.allclose(builtin._weighted_loss(logits, shifted, [], 1.0), own, atol=1e-6)
     per_token = torch.nn.functional.cross_entropy(logits[0, :4], shifted[0, :4], reduction="none")
     expected = (per_token.sum() + 2 * per_token[1]) / 6  # token 41 counts 3 times: weights 1, 3, 1, 1
-    assert torch.allclose(loading._weighted_loss(logits, shifted, [41], 3.0), expected, atol=1e-6)
+    assert torch.allclose(builtin._weighted_loss(logits, shifted, [41], 3.0), expected, atol=1e-6)

@@ -1,4 +1,6 @@
-"""Models: the built-in tiny architectures, loading any Hugging Face causal LM, and the model variants.
+"""Models: loading any Hugging Face causal LM (from the hub, a local folder or a GGUF file), its
+pieces the workflow reads (decoder layers, final norm, output logits), and the model variants.
+The built-in model (its tokenizer, architectures and pretraining) is ``models.builtin``.
 
 Variants (docs/protocol.md, "Model variants"):
 - ``trained``: the model as given;
@@ -21,7 +23,6 @@ from torch import nn
 
 log = logging.getLogger(__name__)
 
-SPECIAL_TOKENS = {"bos_token": "<s>", "eos_token": "</s>", "pad_token": "<pad>", "unk_token": "<unk>"}
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 KEPT_BY_VARIANT = {"trained_embeddings": ("embeddings", "norms", "unembedding"), "layernorm_only": ("norms",)}
 
@@ -52,141 +53,6 @@ def pick_device(device: str = "auto") -> torch.device:
     if device == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     return torch.device(device)
-
-
-def train_tokenizer(texts, vocab_size: int, out_dir: str | Path, model_max_length: int):
-    """A GPT-2-style byte-level BPE tokenizer with fairseq's special tokens, trained offline."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import PreTrainedTokenizerFast
-
-    tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=vocab_size,
-        special_tokens=list(SPECIAL_TOKENS.values()),
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-        show_progress=False,
-    )
-    tok.train_from_iterator(texts, trainer=trainer)
-    fast = PreTrainedTokenizerFast(tokenizer_object=tok, model_max_length=model_max_length, **SPECIAL_TOKENS)
-    fast.save_pretrained(out_dir)
-    return fast
-
-
-def build_gpt2(tokenizer, *, n_layer: int, n_embd: int, n_head: int, n_positions: int, seed: int):
-    """A randomly initialised GPT-2 whose special-token ids are the tokenizer's own."""
-    from transformers import GPT2Config, GPT2LMHeadModel
-
-    config = GPT2Config(
-        vocab_size=len(tokenizer),
-        n_positions=n_positions,
-        n_embd=n_embd,
-        n_layer=n_layer,
-        n_head=n_head,
-        bos_token_id=tokenizer.bos_token_id,
-        eos_token_id=tokenizer.eos_token_id,
-        pad_token_id=tokenizer.pad_token_id,
-        resid_pdrop=0.0,
-        embd_pdrop=0.0,
-        attn_pdrop=0.0,
-    )
-    torch.manual_seed(seed)
-    return GPT2LMHeadModel(config)
-
-
-def build_qwen2(
-    tokenizer, *, n_layer: int, n_embd: int, n_head: int, n_positions: int, seed: int,
-    sliding_window: int | None = None, sliding_layers: int = 0,
-):
-    """A randomly initialised Qwen2-architecture model (RoPE, RMSNorm, SwiGLU, tied embeddings) whose
-    first ``sliding_layers`` layers attend only to the last ``sliding_window`` tokens.
-
-    A window about one demonstration long hands every position a summary of its own sentence at
-    no cost in learning: the built-in model then learns the twins in a few hundred steps and keeps
-    its predictions at the 1024-token contexts of ICL, where a GPT-2 of the same size, trained as
-    long, stays near chance."""
-    from transformers import Qwen2Config, Qwen2ForCausalLM
-
-    sliding = int(sliding_layers) if sliding_window else 0
-    if sliding > n_layer:
-        raise ValueError(f"sliding_layers ({sliding}) cannot exceed n_layer ({n_layer})")
-    config = Qwen2Config(
-        vocab_size=len(tokenizer),
-        hidden_size=n_embd,
-        intermediate_size=4 * n_embd,
-        num_hidden_layers=n_layer,
-        num_attention_heads=n_head,
-        num_key_value_heads=n_head,
-        max_position_embeddings=n_positions,
-        use_sliding_window=bool(sliding),
-        sliding_window=sliding_window if sliding else None,
-        layer_types=["sliding_attention" if i < sliding else "full_attention" for i in range(n_layer)],
-        tie_word_embeddings=True,
-        bos_token_id=tokenizer.bos_token_id,
-        eos_token_id=tokenizer.eos_token_id,
-        pad_token_id=tokenizer.pad_token_id,
-    )
-    torch.manual_seed(seed)
-    return Qwen2ForCausalLM(config)
-
-
-def pretrain(
-    model: nn.Module, sequences: list[list[int]], *, steps: int, batch_size: int, lr: float, seed: int,
-    weighted_ids: list[int] = (), weight: float = 1.0,
-):
-    """AdamW language-model training on token sequences (the built-in model's 'pretraining'), on the
-    model's device. Zero steps leave the model as initialised (a random model of a chosen shape, as
-    the GPU benchmark uses). Predicting a token of ``weighted_ids`` counts ``weight`` times in the
-    loss (the built-in model weighs its label words: one token in twenty of an episode).
-
-    Sequences longer than the model's context are an error of the caller."""
-    if steps == 0:
-        model.eval()
-        return []
-    gen = torch.Generator().manual_seed(seed)  # on the CPU: the same batches on every device
-    pad = model.config.pad_token_id
-    device = next(model.parameters()).device
-    model.train()
-    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / 20) * (1 - s / steps))
-    losses = []
-    for step in range(steps):
-        idx = torch.randint(len(sequences), (batch_size,), generator=gen).tolist()
-        width = max(len(sequences[i]) for i in idx)
-        batch = torch.full((batch_size, width), pad)
-        for row, i in enumerate(idx):
-            batch[row, : len(sequences[i])] = torch.tensor(sequences[i])
-        labels = batch.masked_fill(batch == pad, -100)
-        # Episodes are shorter than the context: start each batch at a random position, so that
-        # every learned position embedding is trained, not only the first few hundred.
-        offset = int(torch.randint(context_length(model) - width + 1, (1,), generator=gen))
-        positions = torch.arange(offset, offset + width).expand(batch_size, -1)
-        logits = model(input_ids=batch.to(device), position_ids=positions.to(device)).logits[:, :-1]
-        loss = _weighted_loss(logits, labels[:, 1:].to(device), weighted_ids, weight)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-        sched.step()
-        losses.append(loss.item())
-        if step % 50 == 0 or step == steps - 1:
-            log.info("pretrain step %d/%d loss %.3f", step + 1, steps, loss.item())
-    model.eval()
-    return losses
-
-
-def _weighted_loss(logits: torch.Tensor, targets: torch.Tensor, weighted_ids, weight: float) -> torch.Tensor:
-    """Mean next-token cross-entropy over the targets that are not -100, each target in
-    ``weighted_ids`` counting ``weight`` times."""
-    losses = nn.functional.cross_entropy(
-        logits.reshape(-1, logits.shape[-1]).float(), targets.reshape(-1), ignore_index=-100, reduction="none"
-    )
-    weights = (targets.reshape(-1) != -100).float()
-    if len(weighted_ids) and weight != 1.0:
-        weighted = torch.isin(targets.reshape(-1), torch.as_tensor(list(weighted_ids), device=targets.device))
-        weights = weights * torch.where(weighted, weight, 1.0)
-    return (losses * weights).sum() / weights.sum()
 
 
 def load_tokenizer(path: str | Path):
