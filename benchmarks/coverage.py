@@ -20,7 +20,7 @@ their deviations shrunk), for what the new one costs in width. Designs (n = 100 
   sigmoid(v_i) the same in every seed (ZSL has no demonstrations), u_s ~ N(0, 0.5), v_i ~ N(0, 1.5);
   a - b is ICL's accuracy minus ZSL's, its truth by quadrature.
 
-``--claims`` also runs the binary design end to end through ``claims.evaluate_claims`` on hand-made
+``--claims`` also runs the binary design end to end through ``claim_tests.evaluate_claims`` on hand-made
 runs (six tasks of three seeds a simulation: each task's interval at 99.17% under "on every task",
 the mean over tasks at 95%). Prints coverage and median width per design, seeds and level, and
 whether each meets the goal (95%: within [0.93, 0.99]; 99.17%: at least 0.985).
@@ -121,8 +121,9 @@ def simulate(job) -> dict:
 
 
 def claims_end_to_end(sims: int, n: int, seed: int) -> dict:
-    """The binary design through claims.evaluate_claims: per simulation six tasks of three seeds."""
+    """The binary design through claim_tests.evaluate_claims: per simulation six tasks of three seeds."""
     from icl_gd.metrics import claims, scoring
+    from icl_gd.metrics import claim_tests
 
     truth = binary_truth()
     rng = np.random.default_rng(seed)
@@ -142,7 +143,7 @@ def claims_end_to_end(sims: int, n: int, seed: int) -> dict:
                     meta=dict(model="m", variant="trained", task=task, seed=s + 1, method="gd", baseline=None),
                     example_id=np.arange(n), gold=gold, pred_zsl=wrong(zsl[s]), pred_icl=wrong(icl[s]),
                     pred_ft=wrong(zsl[s]), similarities={}))
-        tests = claims.evaluate_claims(runs, {"gd": "gd"}, n_boot=1000, claims=(claim, mean),
+        tests = claim_tests.evaluate_claims(runs, {"gd": "gd"}, n_boot=1000, claims=(claim, mean),
                                        seed=int(rng.integers(2**31)))
         per_task = tests[(tests["claim"] == "icl-zsl") & (tests["task"] != claims.MEAN)]
         task_hits += int(((per_task["ci_low"] <= 100 * truth) & (100 * truth <= per_task["ci_high"])).sum())
@@ -164,7 +165,7 @@ def main() -> None:
     parser.add_argument("--examples", type=int, default=100)
     parser.add_argument("--seeds", type=int, nargs="+", default=[3, 10])
     parser.add_argument("--claims", type=int, default=0, metavar="SIMS",
-                        help="also run the binary design through claims.evaluate_claims this many times")
+                        help="also run the binary design through claim_tests.evaluate_claims this many times")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--seed", type=int, default=47)
     args = parser.parse_args()

@@ -38,6 +38,8 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 from icl_gd.data import splits, prompts, twins  # noqa: E402
+
+from icl_gd.data import sources
 from icl_gd.models import loading
 from icl_gd.activations import peers
 from icl_gd.config.resolve import TASK_PRESETS  # noqa: E402
@@ -74,7 +76,7 @@ def task_rows(k: int, n_eval: int):
         spec = TaskSpec(name="sst2", source="package", template=preset["template"],
                         label_words=tuple(preset["label_words"]), seeds=(2,), lr=0.0,
                         splits={"train": "train", "eval": "eval"}, corpus=CORPUS, label_rule="sst2")
-        splits = splits.load_task_splits(spec)
+        splits = sources.load_task_splits(spec)
         return spec, splits["train"], splits["eval"], f"real sentences ({CORPUS})"
     spec = TaskSpec(name="sst2", source="synthetic", template=preset["template"],
                     label_words=tuple(preset["label_words"]), seeds=(2,), lr=0.0)

@@ -46,7 +46,7 @@ from icl_gd.metrics import formulas, scoring
 from icl_gd.models import loading
 from icl_gd import plan
 from icl_gd.data import twins
-from icl_gd.data import splits as data_mod  # noqa: E402
+from icl_gd.data import sources
 
 REPO = Path(__file__).resolve().parents[1]
 COMPARED = ("simaou", "simaou_norm", "simam_delta")
@@ -89,7 +89,7 @@ def task_files(task: str, data: Path, workdir: Path) -> dict[str, str]:
         train, evaluation = workdir / task / "train.parquet", workdir / task / "eval.parquet"
         train.parent.mkdir(parents=True, exist_ok=True)
         for split, path in (("train", train), ("eval", evaluation)):
-            data_mod.normalise_split(splits[split], spec, split).to_parquet(path)
+            sources.normalise_split(splits[split], spec, split).to_parquet(path)
     return dict(train_path=str(train), eval_path=str(evaluation))
 
 

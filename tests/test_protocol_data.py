@@ -6,7 +6,7 @@ labels, configs, splits), written as a local dataset repository laid out like th
 files per config and split, and a README.md whose YAML front matter declares ``configs`` (with
 ``data_files`` per split) and ``dataset_info`` (features). ``datasets.load_dataset`` reads such a
 folder with the same metadata-config logic it applies to a hub repository, so
-``splits.load_task_splits`` runs its real hub code path (``source: hub``) with no network. The task
+``sources.load_task_splits`` runs its real hub code path (``source: hub``) with no network. The task
 presets (hub config, splits, template, label words, seeds) are used as shipped; only ``hub_id``
 points at the folder.
 
@@ -34,6 +34,7 @@ import yaml  # noqa: E402
 from icl_gd.activations import cache  # noqa: E402
 from icl_gd.config import resolve as cfg
 from icl_gd.data import splits, prompts
+from icl_gd.data import sources
 
 from conftest import run_extraction  # noqa: E402
 from icl_gd.data.prompts import PromptError  # noqa: E402
@@ -238,7 +239,7 @@ def hub_spec(task: str, folder: Path, **overrides) -> cfg.TaskSpec:
 
 @pytest.fixture(scope="module")
 def loaded(repos, hub_cache) -> dict[str, dict[str, pd.DataFrame]]:
-    return {task: splits.load_task_splits(hub_spec(task, repos[task]), cache_dir=hub_cache) for task in REPOS}
+    return {task: sources.load_task_splits(hub_spec(task, repos[task]), cache_dir=hub_cache) for task in REPOS}
 
 
 def raw_split(task: str, role: str) -> dict:
@@ -285,7 +286,7 @@ def test_load_task_splits_from_a_hub_repository(task, loaded):
 
 
 def test_load_reads_the_configured_config_and_split(repos, hub_cache):
-    out = splits.load_task_splits(hub_spec("sst2", repos["sst2"]), cache_dir=hub_cache)
+    out = sources.load_task_splits(hub_spec("sst2", repos["sst2"]), cache_dir=hub_cache)
     assert out["eval"]["example_id"].tolist() == [12, 3, 40, 7, 25, 0, 33]  # idx, not row numbers
     assert out["eval"]["sentence"].iloc[0] == SST2_PROBE
     assert not out["train"]["sentence"].str.startswith("cola").any()
@@ -545,7 +546,7 @@ def test_run_refuses_a_label_word_of_several_tokens(tmp_path, model_dirs):
 def test_hub_data_without_a_template_field(repos, hub_cache):
     spec = hub_spec("sst2", repos["sst2"], template="Review: {text} Sentiment:")
     with pytest.raises(ValueError, match=r"task 'sst2', split 'train': column 'text' is missing.*'sentence'"):
-        splits.load_task_splits(spec, cache_dir=hub_cache)
+        sources.load_task_splits(spec, cache_dir=hub_cache)
 
 
 def test_prompt_of_a_row_without_a_template_field():
@@ -559,13 +560,13 @@ def test_hub_split_with_labels_outside_the_label_set(repos, hub_cache, tmp_path)
     # glue's test split is unlabelled (-1): not an evaluation split
     spec = hub_spec("sst2", repos["sst2"], splits={"train": "train", "eval": "test"})
     with pytest.raises(ValueError, match=r"split 'test'.*label -1.*outside 0\.\.1.*unlabelled test splits use -1"):
-        splits.load_task_splits(spec, cache_dir=hub_cache)
+        sources.load_task_splits(spec, cache_dir=hub_cache)
     # sst5 data with a sixth class
     columns = _setfit("sst5", ("train", "validation"), 5, ["a", "b", "c", "d", "e"], SST5_PROBE)
     columns["validation"]["label"][3] = 5
     folder = write_repo(tmp_path / "sst5", {None: ("data", columns, {"text": STRING, "label": INT64, "label_text": STRING}, None)})
     with pytest.raises(ValueError, match=r"task 'sst5', split 'validation': row 3 .*label 5.*outside 0\.\.4"):
-        splits.load_task_splits(hub_spec("sst5", folder), cache_dir=hub_cache)
+        sources.load_task_splits(hub_spec("sst5", folder), cache_dir=hub_cache)
 
 
 def test_empty_split(repos, hub_cache, tmp_path):
@@ -574,12 +575,12 @@ def test_empty_split(repos, hub_cache, tmp_path):
     # so loading even the train split fails
     spec = hub_spec("mr", repos["mr"], splits={"train": "train", "eval": "validation[:0]"})
     with pytest.raises(RuntimeError, match=r"task 'mr': could not load split 'validation\[:0\]'.*no data"):
-        splits.load_task_splits(spec, cache_dir=hub_cache)
+        sources.load_task_splits(spec, cache_dir=hub_cache)
     columns = _text_label("mr", ("train", "validation"), 2, MR_PROBE)
     columns["validation"] = {"text": [], "label": []}
     folder = write_repo(tmp_path / "rotten_tomatoes", {None: ("data", columns, {"text": STRING, "label": INT64}, None)})
     with pytest.raises(RuntimeError, match=r"task 'mr': could not load split"):
-        splits.load_task_splits(hub_spec("mr", folder), cache_dir=hub_cache)
+        sources.load_task_splits(hub_spec("mr", folder), cache_dir=hub_cache)
     # the same zero-row file as a local split reaches the check of the normalised split
     local = tmp_path / "local"
     local.mkdir()
@@ -587,11 +588,11 @@ def test_empty_split(repos, hub_cache, tmp_path):
         (folder / "data" / f"{split}-00000-of-00001.parquet").rename(local / f"{split}.parquet")
     spec = cfg.task_spec({"tasks": {"mr": {"source": "local", "path": str(local)}}}, "mr")
     with pytest.raises(ValueError, match=r"task 'mr', split 'validation': the split is empty"):
-        splits.load_task_splits(spec)
+        sources.load_task_splits(spec)
 
 
 def test_hub_split_that_the_repository_lacks(repos, hub_cache):
     # SetFit/subj has no validation split: the preset evaluates on test
     spec = hub_spec("subj", repos["subj"], splits={"train": "train", "eval": "validation"})
     with pytest.raises(RuntimeError, match=r"task 'subj': could not load split 'validation'"):
-        splits.load_task_splits(spec, cache_dir=hub_cache)
+        sources.load_task_splits(spec, cache_dir=hub_cache)

@@ -5,6 +5,7 @@ import pandas as pd
 
 from icl_gd.activations import cache
 from icl_gd.metrics import claims, scoring
+from icl_gd.metrics import claim_tests
 from icl_gd.common import names
 from icl_gd.report import outputs
 
@@ -123,7 +124,6 @@ def test_captions_take_the_configured_interval_level(tmp_path):
 def _claim_tests():
     """A claims table as evaluate_claims writes it, from two hand-made tasks (ICL right on every
     example, ZSL on half): some claims tested, the others not run."""
-    from icl_gd.metrics import claims
     runs = []
     for task in ("sst2", "cb"):
         n = 80
@@ -135,7 +135,7 @@ def _claim_tests():
             example_id=np.arange(n), gold=gold, pred_zsl=np.where(zsl, 0, 1).astype(np.int16),
             pred_icl=np.where(icl, 0, 1).astype(np.int16), pred_ft=np.where(zsl, 0, 1).astype(np.int16),
             similarities={"simam_delta": np.linspace(0, 1, n).reshape(n, 1)}))
-    return claims.evaluate_claims(runs, {"gd": "gd"}, n_boot=200)
+    return claim_tests.evaluate_claims(runs, {"gd": "gd"}, n_boot=200)
 
 
 def test_the_first_page_says_what_was_run_and_what_it_found(tmp_path):

@@ -13,6 +13,8 @@ import yaml
 
 from icl_gd.metrics import claims, inference, units, scoring
 
+from icl_gd.metrics import claim_tests
+
 from icl_gd.metrics import statistics
 
 from icl_gd.report import claims_text
@@ -20,6 +22,7 @@ from icl_gd.report import claims_text
 from icl_gd.metrics import resampling
 from icl_gd import plan
 from icl_gd.report import published, outputs, tables
+from icl_gd.report import render
 from icl_gd.config import validation
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -173,7 +176,7 @@ def test_reproduction_matches_methods_by_what_they_do_and_reads_the_published_un
     summary.loc[0, "ci_low"] = 0.2249  # "0.22" stands for 0.215-0.225
     assert published.reproduction(table, summary, "m", roles)["within"].iloc[0]
     shown = tables.reproduction_table(cells, n_published=4)
-    md = tables.to_markdown(shown)
+    md = render.to_markdown(shown)
     assert "| 001 Table 2 | SimAOU_norm" in md and "LCGD, trained (run: causal)" in md
     assert "0.22 ± 0.01" in md and "92.7" in md and "90.0 [87.0, 93.0]" in md
     assert "Cells covered: 3 of 4 published result cells" in md and ": 1 of 3." in md
@@ -202,7 +205,7 @@ def test_a_printed_average_is_compared_with_the_runs_mean_over_the_same_tasks(tm
     average = cells[cells["task"] == published.AVERAGE].iloc[0]
     assert average["mean"] == pytest.approx(0.15) and average["n_tasks"] == 6
     assert average["ci_high"] - average["mean"] == pytest.approx(math.sqrt(6 * 0.03 ** 2) / 6)
-    shown = tables.to_markdown(tables.reproduction_table(cells, n_published=7))
+    shown = render.to_markdown(tables.reproduction_table(cells, n_published=7))
     assert "Average (6 tasks)" in shown and "0.187" in shown
     # a run without every task of the row does not cover its average
     partial = published.reproduction(table, _summary(rows[:5]), "m", {"gd": "gd"})
@@ -261,7 +264,7 @@ def _claim(quantifier, **changes):
     ("mean", ["up", "down"] + ["zero"] * 4, "inconclusive"),
 ])
 def test_each_verdict_comes_out_under_each_quantifier(quantifier, kinds, verdict):
-    tests = claims.evaluate_claims(_accuracy_runs(kinds), {"gd": "gd"}, n_boot=400, claims=(_claim(quantifier),))
+    tests = claim_tests.evaluate_claims(_accuracy_runs(kinds), {"gd": "gd"}, n_boot=400, claims=(_claim(quantifier),))
     assert set(tests["verdict"]) == {verdict}
     per_task = tests[tests["task"] != claims.MEAN].set_index("task")
     assert per_task.loc["sst2", "difference"] == pytest.approx({"up": 50, "down": -50, "zero": 0, "open": 0.5}[kinds[0]])
@@ -283,7 +286,7 @@ def test_order_sensitivity_reads_in_points_as_the_orders_table_shows_it():
                                order_changed_ft=(np.arange(N) < N // 10).astype(float))  # 10%
         runs.append(run)
     claim = next(c for c in claims.CLAIMS if c.id == "shen-order-sensitivity")
-    tests = claims.evaluate_claims(runs, {"gd": "gd"}, n_boot=400, claims=(claim,))
+    tests = claim_tests.evaluate_claims(runs, {"gd": "gd"}, n_boot=400, claims=(claim,))
     # fractions read in points; Rec2FTP is held in percent already, so not scaled again
     assert units.in_percent("acc_icl") and units.in_percent("jaccard_all") and not units.in_percent("rec2ftp")
     assert (tests["unit"] == "points").all() and set(tests["verdict"]) == {"supported"}
@@ -295,25 +298,25 @@ def test_order_sensitivity_reads_in_points_as_the_orders_table_shows_it():
 
 
 def test_a_claims_differences_stay_within_what_a_minus_b_can_take():
-    assert claims._difference_range(("trained", "gd", "acc_icl"), ("trained", "gd", "acc_zsl")) == (-1.0, 1.0)
-    assert claims._difference_range(("trained", "gd", "jaccard_all"), 0.5) == (-0.5, 0.5)
-    assert claims._difference_range(("trained", "gd", "simam_delta"), ("untrained", "gd", "simam_delta")) == (-4.0, 4.0)
-    low, high = claims._difference_range(("trained", "gd", "kl_icl_ft"), ("trained", "gd", "kl_icl_zsl"))
+    assert claim_tests._difference_range(("trained", "gd", "acc_icl"), ("trained", "gd", "acc_zsl")) == (-1.0, 1.0)
+    assert claim_tests._difference_range(("trained", "gd", "jaccard_all"), 0.5) == (-0.5, 0.5)
+    assert claim_tests._difference_range(("trained", "gd", "simam_delta"), ("untrained", "gd", "simam_delta")) == (-4.0, 4.0)
+    low, high = claim_tests._difference_range(("trained", "gd", "kl_icl_ft"), ("trained", "gd", "kl_icl_zsl"))
     assert (low, high) == (-np.inf, np.inf)
     # ICL right on every example of one seed and on none of two others, ZSL the reverse: a - b is
     # +100 or -100 points per seed, and the seeds' part would carry replicates past -100
     runs = [_run(task, seed, "trained", "gd", icl=np.full(N, seed == 1), zsl=np.full(N, seed != 1))
             for task in TASKS for seed in (1, 2, 3)]
-    tests = claims.evaluate_claims(runs, {"gd": "gd"}, n_boot=400, claims=(_claim("every"),))
+    tests = claim_tests.evaluate_claims(runs, {"gd": "gd"}, n_boot=400, claims=(_claim("every"),))
     assert (tests["ci_low"] >= -100.0).all() and (tests["ci_high"] <= 100.0).all()
     assert (tests["ci_low"] == -100.0).any()
 
 
 def test_a_claim_that_excepts_a_task_or_lacks_a_cell():
     kinds = ["up"] * 4 + ["down", "up"]  # AGNews goes the other way
-    assert set(claims.evaluate_claims(_accuracy_runs(kinds), {"gd": "gd"}, n_boot=200, claims=(
+    assert set(claim_tests.evaluate_claims(_accuracy_runs(kinds), {"gd": "gd"}, n_boot=200, claims=(
         _claim("every", except_tasks=("agnews",)),))["verdict"]) == {"supported"}
-    not_run = claims.evaluate_claims(_accuracy_runs(kinds), {"lcgd": "lcgd"}, n_boot=200, claims=(_claim("every"),))
+    not_run = claim_tests.evaluate_claims(_accuracy_runs(kinds), {"lcgd": "lcgd"}, n_boot=200, claims=(_claim("every"),))
     assert list(not_run["verdict"]) == ["not run"]
 
 
@@ -352,13 +355,13 @@ def test_a_cross_variant_claim_is_paired_by_example_id():
         runs.append(_run(task, 1, "trained", "gd", icl=np.ones(N), simaou=trained))
         runs.append(_run(task, 1, "untrained", "gd", icl=np.ones(N), simaou=trained[order] + 0.01, ids=order))
     claim = next(c for c in claims.CLAIMS if c.id == "001-T1-untrained")
-    tests = claims.evaluate_claims(runs, {"gd": "gd"}, n_boot=300, claims=(claim,))
+    tests = claim_tests.evaluate_claims(runs, {"gd": "gd"}, n_boot=300, claims=(claim,))
     assert set(tests["verdict"]) == {"supported"}
     assert tests["difference"].tolist() == pytest.approx([0.01] * 3)
     assert (tests["ci_high"] - tests["ci_low"]).max() < 1e-9
     shuffled = [_run(r.meta["task"], 1, r.meta["variant"], "gd", icl=np.ones(N), simaou=r.similarities["simaou"],
                      ids=np.arange(N)) for r in runs]  # the same values, now (wrongly) aligned by position
-    assert set(claims.evaluate_claims(shuffled, {"gd": "gd"}, n_boot=300, claims=(claim,))["verdict"]) == {"inconclusive"}
+    assert set(claim_tests.evaluate_claims(shuffled, {"gd": "gd"}, n_boot=300, claims=(claim,))["verdict"]) == {"inconclusive"}
 
 
 def _seeded_runs(icl_accuracies, *, rng=None):
@@ -372,14 +375,14 @@ def _seeded_runs(icl_accuracies, *, rng=None):
 
 
 def _mean_row(runs, **kwargs):
-    tests = claims.evaluate_claims(runs, {"gd": "gd"}, n_boot=1000, claims=(_claim("mean"),), **kwargs)
+    tests = claim_tests.evaluate_claims(runs, {"gd": "gd"}, n_boot=1000, claims=(_claim("mean"),), **kwargs)
     return tests[tests["task"] == claims.MEAN].iloc[0]
 
 
 def test_seeds_are_combined_as_the_summary_combines_them():
     runs = [_run("sst2", seed, "trained", "gd", icl=PATTERNS[kind], zsl=np.arange(N) < N // 2)
             for seed, kind in ((1, "up"), (2, "zero"))]
-    tests = claims.evaluate_claims(runs, {"gd": "gd"}, n_boot=200, claims=(_claim("every"),))
+    tests = claim_tests.evaluate_claims(runs, {"gd": "gd"}, n_boot=200, claims=(_claim("every"),))
     row = tests[tests["task"] == "sst2"].iloc[0]
     assert row["difference"] == pytest.approx(25.0) and row["n_seeds"] == 2  # the mean over seeds of +50 and 0
     # every example says +50 in one seed and 0 in the other: the spread is the seeds', not the examples'
@@ -391,7 +394,7 @@ def test_the_interval_widens_with_the_seeds_spread_and_not_where_they_agree():
     are equal (each seed its own table), the interval is the examples' alone, to the digit; as
     they move apart, the interval widens with them, and the seeds' share of its variance grows."""
     agree = _mean_row(_seeded_runs([0.7, 0.7, 0.7]))
-    one_level = claims.evaluate_claims(_seeded_runs([0.7]), {"gd": "gd"}, n_boot=1000, claims=(_claim("mean"),))
+    one_level = claim_tests.evaluate_claims(_seeded_runs([0.7]), {"gd": "gd"}, n_boot=1000, claims=(_claim("mean"),))
     assert agree["difference"] == pytest.approx(20.0) and agree["seed_share"] == 0.0
     width = {}
     for spread in (0.0, 0.05, 0.10, 0.20):
@@ -420,16 +423,16 @@ def test_an_end_within_its_monte_carlo_error_of_zero_draws_more_replicates():
     runs = [_run("sst2", 1, "trained", "gd", icl=zsl | (np.arange(N) >= N - 4), zsl=zsl)]
 
     def mean_row(**kwargs):
-        return claims.evaluate_claims(runs, {"gd": "gd"}, n_boot=1000, claims=(_claim("mean"),), **kwargs).iloc[-1]
+        return claim_tests.evaluate_claims(runs, {"gd": "gd"}, n_boot=1000, claims=(_claim("mean"),), **kwargs).iloc[-1]
 
     capped = mean_row(max_replicates=1000)
     assert capped["difference"] == pytest.approx(2.0) and capped["n_replicates"] == 1000 and not capped["settled"]
     refined = [mean_row(seed=seed) for seed in range(6)]
-    assert all(r["settled"] and 1000 < r["n_replicates"] <= claims.MAX_REPLICATES for r in refined)
+    assert all(r["settled"] and 1000 < r["n_replicates"] <= claim_tests.MAX_REPLICATES for r in refined)
     assert {r["verdict"] for r in refined} == {"supported"}
     assert [r["ci_low"] for r in refined] == pytest.approx([0.5] * 6)
     # a plain reading's ends are settled: no more replicates than the level needs
-    clear = claims.evaluate_claims(_accuracy_runs(["up"] * 6), {"gd": "gd"}, n_boot=1000, claims=(_claim("mean"),))
+    clear = claim_tests.evaluate_claims(_accuracy_runs(["up"] * 6), {"gd": "gd"}, n_boot=1000, claims=(_claim("mean"),))
     assert set(clear["n_replicates"]) == {1000} and clear["settled"].all()
     assert resampling.endpoint_unsettled(np.r_[np.full(60, -1.0), np.ones(940)], 0.95) == (False, False)
     assert resampling.endpoint_unsettled(np.r_[np.full(25, -1.0), np.ones(975)], 0.95) == (True, False)
@@ -445,7 +448,7 @@ def test_what_an_inconclusive_claim_needs_is_what_resolves_it():
 
     def verdict(times):
         runs = [_run("sst2", 1, "trained", "gd", icl=np.tile(icl, times), zsl=np.tile(zsl, times))]
-        return claims.evaluate_claims(runs, {"gd": "gd"}, n_boot=2000, claims=(_claim("mean"),)).iloc[-1]
+        return claim_tests.evaluate_claims(runs, {"gd": "gd"}, n_boot=2000, claims=(_claim("mean"),)).iloc[-1]
 
     first = verdict(1)
     assert first["verdict"] == "inconclusive" and first["difference"] > 1.0  # above the 1-point margin
@@ -487,7 +490,7 @@ def test_what_a_claim_open_for_its_seeds_spread_needs_is_more_seeds():
 
 def test_the_claims_table_and_figure_show_every_claim_with_its_intervals(tmp_path):
     runs = _accuracy_runs(["up"] * 5 + ["open"])
-    tests = claims.evaluate_claims(runs, {"gd": "gd"}, n_boot=200)
+    tests = claim_tests.evaluate_claims(runs, {"gd": "gd"}, n_boot=200)
     assert set(tests["claim"]) == {c.id for c in claims.CLAIMS}
     tests.to_parquet(tmp_path / "claims.parquet")
     outputs.write_table("claims", {"claims": str(tmp_path / "claims.parquet")}, str(tmp_path / "claims.md"),
@@ -549,13 +552,13 @@ def test_a_non_inferiority_claim_on_equal_data_reads_equivalent():
     claim = next(c for c in claims.CLAIMS if c.id == "002-switch-similarity")
     assert claim.test == "non_inferiority" and "this project's reading" in claim.note and claim.quote
     roles = {"gd": "gd", "gd_switched": "gd_switched"}
-    equal = claims.evaluate_claims(_similarity_runs({("trained", "gd"): values, ("trained", "gd_switched"): values}),
+    equal = claim_tests.evaluate_claims(_similarity_runs({("trained", "gd"): values, ("trained", "gd_switched"): values}),
                                    roles, n_boot=400, claims=(claim,))
     assert set(equal["verdict"]) == {"equivalent"} and (equal["status"] == "equivalent").all()
     strict = claims.Claim("strict", "002", "t", "a > b", claim.a, claim.b, +1, "mean")
-    assert set(claims.evaluate_claims(_similarity_runs({("trained", "gd"): values, ("trained", "gd_switched"): values}),
+    assert set(claim_tests.evaluate_claims(_similarity_runs({("trained", "gd"): values, ("trained", "gd_switched"): values}),
                                       roles, n_boot=400, claims=(strict,))["verdict"]) == {"negligible"}
-    lower = claims.evaluate_claims(
+    lower = claim_tests.evaluate_claims(
         _similarity_runs({("trained", "gd"): values, ("trained", "gd_switched"): values - 0.05}), roles, n_boot=400,
         claims=(claim,))
     assert set(lower["verdict"]) == {"contradicted"}
@@ -575,7 +578,7 @@ def test_a_seed_with_an_undefined_score_is_shown_not_dropped():
         if run.meta["task"] == "cb" and run.meta["seed"] == 2 and run.meta["method"] == "lcgd":
             run.similarities["simaou_norm"][:] = np.nan
     claim = next(c for c in claims.CLAIMS if c.id == "001-T2-simaou-norm")
-    tests = claims.evaluate_claims(runs, {"gd": "gd", "lcgd": "lcgd"}, n_boot=400, claims=(claim,))
+    tests = claim_tests.evaluate_claims(runs, {"gd": "gd", "lcgd": "lcgd"}, n_boot=400, claims=(claim,))
     cb = tests.set_index("task").loc["cb"]
     assert cb["status"] == "incomplete" and cb["incomplete"] == "seed 2: undefined" and cb["n_seeds"] == 2
     assert np.allclose(tests[tests["task"] != claims.MEAN]["level"], 1 - 0.05 / 6)  # m = 6, not 5
@@ -585,7 +588,7 @@ def test_a_seed_with_an_undefined_score_is_shown_not_dropped():
     assert row["CB"].startswith("incomplete (seed 2: undefined): +0.100")
     assert row["Tasks: hold / break / negligible / open"] == "5 / 0 / 0 / 1"
     # without the NaN the same claim is supported
-    complete = claims.evaluate_claims(_similarity_runs({("trained", "gd"): values, ("trained", "lcgd"): values + 0.1}),
+    complete = claim_tests.evaluate_claims(_similarity_runs({("trained", "gd"): values, ("trained", "lcgd"): values + 0.1}),
                                       {"gd": "gd", "lcgd": "lcgd"}, n_boot=400, claims=(claim,))
     assert set(complete["verdict"]) == {"supported"}
 

@@ -12,6 +12,8 @@ import pytest
 
 from icl_gd.report import figures, tables
 
+from icl_gd.report import render
+
 MODEL = "toy-model"
 TASKS = ("cb", "sst2")  # deliberately not in paper order
 SEEDS = (1, 2)
@@ -155,10 +157,10 @@ def test_variants_table_best_value(summary):
     assert (("SimAM_delta", "Trained Embeddings"), "SST2") in best
     assert (("SimAM_delta", "No Training"), "CB") in best
     assert len(best) == 5
-    md = tables.to_markdown(t, "Table 1")
+    md = render.to_markdown(t, "Table 1")
     assert "**0.15 ± 0.02**" in md
     assert re.search(r"\| +0\.12 ± 0\.01 \|", md)  # not best: plain
-    tex = tables.to_latex(t, "Table 1")
+    tex = render.to_latex(t, "Table 1")
     assert r"\textbf{0.15 $\pm$ 0.02}" in tex
     assert r"0.12 $\pm$ 0.01 &" in tex
 
@@ -249,7 +251,7 @@ def test_comparisons_table_marks_significant_differences():
     assert t.loc[("FT Accuracy (%)", "LCGD − GD"), "SST2"] == "-2.000 [-4.000, +0.000]"
     assert t.loc[("FT Accuracy (%)", "LCGD − GD"), "CB"] == "—"
     assert "p < 0.05" in t.attrs["footnotes"][0]
-    assert "LCGD − GD" in tables.to_markdown(t) and r"	extbf" not in tables.to_latex(t)
+    assert "LCGD − GD" in render.to_markdown(t) and r"	extbf" not in render.to_latex(t)
 
 
 def test_data_table_is_paper_001_table_3():
@@ -295,8 +297,8 @@ def test_fewer_seeds_footnote(summary):
     assert t.loc[("SimAOU", "Trained"), "CB"] == "0.11†"
     assert t.loc[("SimAOU", "Trained"), "SST2"] == "0.12 ± 0.01"
     assert t.attrs["footnotes"] == ["† computed from 1 of 2 seeds"]
-    assert "computed from 1 of 2 seeds" in tables.to_markdown(t)
-    tex = tables.to_latex(t)
+    assert "computed from 1 of 2 seeds" in render.to_markdown(t)
+    tex = render.to_latex(t)
     assert r"\textsuperscript{\dag} computed from 1 of 2 seeds" in tex
     assert r"0.11\textsuperscript{\dag}" in tex
     # all seeds there -> no footnote
@@ -306,24 +308,24 @@ def test_fewer_seeds_footnote(summary):
 
 def test_latex_escaping_and_structure(summary):
     t = tables.methods_table(summary, MODEL)
-    tex = tables.to_latex(t, "GD & LCGD: 100% of runs_x", label="tab:methods")
+    tex = render.to_latex(t, "GD & LCGD: 100% of runs_x", label="tab:methods")
     assert r"\caption{GD \& LCGD: 100\% of runs\_x}" in tex
     assert r"SimAOU\_norm (GD)" in tex
     assert "SimAOU_norm" not in tex
     for token in (r"\toprule", r"\midrule", r"\bottomrule", r"\begin{tabular}{lccc}",
                   r"\label{tab:methods}"):
         assert token in tex
-    acc = tables.to_latex(tables.accuracy_table(summary, MODEL))
+    acc = render.to_latex(tables.accuracy_table(summary, MODEL))
     assert r"ZSL Accuracy (\%)" in acc
-    assert tables.latex_escape("a_b & 5% — x ± y") == r"a\_b \& 5\% --- x $\pm$ y"
+    assert render.latex_escape("a_b & 5% — x ± y") == r"a\_b \& 5\% --- x $\pm$ y"
     # variants table: the metric label is printed once per group, groups split by \midrule
-    tex = tables.to_latex(tables.variants_table(summary, MODEL))
+    tex = render.to_latex(tables.variants_table(summary, MODEL))
     assert tex.count(r"\midrule") == 2
     assert tex.count("SimAOU &") == 1
 
 
 def test_markdown_layout(summary):
-    md = tables.to_markdown(tables.variants_table(summary, MODEL), "Caption here")
+    md = render.to_markdown(tables.variants_table(summary, MODEL), "Caption here")
     lines = md.splitlines()
     assert lines[0] == "**Caption here**"
     assert lines[2].replace(" ", "") == "|Metric|Setting|SST2|CB|"
@@ -335,7 +337,7 @@ def test_markdown_layout(summary):
 
 def test_write_table(tmp_path, summary):
     t = tables.methods_table(summary, MODEL)
-    paths = tables.write_table(t, tmp_path / "sub" / "table2", "Table 2")
+    paths = render.write_table(t, tmp_path / "sub" / "table2", "Table 2")
     assert [p.name for p in paths] == ["table2.md", "table2.tex", "table2.csv", "table2.html"]
     assert all(p.stat().st_size > 0 for p in paths)
     csv = pd.read_csv(paths[2])

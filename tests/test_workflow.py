@@ -368,20 +368,33 @@ def test_the_report_opens_in_a_browser_on_what_the_run_found(finished_run):
             browser.close()
 
 
+def planned_after_edit(workdir: Path, module: str) -> dict[str, int]:
+    """The jobs a dry run plans after an edit of src/icl_gd/<module>, which is then undone."""
+    path = workdir / "src/icl_gd" / module
+    original = path.read_text()
+    try:  # Snakemake compares checksums of small inputs, so the content itself must change
+        path.write_text(original + "\n# an edit\n")
+        return jobs_planned(workdir)
+    finally:
+        path.write_text(original)
+
+
 @pytest.mark.slow
 def test_nothing_to_do_after_a_run_and_metric_edits_rerun_only_metrics(finished_run):
     assert jobs_planned(finished_run) == {}
-    metrics_py = finished_run / "src/icl_gd/metrics/formulas.py"
-    original = metrics_py.read_text()
-    try:  # Snakemake compares checksums of small inputs, so the content itself must change
-        metrics_py.write_text(original + "\n# an edit\n")
-        planned = jobs_planned(finished_run)
-    finally:
-        metrics_py.write_text(original)
-    assert set(planned) == {"score_run", "aggregate_metrics", "compare_methods", "evaluate_claims", "task_statistics",
-                            "data_statistics", "table", "figure", "first_page", "all"}
+    planned = planned_after_edit(finished_run, "metrics/formulas.py")
+    assert set(planned) == {"score_run", "aggregate_metrics", "compare_methods", "evaluate_claims", "table", "figure",
+                            "first_page", "all"}
     assert planned["score_run"] == 12
-    assert planned["figure"] == 7  # the gradient norms come from the training logs, not the metrics
+    # the data table's statistics rerun their own jobs and what shows them, no run's scores
+    planned = planned_after_edit(finished_run, "metrics/statistics.py")
+    assert set(planned) == {"task_statistics", "data_statistics", "table", "first_page", "all"}
+    assert planned["table"] == 1  # the data table
+    # rewording the claims' text remakes the report and tests nothing again
+    planned = planned_after_edit(finished_run, "report/claims_text.py")
+    assert set(planned) == {"table", "figure", "first_page", "all"}
+    # how a job writes its files changes no result: nothing to do
+    assert planned_after_edit(finished_run, "common/atomic.py") == {}
 
 
 @pytest.mark.slow
@@ -418,16 +431,18 @@ def test_a_config_edit_reruns_exactly_the_caches_it_changes(finished_run):
 
 @pytest.mark.slow
 def test_an_edit_of_the_planning_reruns_no_extraction_unless_it_changes_a_run_spec(finished_run):
-    """plan.py and config.py decide what each job does; what they decide reaches the job as its
-    run spec, which the params trigger compares, so their code is in no job's checksum."""
-    plan_py, config_py = finished_run / "src/icl_gd/plan.py", finished_run / "src/icl_gd/config/resolve.py"
-    originals = {path: path.read_text() for path in (plan_py, config_py)}
-    assert '"lr": 5e-4,' in originals[config_py]  # SST-2's protocol rate
+    """plan.py, config/resolve.py and data/presets.py decide what each job does; what they decide
+    reaches the job as its run spec, which the params trigger compares, so their code is in no
+    job's checksum."""
+    package = finished_run / "src/icl_gd"
+    plan_py, config_py, presets_py = package / "plan.py", package / "config/resolve.py", package / "data/presets.py"
+    originals = {path: path.read_text() for path in (plan_py, config_py, presets_py)}
+    assert '"lr": 5e-4,' in originals[presets_py]  # SST-2's protocol rate
     try:
         plan_py.write_text(originals[plan_py] + "\n\ndef a_new_helper(config):\n    return sorted(config)\n")
         config_py.write_text(originals[config_py] + "\n# an edit that changes no spec\n")
         assert jobs_planned(finished_run) == {}
-        config_py.write_text(originals[config_py].replace('"lr": 5e-4,', '"lr": 6e-4,'))
+        presets_py.write_text(originals[presets_py].replace('"lr": 5e-4,', '"lr": 6e-4,'))
         planned = jobs_planned(finished_run)
     finally:
         for path, text in originals.items():

@@ -60,34 +60,41 @@ def code_version(*modules):
     return versions
 
 
-# The code each job executes. Not config.py or plan.py: they decide what a job does, and what they
-# decide reaches it as a parameter (the run spec, a task's resolved spec, the presets a twin or the
-# built-in model reads), so an edit of them that changes no job's parameters reruns nothing, and one
-# that does reruns exactly the jobs it changes (tests/test_workflow.py).
-EXTRACTION_CODE = code_version("common/specs", "activations/cache", "data/splits", "models/loading", "data/prompts", "activations/capture", "activations/training", "activations/extract", "common/provenance")
-MODEL_CODE = code_version("common/specs", "models/loading", "data/prompts", "models/builtin")
+# The code each job executes, module by module (tests/unit/test_code_versions.py checks each list
+# against the imports of its rule's script). Not config/resolve.py, data/presets.py or plan.py:
+# they decide what a job does, and what they decide reaches it as a parameter (the run spec, a
+# task's resolved spec, the presets a twin or the built-in model reads), so an edit of them that
+# changes no job's parameters reruns nothing, and one that does reruns exactly the jobs it changes
+# (tests/test_workflow.py). Nor how a job writes and logs (common/atomic, frames, runtime, warm,
+# checksums): an edit there changes no result.
+EXTRACTION_CODE = code_version("activations/cache", "activations/capture", "activations/extract", "activations/training", "common/provenance", "common/specs", "data/prompts", "data/splits", "models/loading")
+MODEL_CODE = code_version("common/specs", "data/prompts", "models/builtin", "models/loading")
 VARIANT_CODE = code_version("models/loading")
 GGUF_CODE = code_version("models/loading")
-TWIN_CODE = code_version("data/twins", "common/specs")
-DATA_CODE = code_version("data/splits", "common/specs")
+STATISTICS_CODE = code_version("models/loading")
+TWIN_CODE = code_version("common/specs", "data/twins")
+DATA_CODE = code_version("common/specs", "data/sources")
 # a task on a package's corpus also executes icl_gd/data/corpora.py (its parser, label rules and split):
 # an edit of it remakes those tasks' data, not the others'
-PACKAGE_DATA_CODE = code_version("data/splits", "common/specs", "data/corpora")
-METRICS_CODE = code_version("activations/cache", "metrics/formulas", "metrics/inference", "metrics/scoring", "common/provenance")
-CLAIMS_CODE = code_version("activations/cache", "metrics/formulas", "metrics/inference", "metrics/scoring", "common/names", "metrics/claims", "common/provenance")
-ORDERS_CODE = code_version("activations/cache", "metrics/formulas", "metrics/inference", "metrics/scoring", "metrics/orders", "common/provenance")
-STATISTICS_CODE = code_version("models/loading")
-REPORT_CODE = code_version("common/names", "report/tables", "report/figures", "report/outputs", "report/published", "metrics/claims", "metrics/inference", "common/provenance")
+PACKAGE_DATA_CODE = code_version("common/specs", "data/corpora", "data/sources")
+# a run's scores and their aggregate; the comparisons, the claims' tests and the orders on top
+METRICS_CODE = code_version("activations/cache", "common/provenance", "metrics/formulas", "metrics/inference", "metrics/resampling", "metrics/scoring", "metrics/units")
+COMPARISONS_CODE = code_version("activations/cache", "common/provenance", "metrics/comparisons", "metrics/formulas", "metrics/inference", "metrics/resampling", "metrics/scoring", "metrics/units")
+CLAIMS_CODE = code_version("activations/cache", "common/names", "common/provenance", "metrics/claim_tests", "metrics/claims", "metrics/formulas", "metrics/inference", "metrics/resampling", "metrics/scoring", "metrics/units")
+ORDERS_CODE = code_version("activations/cache", "common/provenance", "metrics/formulas", "metrics/inference", "metrics/orders", "metrics/resampling", "metrics/scoring", "metrics/units")
+# the data table's statistics: an edit of them reruns no run's scores
+TASK_STATISTICS_CODE = code_version("activations/cache", "common/provenance", "metrics/statistics")
+DATA_STATISTICS_CODE = code_version("common/provenance")
+# every table, figure and the first page: one script each, through report/outputs.py; the claims'
+# text (report/claims_text.py) is here, not in CLAIMS_CODE, so that rewording it reruns no test
+REPORT_CODE = code_version("activations/cache", "common/names", "common/provenance", "metrics/claims", "metrics/formulas", "metrics/inference", "metrics/resampling", "metrics/units", "report/claims_text", "report/figures", "report/outputs", "report/published", "report/render", "report/selection", "report/summary", "report/tables")
 # Every number the papers print, in the workflow's names: the reproduction table and figure read it
-# from the checkout (report.PUBLISHED), and rerun, through this checksum, when it changes.
+# from the checkout (report/outputs.PUBLISHED), and rerun, through this checksum, when it changes.
 PUBLISHED_VERSION = hashlib.sha256((Path(workflow.basedir) / "docs" / "published.csv").read_bytes()).hexdigest()[:16]
 
 
 def published_version(wildcards):
     return PUBLISHED_VERSION if "reproduction" in (wildcards.get("table"), wildcards.get("figure")) else None
-# the gradient-norm figure reads training logs through the cache module
-FIGURE_CODE = code_version("common/names", "report/tables", "report/figures", "report/outputs", "activations/cache", "report/published", "metrics/claims", "metrics/inference")
-SUMMARY_CODE = code_version("common/names", "report/summary", "report/published", "metrics/claims", "metrics/inference", "activations/cache", "common/provenance")
 
 
 def _names_regex(names):

@@ -126,7 +126,7 @@ rule compare_methods:
         table="results/metrics/comparisons.parquet",
         csv="results/metrics/comparisons.csv",
     params:
-        code=METRICS_CODE,
+        code=COMPARISONS_CODE,
         statistics=config["statistics"],
     conda:
         "../../envs/analysis.yaml"
@@ -163,7 +163,7 @@ rule task_statistics:
     output:
         "results/metrics/data_statistics/{task}.parquet",
     params:
-        code=METRICS_CODE,
+        code=TASK_STATISTICS_CODE,
     priority: SCORE_PRIORITY
     conda:
         "../../envs/analysis.yaml"
@@ -181,7 +181,7 @@ rule data_statistics:
     output:
         "results/metrics/data_statistics.parquet",
     params:
-        code=METRICS_CODE,
+        code=DATA_STATISTICS_CODE,
     conda:
         "../../envs/analysis.yaml"
     log:

@@ -67,7 +67,7 @@ rule figure:
     wildcard_constraints:
         figure=_names_regex(FIGURES),
     params:
-        code=FIGURE_CODE,
+        code=REPORT_CODE,
         published=published_version,
         figure=figure_params,
         about=figure_about,
@@ -100,7 +100,7 @@ rule first_page:
         md=f"{REPORT_DIR}/summary.md",
         rst=f"{REPORT_DIR}/summary.rst",
     params:
-        code=SUMMARY_CODE,
+        code=REPORT_CODE,
         published=PUBLISHED_VERSION,
         model=REPORT_MODEL,
         variant=REPORT_VARIANT,

@@ -16,7 +16,7 @@ import pandas as pd
 from icl_gd.common import frames
 from icl_gd.common import provenance
 
-frames = [frames.read_frame(path) for path in snakemake.input]
+tables = [frames.read_frame(path) for path in snakemake.input]
 records = [r for path in snakemake.input for r in (frames.read_provenance(path) or {}).get("caches", [])]
 made_by = {"caches": provenance.distinct(records), "computed": provenance.software()}
-frames.atomic_write_frame(pd.concat(frames, ignore_index=True), snakemake.output[0], made_by)
+frames.atomic_write_frame(pd.concat(tables, ignore_index=True), snakemake.output[0], made_by)

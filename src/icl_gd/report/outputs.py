@@ -16,6 +16,7 @@ from icl_gd.activations import cache
 from icl_gd.common import frames
 from icl_gd.report import claims_text
 from icl_gd.report import figures, published, summary, tables
+from icl_gd.report import render
 from icl_gd.common import names
 
 log = logging.getLogger(__name__)
@@ -84,7 +85,7 @@ def write_table(name: str, inputs: dict, output: str, *, configfiles=(), caption
         caption = names.table_caption(name, ci_level=params.get("ci_level", 0.95))
     source = f" Model: {params['model']}, variant: {params['variant']}; config: {', '.join(configfiles)}."
     stem = Path(output).with_suffix("")
-    tables.write_table(table, stem, caption + source)
+    render.write_table(table, stem, caption + source)
     log.info("wrote table %s", stem)
 
 

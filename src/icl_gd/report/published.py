@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from icl_gd.config import resolve as cfg
+from icl_gd.report.selection import run_level
 
 COLUMNS = ["paper", "table", "task", "variant", "method", "metric", "value", "spread", "unit", "model", "note"]
 VARIANTS = ("trained", "trained_embeddings", "untrained")
@@ -103,7 +104,7 @@ def reproduction(published: pd.DataFrame, summary: pd.DataFrame, model: str, rol
     half-width on the published value's side and the published ± spread combined in quadrature,
     plus half the published value's last printed digit."""
     results = published[published["metric"].isin(RUN_METRICS)]
-    run = summary[(summary["model"] == model) & summary["layer"].isna()]
+    run = run_level(summary[summary["model"] == model])
     lookup = {(r.variant, r.task, r.method, r.metric): r for r in run.itertuples(index=False)}
     row_tasks = {}
     for cell in results[results["task"] != AVERAGE].itertuples(index=False):

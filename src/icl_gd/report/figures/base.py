@@ -48,19 +48,6 @@ def _plural(n: int, word: str) -> str:
     return f"{n} {word}{'' if n == 1 else 's'}"
 
 
-def _check(df: pd.DataFrame, required: Sequence[str], what: str, model: str | None) -> pd.DataFrame:
-    missing = [c for c in required if c not in df.columns]
-    if missing:
-        raise ValueError(f"{what} table lacks columns {missing}")
-    if model is None:
-        return df
-    out = df[df["model"] == model]
-    if out.empty:
-        models = sorted(map(str, df["model"].dropna().unique()))
-        raise ValueError(f"no rows for model {model!r} in the {what} table (models: {models})")
-    return out
-
-
 def _method_colors(methods: Sequence[str], kinds: dict[str, str] | None = None) -> dict[str, str]:
     """Paper 001's colours by a method's kind, not its name (names are the user's): the first
     method of kind gd orange, of kind lcgd blue; every other method a colour of the cycle."""

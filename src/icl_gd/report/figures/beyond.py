@@ -13,7 +13,8 @@ from matplotlib.figure import Figure
 
 from icl_gd.common.names import method_label, order_tasks, percent, task_label, variant_label
 from icl_gd.metrics.units import display_scale
-from icl_gd.report.figures.base import _check, _error_note, _grouped_bars, _method_colors, _no_data, _series_from, _style, _summary_stats
+from icl_gd.report.selection import model_rows, run_level
+from icl_gd.report.figures.base import _error_note, _grouped_bars, _method_colors, _no_data, _series_from, _style, _summary_stats
 
 _ZSL_COLOR = "0.6"
 
@@ -31,10 +32,8 @@ def output_distributions_figure(
     """Grouped bars per task: KL(ICL || ZSL) (grey, from the first method's runs: it depends on
     ZSL and ICL alone) and KL(ICL || FT) per method, layer-free, mean over seeds, in nats. A bar
     below the grey one is a method whose finetuning moved the label distribution toward ICL's."""
-    df = _check(summary, ("model", "variant", "task", "method", "metric", "mean"), "summary", model)
+    df = run_level(summary, model)
     df = df[(df["variant"] == variant) & df["method"].isin(list(methods))]
-    if "layer" in df.columns:
-        df = df[df["layer"].isna()]
     if tasks is None:
         tasks = order_tasks(df["task"].dropna().unique())
     tasks, methods = list(tasks), list(methods)
@@ -79,7 +78,7 @@ def orders_figure(
     of the demonstrations, for ICL (grey, the first method's runs) and each finetuned method, mean
     over seeds, with the intervals of ``orders.order_table`` (solid: they carry the seeds' spread
     as well as the examples')."""
-    df = _check(orders, ("model", "variant", "task", "method", "metric", "mean"), "orders", model)
+    df = model_rows(orders, ("model", "variant", "task", "method", "metric", "mean"), "orders", model)
     df = df[(df["variant"] == variant) & df["method"].isin(list(methods))]
     if tasks is None:
         tasks = order_tasks(df["task"].dropna().unique())

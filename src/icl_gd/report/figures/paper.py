@@ -23,6 +23,7 @@ from icl_gd.common.names import (
     variant_label,
 )
 from icl_gd.metrics.units import display_scale
+from icl_gd.report.selection import model_rows, run_level
 from icl_gd.report.figures.base import (
     _SETTING_COLORS,
     RANDOM_BASELINES,
@@ -32,7 +33,6 @@ from icl_gd.report.figures.base import (
     _INCORRECT_HATCH,
     _NOT_AVAILABLE,
     _plural,
-    _check,
     _method_colors,
     _no_data,
     _style,
@@ -67,7 +67,7 @@ def per_layer_figure(
     panel also shows its random baseline (:data:`RANDOM_BASELINES`, mean over the same runs) as a
     dashed grey line. The legend sits above the top panel.
     """
-    df = _check(
+    df = model_rows(
         runs, ("model", "variant", "task", "seed", "method", "metric", "layer", "value"),
         "runs", model,
     )
@@ -163,11 +163,8 @@ def accuracy_figure(
     """Grouped bars per task (x, paper order) for ZSL / FT / ICL accuracy in percent, mean over
     seeds; error bars by :func:`error_bars`. One ``BarContainer`` per setting in
     ``ax.containers``; a missing value leaves a gap marked "n/a"."""
-    df = _check(summary, ("model", "variant", "task", "method", "metric", "mean"), "summary",
-                model)
+    df = run_level(summary, model)
     df = df[(df["variant"] == variant) & (df["method"] == method)]
-    if "layer" in df.columns:
-        df = df[df["layer"].isna()]
     if tasks is None:
         tasks = order_tasks(df["task"].dropna().unique())
     tasks = list(tasks)
@@ -214,10 +211,8 @@ def alpha_figure(
     """Paper 001 Fig. 2: alpha = cos(m_method − m_ZSL, m_baseline − m_ZSL) averaged over layers,
     per task (x, paper order), one bar per method (a ``BarContainer`` labelled with the method),
     mean over seeds; error bars by :func:`error_bars`. The paper shows one seed per task."""
-    df = _check(summary, ("model", "variant", "task", "method", "metric", "mean"), "summary", model)
+    df = run_level(summary, model)
     df = df[(df["variant"] == variant) & (df["metric"] == "alpha") & df["method"].isin(list(methods))]
-    if "layer" in df.columns:
-        df = df[df["layer"].isna()]
     if tasks is None:
         tasks = order_tasks(df["task"].dropna().unique())
     tasks = list(tasks)
@@ -325,11 +320,9 @@ def prediction_changes_figure(
     ``changes_{part}_{subset}`` metrics. One panel per finetuning method (FT = that method);
     six ``BarContainer`` per panel, labelled "{part} ({subset})" with part in
     :data:`CHANGE_PARTS`. A bar with a missing part is left out and marked "n/a"."""
-    df = _check(summary, ("model", "variant", "task", "method", "metric", "mean"), "summary", model)
+    df = run_level(summary, model)
     df = df[(df["variant"] == variant) & df["method"].isin(list(methods))
             & df["metric"].str.startswith("changes_")]
-    if "layer" in df.columns:
-        df = df[df["layer"].isna()]
     if tasks is None:
         tasks = order_tasks(df["task"].dropna().unique())
     tasks = list(tasks)

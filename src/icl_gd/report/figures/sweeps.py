@@ -21,10 +21,10 @@ from icl_gd.common.names import (
     variant_label,
 )
 from icl_gd.metrics.units import display_scale
+from icl_gd.report.selection import run_level
 from icl_gd.report.figures.base import (
     RANDOM_BASELINES,
     _plural,
-    _check,
     _method_colors,
     _no_data,
     _style,
@@ -117,10 +117,8 @@ def _sweep_figure(
     :func:`error_bars`. A SimAOU panel shows its random baseline per task (mean over the sweep's
     runs of the task: it does not depend on finetuning) as a dotted line in the task's colour
     across the task's rates."""
-    df = _check(summary, ("model", "variant", "task", "method", "metric", "mean"), "summary", model)
+    df = run_level(summary, model)
     df = df[df["variant"] == variant]
-    if "layer" in df.columns:
-        df = df[df["layer"].isna()]
     missing = {"group", "method", "task", x} - set(sweep.columns)
     if missing:
         raise ValueError(f"sweep table lacks columns {sorted(missing)}")
@@ -212,11 +210,11 @@ def models_figure(
     mean over the model's runs (tasks x seeds), error bars by :func:`error_bars` over those runs.
     A SimAOU panel marks its random baseline per model (mean over the same runs) with a dashed
     grey segment across the model's bars."""
-    df = _check(runs, ("model", "variant", "task", "seed", "method", "metric", "layer", "value"), "runs", None)
+    df = run_level(runs, required=("model", "variant", "task", "seed", "method", "metric", "layer", "value"), what="runs")
     models = list(models)
     wanted = set(metrics) | {RANDOM_BASELINES[m] for m in metrics if m in RANDOM_BASELINES}
     df = df[df["model"].isin(models) & (df["variant"] == variant) & df["method"].isin(list(methods))
-            & df["metric"].isin(wanted) & df["layer"].isna()]
+            & df["metric"].isin(wanted)]
     if tasks is not None:
         df = df[df["task"].isin(list(tasks))]
     stats = _runs_stats(df, ["model", "method", "metric"])
