@@ -11,7 +11,7 @@ mean prompt length that paper 001 Table 3 prints for it (``docs/published.csv``,
 reference counted characters, so tokens are taken as characters / ``--chars-per-token`` plus the
 template's words), the longest query as ``--longest`` times the mean, and each demonstration as a
 query plus its label word and ``</s>``. The sizes then follow as ``icl_gd.disk.cache_bytes`` counts
-them (checked against written caches in tests/test_disk.py).
+them (checked against written caches in tests/unit/test_disk.py).
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ from icl_gd import plan
 
 # The schema (with the run's identity in its metadata, ~2 KB: template, demonstration ids, prompt
 # rules, the provenance record) written twice, in the header and the footer, and the buffers'
-# alignment: 6.7-8.0 KB a cache of the end-to-end test's run (tests/test_workflow.py checks the
+# alignment: 6.7-8.0 KB a cache of the end-to-end test's run (tests/workflow/test_workflow.py checks the
 # total within 2%).
 FILE_OVERHEAD = 7 * 1024 + 512
 

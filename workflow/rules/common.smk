@@ -65,7 +65,7 @@ def code_version(*modules):
 # they decide what a job does, and what they decide reaches it as a parameter (the run spec, a
 # task's resolved spec, the presets a twin or the built-in model reads), so an edit of them that
 # changes no job's parameters reruns nothing, and one that does reruns exactly the jobs it changes
-# (tests/test_workflow.py). Nor how a job writes and logs (common/atomic, frames, runtime, warm,
+# (tests/workflow/test_workflow.py). Nor how a job writes and logs (common/atomic, frames, runtime, warm,
 # checksums): an edit there changes no result.
 EXTRACTION_CODE = code_version("activations/cache", "activations/capture", "activations/extract", "activations/training", "common/provenance", "common/specs", "data/prompts", "data/splits", "models/loading")
 MODEL_CODE = code_version("common/specs", "data/prompts", "models/builtin", "models/loading")

@@ -12,7 +12,7 @@ from icl_gd.common.runtime import claim_gpu, log_to
 log_to(snakemake.log[0], threads=snakemake.threads)
 # The imports (torch, transformers: the bulk of a job's start-up before its model loads) come
 # before the wait for a GPU slot, so a job that waits starts computing as soon as one frees. They
-# must not touch CUDA (tests/test_runtime.py checks): CUDA fixes the devices it sees when it
+# must not touch CUDA (tests/unit/common/test_runtime.py checks): CUDA fixes the devices it sees when it
 # starts, even for torch.cuda.is_available(), and claim_gpu has yet to choose them.
 from icl_gd.activations import extract
 

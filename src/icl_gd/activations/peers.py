@@ -1,7 +1,7 @@
 """The recordings of an activation cache made the ways a researcher would otherwise make them.
 
 ``benchmarks/peers.py`` times these beside the workflow's own extraction, and
-``tests/test_peers.py`` keeps them in agreement with it. Every peer takes what
+``tests/unit/activations/test_peers.py`` keeps them in agreement with it. Every peer takes what
 ``extract.evaluate`` takes (a context, the queries run after it, the label word ids) and returns
 what it records, in its layout:
 

@@ -138,7 +138,7 @@ class Corpus:
     n_repeated: int  # of those, the examples whose text occurs more than once (dropped)
     unit: str = "sentences"  # what an example is, in the captions
     # per label rule: examples per class, and train / eval sizes, after the rule and the split
-    # (measured on the archive; tests/test_corpora.py recomputes them from it)
+    # (measured on the archive; tests/unit/data/test_corpora.py recomputes them from it)
     sizes: dict[str, dict] = field(default_factory=dict)
 
 

@@ -532,7 +532,7 @@ def update_similarities(h_zsl, dh_icl, dh_ft, *, scale_icl=None, scale_ft=None, 
     """SimAOU and SimAOU_norm of every example and layer, (n, L) each, from the ZSL outputs and the
     two changes, dh_S = h_S − h_ZSL; with ``rng``, also the random baselines of :func:`simaou_random`.
 
-    The same values as :func:`simaou` and :func:`simaou_random` (tests/test_metrics.py), in one
+    The same values as :func:`simaou` and :func:`simaou_random` (tests/unit/metrics/test_formulas.py), in one
     pass over the arrays: per (example, layer) the dot products of z = h_ZSL, a = dh_ICL and
     b = dh_FT (and of a uniform r) are summed in float64, and every cosine follows from them.
     ``scale_icl`` / ``scale_ft`` (n, L), when given, multiply each row of their change (the compact
@@ -577,7 +577,7 @@ def map_similarities(m_zsl, dm_icl, dm_ft, query_len, n_layers: int, n_heads: in
                      scale_icl=None, scale_ft=None, scale_base=None) -> dict[str, np.ndarray]:
     """SimAM before and after, SimAM_delta and, given the baseline method's change ``dm_base``,
     alpha, of every example and layer, (n, L) each: the values of :func:`simam`,
-    :func:`simam_delta` and :func:`alpha` (tests/test_metrics.py), in one pass.
+    :func:`simam_delta` and :func:`alpha` (tests/unit/metrics/test_formulas.py), in one pass.
 
     The maps are flat and unpadded: example i holds its L x H rows of ``query_len[i]`` keys, in
     that order, in ``m_zsl`` (the ZSL scores) and in each change dm_S = m_S − m_ZSL; a row's scale

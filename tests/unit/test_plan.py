@@ -1,0 +1,179 @@
+"""The plan of a run (icl_gd.plan): plain functions of the validated config, tested as such."""
+
+from __future__ import annotations
+
+import os
+
+os.environ["HF_HUB_OFFLINE"] = "1"
+
+from pathlib import Path  # noqa: E402
+
+import pytest  # noqa: E402
+import yaml  # noqa: E402
+
+from icl_gd.config import resolve as cfg, validation  # noqa: E402
+from icl_gd.activations import extract
+from icl_gd import plan
+
+from tests.conftest import run_extraction  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[2]
+SCHEMA = yaml.safe_load((REPO / "workflow" / "schemas" / "config.schema.yaml").read_text())
+
+
+def load(path: str) -> dict:
+    return validation.validate(yaml.safe_load((REPO / path).read_text()), SCHEMA)
+
+
+def config(**raw) -> dict:
+    return validation.validate({"tasks": {"sst2": None}, **raw}, SCHEMA)
+
+
+PAPER = load("configs/paper.yaml")
+DEFAULT = load("config.yaml")
+
+
+def test_runs_and_extractions_of_the_paper_config():
+    runs = plan.runs(PAPER)
+    # tasks x seeds x (trained 4 methods + 1 + 1), and clipped LCGD on Subj's 3 seeds (paper 003 Table 3)
+    assert len(runs) == 6 * 3 * (4 + 1 + 1) + 3
+    assert {r["task"] for r in runs if r["method"] == "lcgd_clip"} == {"subj"}
+    assert runs[0] == dict(model="fairseq-1.3b", variant="trained", task="sst2", seed=2, method="gd")
+    caches = plan.extractions(PAPER)
+    # per seed, trained: icl, icl_switched + 4 methods (+ clipped LCGD on Subj); the other two
+    # variants icl, gd; and each variant one ZSL per task, the first seed's, which does not depend
+    # on the seed
+    assert len(caches) == 6 * 3 * (6 + 2 + 2) + 3 + 6 * 3 == 201
+    assert {c["seed"] for c in caches if c["setting"] == "zsl" and c["task"] == "sst2"} == {2}
+    assert len({tuple(c.values()) for c in caches}) == len(caches)
+    assert plan.run_settings(PAPER, "gd_switched") == ["zsl", "icl_switched", "gd_switched"]
+    assert plan.run_settings(PAPER, "gd_linearized") == ["zsl", "icl", "gd_linearized"]
+
+
+def test_a_method_that_names_its_tasks_runs_on_those_alone():
+    """Paper 003 ran clipped layer-causal GD on Subj alone: a method's ``tasks`` restricts its
+    runs (and caches) to them; the other methods keep every task."""
+    restricted = config(tasks={"sst2": None, "subj": None},
+                        methods={"gd": {"kind": "gd"}, "lcgd_clip": {"kind": "lcgd", "clip_grad_norm": 12.0,
+                                                                     "tasks": ["subj"]}},
+                        variants={"trained": ["gd", "lcgd_clip"]})
+    runs = plan.runs(restricted)
+    assert {r["task"] for r in runs if r["method"] == "lcgd_clip"} == {"subj"}
+    assert {r["task"] for r in runs if r["method"] == "gd"} == {"sst2", "subj"}
+    assert {c["task"] for c in plan.extractions(restricted) if c["setting"] == "lcgd_clip"} == {"subj"}
+    with pytest.raises(cfg.ConfigError, match=r"methods.lcgd_clip.tasks names \['mr'\]"):
+        config(methods={"lcgd_clip": {"kind": "lcgd", "tasks": ["mr"]}}, variants={"trained": ["lcgd_clip"]})
+
+
+def test_baselines_and_the_reports_methods():
+    assert plan.baseline_of(PAPER, "trained", "lcgd") == "gd" and plan.baseline_of(PAPER, "trained", "gd") is None
+    no_gd = config(variants={"trained": ["lcgd"]})
+    # gd is defined (the schema's default methods), but the variant does not run it
+    assert plan.baseline_of(no_gd, "trained", "lcgd") is None and plan.report_baseline(no_gd) is None
+    assert (plan.report_model(PAPER), plan.report_variant(PAPER)) == ("fairseq-1.3b", "trained")
+    assert plan.report_methods(PAPER) == ["gd", "lcgd", "lcgd_clip", "gd_switched", "gd_linearized"]
+    assert plan.report_variant(config(variants={"untrained": ["gd"]})) == "untrained"
+
+
+def test_pairings_are_found_by_spec_not_by_name():
+    assert plan.layer_causal_methods(PAPER, clipped=False) == ["lcgd"]
+    assert plan.layer_causal_methods(PAPER, clipped=True) == ["lcgd_clip"]
+    # each switched or linearized method after the method it differs from in that one respect
+    assert plan.paper002_methods(PAPER) == ["gd", "gd_switched", "gd_linearized"]
+    named = config(variants={"trained": ["plain", "wrong", "causal", "causal_wrong"]},
+                   methods={"plain": {"kind": "gd"}, "wrong": {"kind": "gd", "demo_labels": "switched"},
+                            "causal": {"kind": "lcgd"}, "causal_wrong": {"kind": "lcgd", "demo_labels": "switched"}},
+                   statistics={"baseline_method": "plain"})
+    assert plan.paper002_methods(named) == ["plain", "wrong", "causal", "causal_wrong"]
+    assert plan.layer_causal_methods(named, clipped=False) == ["causal"]
+
+
+def test_tables_and_figures_are_planned_where_the_config_has_their_data():
+    assert plan.tables(PAPER) == ["accuracy", "methods", "intervals", "data", "variants", "layer_causal",
+                                  "clipping", "paper002", "comparisons", "reproduction", "claims"]
+    assert plan.tables(DEFAULT) == ["accuracy", "methods", "intervals", "data", "variants", "layer_causal",
+                                    "comparisons", "orders", "reproduction", "claims"]
+    assert plan.figures(PAPER) == ["per_layer", "accuracy", "alpha", "grad_norms", "prediction_changes",
+                                   "output_distributions", "reproduction", "claims"]
+    one = config(variants={"trained": ["lcgd"]}, report={"reproduction": False})
+    assert plan.tables(one) == ["accuracy", "methods", "intervals", "data"]
+    assert "alpha" not in plan.figures(one)
+    two_models = config(models={"a": {"source": "builtin"}, "b": {"source": "builtin"}})
+    assert plan.figures(two_models)[-4:] == ["models", "sizes", "reproduction", "claims"]
+
+
+def test_learning_rate_sweeps_group_methods_that_differ_only_in_their_rate():
+    sweep = config(variants={"trained": ["gd", "gd_x2", "lcgd"]},
+                   methods={"gd": {"kind": "gd"}, "gd_x2": {"kind": "gd", "lr_scale": 2.0}, "lcgd": {"kind": "lcgd"}},
+                   tasks={"sst2": None})
+    rows = plan.lr_sweeps(sweep)
+    assert rows == [dict(group="GD", method="gd", task="sst2", lr=5e-4), dict(group="GD", method="gd_x2", task="sst2", lr=1e-3)]
+    assert "lr_sweep" in plan.figures(sweep) and plan.lr_sweeps(DEFAULT) == []
+    sweep["methods"]["gd_x2"]["lr_scale"] = 1.0  # equal rates: nothing is swept
+    assert plan.lr_sweeps(sweep) == [] and "lr_sweep" not in plan.figures(sweep)
+
+
+def test_the_gradient_norm_run_falls_back_only_from_the_default_task():
+    assert plan.grad_norm_run(PAPER, "subj") == ("subj", 4)
+    no_subj = config(tasks={"cb": None, "mr": None})
+    assert plan.grad_norm_run(no_subj, "subj") == ("cb", 3)
+    with pytest.raises(cfg.ConfigError, match="report.grad_norm_task: 'sst2'"):
+        plan.grad_norm_run(config(tasks={"cb": None}, report={"grad_norm_task": "sst2"}), "subj")
+
+
+def test_run_specs_hold_what_each_setting_depends_on():
+    zsl, icl, gd = (plan.run_spec(DEFAULT, "sst2", s, 2) for s in ("zsl", "icl", "gd"))
+    assert "k" not in zsl and "permutation" not in zsl  # ZSL uses no demonstrations
+    assert (icl["k"], icl["permutation"], icl["demo_labels"]) == (32, 0, "gold")
+    assert (gd["setting"], gd["kind"], gd["lr"], gd["ft_demos"]) == ("gd", "gd", 5e-4, "all")
+    assert plan.run_spec(DEFAULT, "sst2", "icl", 4)["permutation"] == 2  # the third seed
+    # a config edit changes the specs (the rerun trigger) of exactly the settings it concerns
+    edited = {**DEFAULT, "k": 8}
+    assert plan.run_spec(edited, "sst2", "zsl", 2) == zsl and plan.run_spec(edited, "sst2", "icl", 2) != icl
+    for key, value in (("batch_size", 3), ("device", "cpu")):  # how a job runs, not what it computes
+        assert plan.run_spec({**DEFAULT, key: value}, "sst2", "gd", 2) == gd
+    for key, value in (("dtype", "bfloat16"), ("cache_dtype", "float16"), ("max_eval", 7), ("record_position", "answer")):
+        assert plan.run_spec({**DEFAULT, key: value}, "sst2", "zsl", 2) != zsl, key
+
+
+class Recording(dict):
+    """A run spec that records which of its keys are read."""
+
+    def __init__(self, *args):
+        super().__init__(*args)
+        self.read = set()
+
+    def __getitem__(self, key):
+        self.read.add(key)
+        return super().__getitem__(key)
+
+    def get(self, key, default=None):
+        self.read.add(key)
+        return super().get(key, default)
+
+
+@pytest.mark.parametrize("setting,order", [("zsl", 0), ("icl", 0), ("gd", 0), ("lin", 0), ("icl", 1), ("gd", 2)])
+def test_an_extraction_reads_its_run_spec_whole_and_nothing_else_of_the_config(setting, order, tmp_path, model_dirs):
+    """The job is handed the spec alone (no config), so it can read no value the rerun trigger
+    does not see; and it reads every key of the spec, so no key reruns a job needlessly."""
+    from tests.unit.activations.test_extract import _config, rows
+
+    rows(12, 3).to_parquet(tmp_path / "train.parquet")
+    rows(6, 4).to_parquet(tmp_path / "eval.parquet")
+    conf = _config(methods={"gd": {"kind": "gd", "lr": 0.5}, "lin": {"kind": "linearized", "lr": 0.5}})
+    spec = Recording(plan.run_spec(conf, "sst2", setting, 2, order=order))
+    extract.run(spec, model_name="tiny", variant="trained", model_dir=str(model_dirs["gpt2"]), device="cpu",
+                train_path=str(tmp_path / "train.parquet"), eval_path=str(tmp_path / "eval.parquet"),
+                out_path=str(tmp_path / "c.parquet"), train_log_path=str(tmp_path / "log.parquet"))
+    assert spec.read == set(spec), set(spec) - spec.read
+    assert "config" not in extract.run.__code__.co_varnames[: extract.run.__code__.co_argcount + extract.run.__code__.co_kwonlyargcount]
+    assert run_extraction  # the tests' own helper plans its runs the same way
+
+
+def test_figures_are_told_each_methods_kind():
+    named = config(variants={"trained": ["vanilla", "causal"]},
+                   methods={"vanilla": {"kind": "gd"}, "causal": {"kind": "lcgd"}},
+                   statistics={"baseline_method": "vanilla"})
+    for figure in ("per_layer", "alpha"):
+        assert plan.figure_params(named, figure)["kinds"] == {"vanilla": "gd", "causal": "lcgd"}
+    assert "kinds" not in plan.figure_params(named, "grad_norms")

@@ -1,0 +1,92 @@
+"""What the profiles ask of each job, read from dry runs: GPUs only for jobs that run on CUDA
+locally, and the gpu cap shared out over the GPUs; through profiles/slurm, a GPU of its own and a
+partition for each extraction, grouped per model variant, and a plan even on a machine without
+SLURM."""
+
+from __future__ import annotations
+
+import os
+
+os.environ["HF_HUB_OFFLINE"] = "1"
+
+import math  # noqa: E402
+import re  # noqa: E402
+import shutil  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import yaml  # noqa: E402
+
+from tests.workflow.test_workflow import TINY  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[2]
+SNAKEMAKE = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile")]
+GPU_RULES = {"extract_zsl", "extract_base", "finetune_and_extract"}
+CPU_RULES = {"build_builtin_model", "make_variant"}
+# Two variants of one task and seed: per variant zsl, icl and gd extractions.
+CONFIG = {**TINY, "variants": {"trained": ["gd"], "untrained": ["gd"]}, "tasks": {"sst2": {"source": "synthetic"}}, "n_seeds": 1}
+
+
+def plan(workdir: Path, *args: str, env: dict | None = None) -> tuple[dict[str, list[set[str]]], dict[str, list[str]]]:
+    """A dry run of CONFIG: rule -> its jobs' resources (as 'name=value' sets), and group job ->
+    its jobs' rules."""
+    (workdir / "config.yaml").write_text(yaml.safe_dump(CONFIG))
+    cmd = [*SNAKEMAKE, "-n", "--directory", str(workdir), "--configfile", str(workdir / "config.yaml"), *args]
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=workdir, env=env)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
+    resources, groups = {}, {}
+    rule = group = None
+    for line in proc.stdout.splitlines():
+        if match := re.match(r".*Group job (\S+) ", line):
+            group = match.group(1)
+            groups[group] = []
+        elif match := re.match(r"(\s*)(?:local)?rule (\w+):", line):
+            rule = match.group(2)
+            if not match.group(1):
+                group = None
+            elif group:
+                groups[group].append(rule)
+        elif match := re.match(r"\s+resources: (.*)", line):
+            resources.setdefault(rule, []).append(set(match.group(1).split(", ")))
+    return resources, groups
+
+
+def test_model_jobs_ask_for_a_gpu_only_where_they_run_on_cuda(tmp_path):
+    for device, gpu in (("cpu", "gpu=0"), ("cuda", "gpu=1")):
+        resources, groups = plan(tmp_path, "--config", f"device={device}")
+        # the built-in model pretrains on the GPU where the extractions run there
+        for rule in GPU_RULES | {"build_builtin_model"}:
+            assert all(gpu in r for r in resources[rule]), (device, resources[rule])
+        assert not any(item.startswith("gpu=") for r in resources["make_variant"] for item in r)
+        assert groups == {}  # grouping is for cluster runs only
+
+
+def test_the_gpu_cap_is_shared_out_over_the_gpus_in_sight(tmp_path):
+    cap = yaml.safe_load((REPO / "profiles/default/config.yaml").read_text())["resources"]["gpu"]
+    two_gpus = {**os.environ, "CUDA_VISIBLE_DEVICES": "0,1"}
+    for args, share in (((), math.ceil(cap / 2)), (("--resources", "gpu=2"), 1), (("--resources", "gpu=5"), 3)):
+        resources, _ = plan(tmp_path, "--config", "device=cuda", *args, env=two_gpus)
+        for rule in GPU_RULES:
+            assert all({"gpu=1", f"jobs_per_gpu={share}"} <= r for r in resources[rule]), (args, resources[rule])
+
+
+def test_slurm_profile_plans_the_workflow_where_slurm_is_absent(tmp_path):
+    # a PATH with Python and the shell tools the SLURM plugin calls, but no SLURM command
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    for tool in ("which", "sh", "bash"):
+        (tools / tool).symlink_to(shutil.which(tool))
+    path = f"{Path(sys.executable).parent}{os.pathsep}{tools}"
+    assert shutil.which("sbatch", path=path) is None and shutil.which("sinfo", path=path) is None
+    profile = yaml.safe_load((REPO / "profiles/slurm/config.yaml").read_text())
+    resources, groups = plan(tmp_path, "--workflow-profile", str(REPO / "profiles/slurm"), env={**os.environ, "PATH": path})
+    for rule in GPU_RULES:
+        partition = profile["set-resources"][rule]["slurm_partition"]
+        assert all({"gpu=1", f"slurm_partition={partition}", "cpus_per_gpu=1", "jobs_per_gpu=1"} <= r for r in resources[rule])
+    for rule in CPU_RULES:  # CPU jobs on the cluster (the login node sees no GPU: gpu=0)
+        assert not any(item.startswith("gpu=") and item != "gpu=0" for r in resources[rule] for item in r)
+    # a variant's zsl, icl and gd extractions are one group job
+    assert {g: sorted(rules) for g, rules in groups.items()} == {
+        f"extract_tiny_{v}": ["extract_base", "extract_zsl", "finetune_and_extract"] for v in ("trained", "untrained")
+    }
