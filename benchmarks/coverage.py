@@ -38,9 +38,10 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import numpy as np  # noqa: E402
 
-from icl_gd.metrics import inference  # noqa: E402
-
-from icl_gd.metrics import resampling
+from icl_gd.metrics import (
+    inference,  # noqa: E402
+    resampling,
+)
 
 LEVELS = (0.95, 1 - 0.05 / 6)
 N_BOOT = 6000  # the claims' replicates at 99.17% for n_boot = 1000: as many beyond each bound as 1000 at 95%
@@ -81,8 +82,13 @@ def binary_truth() -> float:
     return float((w[:, None] * w[None, :] * _sigmoid(0.3 + u + v)).sum() - (w * _sigmoid(1.5 * x)).sum())
 
 
-DESIGNS = {"seeds": seeds, "shared examples": shared_examples, "balanced": balanced, "own noise": own_noise,
-           "binary": binary}
+DESIGNS = {
+    "seeds": seeds,
+    "shared examples": shared_examples,
+    "balanced": balanced,
+    "own noise": own_noise,
+    "binary": binary,
+}
 
 
 def before_issue_47(a, b, levels, n_boot, rng):
@@ -116,20 +122,30 @@ def simulate(job) -> dict:
             for level, (low, high) in zip(LEVELS, intervals):
                 found[method][level][0] += low <= truth <= high
                 found[method][level][1].append(high - low)
-    return {(design, n_seeds, method, level): (hits / len(widths), float(np.median(widths)))
-            for method, by_level in found.items() for level, (hits, widths) in by_level.items()}
+    return {
+        (design, n_seeds, method, level): (hits / len(widths), float(np.median(widths)))
+        for method, by_level in found.items()
+        for level, (hits, widths) in by_level.items()
+    }
 
 
 def claims_end_to_end(sims: int, n: int, seed: int) -> dict:
     """The binary design through claim_tests.evaluate_claims: per simulation six tasks of three seeds."""
-    from icl_gd.metrics import claims, scoring
-    from icl_gd.metrics import claim_tests
+    from icl_gd.metrics import claim_tests, claims, scoring
 
     truth = binary_truth()
     rng = np.random.default_rng(seed)
     tasks = ("sst2", "sst5", "mr", "subj", "agnews", "cb")
-    claim = claims.Claim("icl-zsl", "003", "Table 1", "ICL above ZSL", ("trained", "gd", "acc_icl"),
-                         (("trained", "gd", "acc_zsl"),), +1, "every")
+    claim = claims.Claim(
+        "icl-zsl",
+        "003",
+        "Table 1",
+        "ICL above ZSL",
+        ("trained", "gd", "acc_icl"),
+        (("trained", "gd", "acc_zsl"),),
+        +1,
+        "every",
+    )
     mean = claims.Claim("icl-zsl-mean", "003", "Table 1", "ICL above ZSL", claim.a, claim.b, +1, "mean")
     task_hits = mean_hits = 0
     for _ in range(sims):
@@ -139,12 +155,20 @@ def claims_end_to_end(sims: int, n: int, seed: int) -> dict:
             for s in range(3):
                 gold = np.zeros(n, dtype=np.int16)
                 wrong = lambda right: np.where(right > 0, 0, 1).astype(np.int16)  # noqa: E731
-                runs.append(scoring.RunExamples(
-                    meta=dict(model="m", variant="trained", task=task, seed=s + 1, method="gd", baseline=None),
-                    example_id=np.arange(n), gold=gold, pred_zsl=wrong(zsl[s]), pred_icl=wrong(icl[s]),
-                    pred_ft=wrong(zsl[s]), similarities={}))
-        tests = claim_tests.evaluate_claims(runs, {"gd": "gd"}, n_boot=1000, claims=(claim, mean),
-                                       seed=int(rng.integers(2**31)))
+                runs.append(
+                    scoring.RunExamples(
+                        meta=dict(model="m", variant="trained", task=task, seed=s + 1, method="gd", baseline=None),
+                        example_id=np.arange(n),
+                        gold=gold,
+                        pred_zsl=wrong(zsl[s]),
+                        pred_icl=wrong(icl[s]),
+                        pred_ft=wrong(zsl[s]),
+                        similarities={},
+                    )
+                )
+        tests = claim_tests.evaluate_claims(
+            runs, {"gd": "gd"}, n_boot=1000, claims=(claim, mean), seed=int(rng.integers(2**31))
+        )
         per_task = tests[(tests["claim"] == "icl-zsl") & (tests["task"] != claims.MEAN)]
         task_hits += int(((per_task["ci_low"] <= 100 * truth) & (100 * truth <= per_task["ci_high"])).sum())
         row = tests[(tests["claim"] == "icl-zsl-mean") & (tests["task"] == claims.MEAN)].iloc[0]
@@ -160,28 +184,43 @@ def _goal(level: float, coverage: float) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sims", type=int, default=2000, help="simulations per design and number of seeds")
-    parser.add_argument("--before-sims", type=int, default=500,
-                        help="simulations of the interval before issue 47 (its width and coverage, for comparison)")
+    parser.add_argument(
+        "--before-sims",
+        type=int,
+        default=500,
+        help="simulations of the interval before issue 47 (its width and coverage, for comparison)",
+    )
     parser.add_argument("--examples", type=int, default=100)
     parser.add_argument("--seeds", type=int, nargs="+", default=[3, 10])
-    parser.add_argument("--claims", type=int, default=0, metavar="SIMS",
-                        help="also run the binary design through claim_tests.evaluate_claims this many times")
+    parser.add_argument(
+        "--claims",
+        type=int,
+        default=0,
+        metavar="SIMS",
+        help="also run the binary design through claim_tests.evaluate_claims this many times",
+    )
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--seed", type=int, default=47)
     args = parser.parse_args()
 
     start = time.perf_counter()
-    jobs = [(design, s, args.examples, args.sims, min(args.before_sims, args.sims), args.seed)
-            for design in DESIGNS for s in args.seeds]
+    jobs = [
+        (design, s, args.examples, args.sims, min(args.before_sims, args.sims), args.seed)
+        for design in DESIGNS
+        for s in args.seeds
+    ]
     results = {}
     with ProcessPoolExecutor(args.workers) as pool:
         for found in pool.map(simulate, jobs):
             results.update(found)
-    print(f"{args.sims} simulations per row ({min(args.before_sims, args.sims)} before issue 47), {args.examples} "
-          f"examples, {N_BOOT} replicates "
-          f"({time.perf_counter() - start:.0f} s); coverage of the true mean, and the median width")
+    print(
+        f"{args.sims} simulations per row ({min(args.before_sims, args.sims)} before issue 47), {args.examples} "
+        f"examples, {N_BOOT} replicates "
+        f"({time.perf_counter() - start:.0f} s); coverage of the true mean, and the median width"
+    )
     header = f"{'design':<17} {'seeds':>5}  {'method':<16}" + "".join(
-        f"  {'cover ' + f'{100 * lv:.4g}%':>13} {'width':>7} {'goal':>6}" for lv in LEVELS)
+        f"  {'cover ' + f'{100 * lv:.4g}%':>13} {'width':>7} {'goal':>6}" for lv in LEVELS
+    )
     print(header)
     print("-" * len(header))
     for design in DESIGNS:
@@ -196,8 +235,10 @@ def main() -> None:
     if args.claims:
         start = time.perf_counter()
         found = claims_end_to_end(args.claims, args.examples, args.seed)
-        print(f"\nclaims.evaluate_claims, binary design, 3 seeds, {args.claims} simulations of six tasks "
-              f"({time.perf_counter() - start:.0f} s):")
+        print(
+            f"\nclaims.evaluate_claims, binary design, 3 seeds, {args.claims} simulations of six tasks "
+            f"({time.perf_counter() - start:.0f} s):"
+        )
         for what, coverage in found.items():
             print(f"  {what}: coverage {coverage:.3f} ({_goal(0.95 if '95%' in what else LEVELS[1], coverage)})")
 

@@ -21,8 +21,9 @@ from pathlib import Path
 
 import yaml
 
-from icl_gd.config import resolve as cfg, validation
 from icl_gd import disk
+from icl_gd.config import resolve as cfg
+from icl_gd.config import validation
 from icl_gd.data import prompts
 from icl_gd.report.outputs import PUBLISHED
 from icl_gd.report.published import read_published
@@ -60,13 +61,19 @@ def main() -> None:
         if spec["setting"] != "zsl" and cfg.is_icl_setting(spec["setting"]):
             k = prompts.true_k([round(mean) + 1] * spec["k"], round(args.longest * mean), args.context)
             n_context = 1 + k * (round(mean) + 1)
-        return disk.Sequences(n_examples=n, query_keys=round(n * mean), n_context=n_context,
-                              n_labels=len(cfg.task_spec(config, task).label_words))
+        return disk.Sequences(
+            n_examples=n,
+            query_keys=round(n * mean),
+            n_context=n_context,
+            n_labels=len(cfg.task_spec(config, task).label_words),
+        )
 
     shapes = {model: disk.Shape(*args.shape) for model in config["models"]}
     caches = disk.estimate(config, shapes, sequences)
-    print(f"{args.config}: shape {args.shape} (layers, width, heads), context {args.context}; prompt lengths "
-          f"from paper 001 Table 3 at {args.chars_per_token:g} characters a token")
+    print(
+        f"{args.config}: shape {args.shape} (layers, width, heads), context {args.context}; prompt lengths "
+        f"from paper 001 Table 3 at {args.chars_per_token:g} characters a token"
+    )
     print(disk.describe(caches, config["cache_dtype"], args.caches or config["caches"]))
 
 

@@ -25,14 +25,13 @@ from pathlib import Path
 import numpy as np
 
 from icl_gd.activations import cache
-
 from icl_gd.common import frames
-from icl_gd.metrics import scoring
-from icl_gd.metrics import comparisons
+from icl_gd.metrics import comparisons, scoring
 
 
-def write_caches(folder: Path, n: int, layers: int, heads: int, width: int, query: int, context: int,
-                 layout: str = "compact") -> dict:
+def write_caches(
+    folder: Path, n: int, layers: int, heads: int, width: int, query: int, context: int, layout: str = "compact"
+) -> dict:
     rng = np.random.default_rng(0)
     query_len = rng.integers(query // 2, query + 1, size=n).astype(np.int32)
     pad = np.arange(query)[None, :] >= query_len[:, None]
@@ -81,14 +80,19 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         t = time.perf_counter()
-        paths = write_caches(folder, args.examples, args.layers, args.heads, args.width, args.query_keys,
-                             args.context_keys, args.layout)
+        paths = write_caches(
+            folder, args.examples, args.layers, args.heads, args.width, args.query_keys, args.context_keys, args.layout
+        )
         sizes = {s: p.stat().st_size / 2**20 for s, p in paths.items()}
-        print(f"shape: {args.examples} examples x {args.layers} layers x {args.heads} heads x "
-              f"{args.query_keys // 2}-{args.query_keys} query keys, width {args.width}; {args.layout} caches; "
-              f"{os.cpu_count()} CPUs")
+        print(
+            f"shape: {args.examples} examples x {args.layers} layers x {args.heads} heads x "
+            f"{args.query_keys // 2}-{args.query_keys} query keys, width {args.width}; {args.layout} caches; "
+            f"{os.cpu_count()} CPUs"
+        )
         print("cache sizes: " + ", ".join(f"{s} {mib:.0f} MiB" for s, mib in sizes.items()))
-        print(f"write 4 caches ({sum(sizes.values()):.0f} MiB):          {time.perf_counter() - t:6.1f} s (set-up, not timed below)")
+        print(
+            f"write 4 caches ({sum(sizes.values()):.0f} MiB):          {time.perf_counter() - t:6.1f} s (set-up, not timed below)"
+        )
 
         steps = {}
         t = time.perf_counter()
@@ -112,12 +116,23 @@ def main() -> None:
         gd = scoring.run_examples(caches["zsl"], caches["icl"], caches["gd"], random_seed=0)
         scoring.write_examples(gd, folder / "gd_examples.parquet")
         t = time.perf_counter()
-        scoring.write_aggregates([str(folder / "scores.parquet")], folder / "runs.parquet", folder / "summary.parquet",
-                                 folder / "summary.csv", [str(folder / "examples.parquet")], n_boot=args.n_boot)
+        scoring.write_aggregates(
+            [str(folder / "scores.parquet")],
+            folder / "runs.parquet",
+            folder / "summary.parquet",
+            folder / "summary.csv",
+            [str(folder / "examples.parquet")],
+            n_boot=args.n_boot,
+        )
         steps["aggregate (one run)"] = time.perf_counter() - t
         t = time.perf_counter()
-        comparisons.write_comparisons([str(folder / "examples.parquet"), str(folder / "gd_examples.parquet")],
-                                  folder / "c.parquet", folder / "c.csv", "gd", n_boot=args.n_boot)
+        comparisons.write_comparisons(
+            [str(folder / "examples.parquet"), str(folder / "gd_examples.parquet")],
+            folder / "c.parquet",
+            folder / "c.csv",
+            "gd",
+            n_boot=args.n_boot,
+        )
         steps["paired comparison (lcgd vs gd)"] = time.perf_counter() - t
 
         for name, seconds in steps.items():

@@ -36,17 +36,14 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
-
-from icl_gd.data import splits, prompts, twins  # noqa: E402
-
-from icl_gd.data import sources
-from icl_gd.models import loading
-from icl_gd.activations import peers
-from icl_gd.config.resolve import TASK_PRESETS  # noqa: E402
-from icl_gd.data.corpora import CORPORA, archive_path  # noqa: E402
-from icl_gd.common.specs import TaskSpec  # noqa: E402
-
 from _shared import DEFAULT_CACHE, linear_layers, smollm2_folder, timed  # noqa: E402
+
+from icl_gd.activations import peers
+from icl_gd.common.specs import TaskSpec  # noqa: E402
+from icl_gd.config.resolve import TASK_PRESETS  # noqa: E402
+from icl_gd.data import prompts, sources, splits, twins  # noqa: E402
+from icl_gd.data.corpora import CORPORA, archive_path  # noqa: E402
+from icl_gd.models import loading
 
 CORPUS = "vader_movie_reviews"
 TOLERANCE = 1e-4
@@ -60,8 +57,17 @@ def model_folder(args, workdir: Path) -> tuple[Path, str]:
 
     tokenizer = loading.load_tokenizer(smollm2)  # its ids (< 49152) index GPT-2's 50257 embeddings
     torch.manual_seed(0)
-    config = GPT2Config(n_layer=12, n_embd=768, n_head=12, n_positions=2048, resid_pdrop=0.0, embd_pdrop=0.0,
-                        attn_pdrop=0.0, bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id)
+    config = GPT2Config(
+        n_layer=12,
+        n_embd=768,
+        n_head=12,
+        n_positions=2048,
+        resid_pdrop=0.0,
+        embd_pdrop=0.0,
+        attn_pdrop=0.0,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+    )
     folder = workdir / "gpt2-small"
     GPT2LMHeadModel(config).eval().save_pretrained(folder)
     tokenizer.save_pretrained(folder)
@@ -73,13 +79,27 @@ def task_rows(k: int, n_eval: int):
     preset = TASK_PRESETS["sst2"]
     archive = archive_path(CORPORA[CORPUS])
     if Path(archive).is_file():
-        spec = TaskSpec(name="sst2", source="package", template=preset["template"],
-                        label_words=tuple(preset["label_words"]), seeds=(2,), lr=0.0,
-                        splits={"train": "train", "eval": "eval"}, corpus=CORPUS, label_rule="sst2")
+        spec = TaskSpec(
+            name="sst2",
+            source="package",
+            template=preset["template"],
+            label_words=tuple(preset["label_words"]),
+            seeds=(2,),
+            lr=0.0,
+            splits={"train": "train", "eval": "eval"},
+            corpus=CORPUS,
+            label_rule="sst2",
+        )
         splits = sources.load_task_splits(spec)
         return spec, splits["train"], splits["eval"], f"real sentences ({CORPUS})"
-    spec = TaskSpec(name="sst2", source="synthetic", template=preset["template"],
-                    label_words=tuple(preset["label_words"]), seeds=(2,), lr=0.0)
+    spec = TaskSpec(
+        name="sst2",
+        source="synthetic",
+        template=preset["template"],
+        label_words=tuple(preset["label_words"]),
+        seeds=(2,),
+        lr=0.0,
+    )
     frames = twins.make_synthetic_task("sst2", max(4 * k, 200), max(n_eval, 200), seed=0)
     return spec, frames["train"], frames["eval"], f"the synthetic twin ({archive} not fetched)"
 
@@ -101,8 +121,10 @@ def example_products(model, query_tokens: int, keys_before: int, batch: int):
     heads = config.num_attention_heads
     head_dim = getattr(config, "head_dim", None) or config.hidden_size // heads
     keys = keys_before + (query_tokens + 1) / 2  # keys a query token sees, on average
-    out = [("mm", (batch * query_tokens, fan_in), (fan_in, fan_out))
-           for _, _, _, fan_in, fan_out, _ in linear_layers(model)]
+    out = [
+        ("mm", (batch * query_tokens, fan_in), (fan_in, fan_out))
+        for _, _, _, fan_in, fan_out, _ in linear_layers(model)
+    ]
     for _ in range(config.num_hidden_layers):
         out.append(("bmm", (batch * heads, query_tokens, head_dim), (batch * heads, head_dim, round(keys))))  # q.k
         out.append(("bmm", (batch * heads, query_tokens, round(keys)), (batch * heads, round(keys), head_dim)))  # p.v
@@ -148,8 +170,10 @@ def main() -> None:
         picked = [by_length[round(j)] for j in np.linspace(0, len(queries) - 1, min(args.peer_examples, len(queries)))]
         few = [queries[i] for i in picked]
         q_tokens = statistics.mean(len(q.ids) for q in queries)
-        print(f"{source}; CPU, {torch.get_num_threads()} threads, float32; SST-2 on {origin}: ICL context "
-              f"{len(context)} tokens (k = {args.k}), queries {q_tokens:.1f} tokens on average")
+        print(
+            f"{source}; CPU, {torch.get_num_threads()} threads, float32; SST-2 on {origin}: ICL context "
+            f"{len(context)} tokens (k = {args.k}), queries {q_tokens:.1f} tokens on average"
+        )
 
         rows, records, skipped = [], {}, []
         for peer in chosen:
@@ -162,12 +186,24 @@ def main() -> None:
             for setting, ctx in (("zsl", bos), ("icl", context)):
                 run = few if setting == "icl" and peer != "workflow" else queries
                 peers.record(peer, loaded, ctx, run[:1], label_ids, batch_size=batch)  # warm-up
-                seconds, records[peer, setting] = timed(peers.record, peer, loaded, ctx, run, label_ids, batch_size=batch)
+                seconds, records[peer, setting] = timed(
+                    peers.record, peer, loaded, ctx, run, label_ids, batch_size=batch
+                )
                 rows.append((peer, setting, len(run), seconds))
             if peer == "workflow":
                 model = loaded[0]
-                t_batch = min(timed(peers.record, peer, loaded, context, queries[: args.batch_size], label_ids,
-                                    batch_size=args.batch_size)[0] for _ in range(2))
+                t_batch = min(
+                    timed(
+                        peers.record,
+                        peer,
+                        loaded,
+                        context,
+                        queries[: args.batch_size],
+                        label_ids,
+                        batch_size=args.batch_size,
+                    )[0]
+                    for _ in range(2)
+                )
             del loaded
 
         print("\nagreement with the workflow's records (relative error; at most 1e-4 required):")
@@ -184,7 +220,9 @@ def main() -> None:
                 print(f"  {peer:17s} {setting:4s} " + "  ".join(f"{key} {value:.1e}" for key, value in errors.items()))
 
         per = {(peer, setting): seconds / n for peer, setting, n, seconds in rows}
-        print(f"\n{'peer':17s} {'setting':8s} {'examples':>8s} {'s/example':>10s} {'examples/s':>11s} {'workflow is':>12s}")
+        print(
+            f"\n{'peer':17s} {'setting':8s} {'examples':>8s} {'s/example':>10s} {'examples/s':>11s} {'workflow is':>12s}"
+        )
         for peer, setting, n, seconds in rows:
             speedup = per[peer, setting] / per["workflow", setting]
             print(f"{peer:17s} {setting:8s} {n:8d} {seconds / n:10.3f} {n / seconds:11.2f} {speedup:11.1f}x")
@@ -195,17 +233,25 @@ def main() -> None:
         t_all = per["workflow", "icl"] * len(queries)
         query_s = max(t_all - t_batch, 1e-9) / max(len(queries) - args.batch_size, 1)
         context_s = max(t_batch - args.batch_size * query_s, 0.0)
-        print(f"\nthe workflow's ICL: the context {context_s:.2f} s once, then {query_s * 1e3:.0f} ms an example "
-              f"(from {len(queries)} and {args.batch_size} examples)")
+        print(
+            f"\nthe workflow's ICL: the context {context_s:.2f} s once, then {query_s * 1e3:.0f} ms an example "
+            f"(from {len(queries)} and {args.batch_size} examples)"
+        )
         q = round(q_tokens)
-        print(f"{'path':24s} {'GFLOP/ex':>9s} {'s/example':>10s} {'GFLOP/s':>8s} {'matmul GFLOP/s':>15s} {'ratio':>6s} "
-              f"{'matmul-bound s':>15s} {'x of it':>8s}")
-        for name, seconds, keys_before in (("zsl (whole query)", per["workflow", "zsl"], 1),
-                                           ("icl (query tokens)", query_s, len(context))):
+        print(
+            f"{'path':24s} {'GFLOP/ex':>9s} {'s/example':>10s} {'GFLOP/s':>8s} {'matmul GFLOP/s':>15s} {'ratio':>6s} "
+            f"{'matmul-bound s':>15s} {'x of it':>8s}"
+        )
+        for name, seconds, keys_before in (
+            ("zsl (whole query)", per["workflow", "zsl"], 1),
+            ("icl (query tokens)", query_s, len(context)),
+        ):
             flops, mm_s = matmul_seconds(example_products(model, q, keys_before, args.batch_size))
             flops, mm_s = flops / args.batch_size, mm_s / args.batch_size
-            print(f"{name:24s} {flops / 1e9:9.2f} {seconds:10.4f} {flops / seconds / 1e9:8.1f} {flops / mm_s / 1e9:15.1f} "
-                  f"{mm_s / seconds:6.2f} {mm_s:15.4f} {seconds / mm_s:7.2f}x")
+            print(
+                f"{name:24s} {flops / 1e9:9.2f} {seconds:10.4f} {flops / seconds / 1e9:8.1f} {flops / mm_s / 1e9:15.1f} "
+                f"{mm_s / seconds:6.2f} {mm_s:15.4f} {seconds / mm_s:7.2f}x"
+            )
         if bad:
             raise SystemExit(f"records disagree beyond {TOLERANCE:g}: {', '.join(bad)}")
 

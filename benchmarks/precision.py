@@ -40,13 +40,13 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import numpy as np  # noqa: E402
 import yaml  # noqa: E402
 
+from icl_gd import plan
 from icl_gd.activations import cache, extract  # noqa: E402
-from icl_gd.config import resolve as cfg, validation
+from icl_gd.config import resolve as cfg
+from icl_gd.config import validation
+from icl_gd.data import sources, twins
 from icl_gd.metrics import formulas, scoring
 from icl_gd.models import loading
-from icl_gd import plan
-from icl_gd.data import twins
-from icl_gd.data import sources
 
 REPO = Path(__file__).resolve().parents[1]
 COMPARED = ("simaou", "simaou_norm", "simam_delta")
@@ -57,9 +57,16 @@ SCHEMA = yaml.safe_load((REPO / "workflow" / "schemas" / "config.schema.yaml").r
 
 
 def run_config(task: str, method: str, dtype: str, max_eval: int, device: str, lr_scale: float = 1.0) -> dict:
-    raw = {"models": {"m": {"source": "local", "path": "."}}, "tasks": {task: {}},
-           "methods": {method: {"kind": method, "lr_scale": lr_scale}}, "variants": {"trained": [method]},
-           "max_eval": max_eval, "dtype": dtype, "cache_dtype": "float32", "device": device}
+    raw = {
+        "models": {"m": {"source": "local", "path": "."}},
+        "tasks": {task: {}},
+        "methods": {method: {"kind": method, "lr_scale": lr_scale}},
+        "variants": {"trained": [method]},
+        "max_eval": max_eval,
+        "dtype": dtype,
+        "cache_dtype": "float32",
+        "device": device,
+    }
     return validation.validate(raw, SCHEMA)
 
 
@@ -71,8 +78,10 @@ def model_folder(model: str | None, package: str | None, workdir: Path) -> str:
         loading.convert_gguf(cfg.gguf_file(spec, "m"), out, name="m")
         return str(out)
     if not Path(model).is_dir():
-        raise SystemExit(f"--model {model!r}: not a folder or a .gguf file; give a save_pretrained folder, "
-                         "a .gguf file, or --package NAME for the .gguf file an installed package ships")
+        raise SystemExit(
+            f"--model {model!r}: not a folder or a .gguf file; give a save_pretrained folder, "
+            "a .gguf file, or --package NAME for the .gguf file an installed package ships"
+        )
     return model
 
 
@@ -81,8 +90,10 @@ def task_files(task: str, data: Path, workdir: Path) -> dict[str, str]:
     train, evaluation = data / task / "train.parquet", data / task / "eval.parquet"
     if not (train.is_file() and evaluation.is_file()):
         if task not in cfg.TASK_PRESETS:
-            raise SystemExit(f"{task}: no {train} or {evaluation}, and no synthetic twin of it; run the workflow "
-                             "for the task first, or give --data the folder of its prepared splits")
+            raise SystemExit(
+                f"{task}: no {train} or {evaluation}, and no synthetic twin of it; run the workflow "
+                "for the task first, or give --data the folder of its prepared splits"
+            )
         spec = cfg.task_spec({"tasks": {task: {"source": "synthetic"}}}, task)
         defaults = {k: v["default"] for k, v in SCHEMA["properties"]["synthetic"]["properties"].items()}
         splits = twins.make_synthetic_task(task, **defaults)  # as the default run makes it
@@ -133,18 +144,28 @@ def main() -> None:
     add_model_and_data(parser)
     parser.add_argument("--method", default="gd", choices=cfg.METHOD_KINDS)
     parser.add_argument("--half", default="bfloat16", choices=("bfloat16", "float16"))
-    parser.add_argument("--lr-scale", nargs="+", type=float, default=[1.0],
-                        help="multiply the task's protocol learning rate (one row per scale)")
+    parser.add_argument(
+        "--lr-scale",
+        nargs="+",
+        type=float,
+        default=[1.0],
+        help="multiply the task's protocol learning rate (one row per scale)",
+    )
     parser.add_argument("--max-eval", type=int, default=200)
     parser.add_argument("--device", default="auto")
     args = parser.parse_args()
 
     out = Path(tempfile.mkdtemp(prefix="precision-"))
     model_dir = model_folder(args.model, args.package, out)
-    print(f"model {args.model or args.package}, {args.method}, {args.half} against float32, {args.max_eval} "
-          f"examples; caches in {out}")
-    print(f"{'task':8s} {'lr':>8s} {'|dh|/|h|':>9s} {'floor':>8s} {'cos(dh16,dh32)':>15s} {'worst layer':>12s} "
-          f"{'norm ratio':>11s} {'follows':>8s}   " + "   ".join(f"{m}: f32 / compact - f32 / f16 - f32 / CI half-width" for m in COMPARED))
+    print(
+        f"model {args.model or args.package}, {args.method}, {args.half} against float32, {args.max_eval} "
+        f"examples; caches in {out}"
+    )
+    print(
+        f"{'task':8s} {'lr':>8s} {'|dh|/|h|':>9s} {'floor':>8s} {'cos(dh16,dh32)':>15s} {'worst layer':>12s} "
+        f"{'norm ratio':>11s} {'follows':>8s}   "
+        + "   ".join(f"{m}: f32 / compact - f32 / f16 - f32 / CI half-width" for m in COMPARED)
+    )
     for task in args.tasks:
         seed = cfg.task_seeds({"tasks": {task: {}}}, task)[0]
         files = task_files(task, Path(args.data), out)
@@ -152,32 +173,55 @@ def main() -> None:
         def extract_cache(setting: str, dtype: str, scale: float = 1.0) -> cache.RunCache:
             config = run_config(task, args.method, dtype, args.max_eval, args.device, scale)
             path = out / f"{task}-{scale:g}-{dtype}-{setting}{cache.SUFFIX}"
-            extract.run(plan.run_spec(config, task, setting, seed), model_name="m", variant="trained",
-                        model_dir=model_dir, out_path=str(path), device=args.device, **files)
+            extract.run(
+                plan.run_spec(config, task, setting, seed),
+                model_name="m",
+                variant="trained",
+                model_dir=model_dir,
+                out_path=str(path),
+                device=args.device,
+                **files,
+            )
             return cache.read_cache(path)
 
         # ZSL and ICL do not depend on the rate: once per task
         started = time.time()
-        zsl32, icl32, zsl_half = extract_cache("zsl", "float32"), extract_cache("icl", "float32"), extract_cache("zsl", args.half)
+        zsl32, icl32, zsl_half = (
+            extract_cache("zsl", "float32"),
+            extract_cache("icl", "float32"),
+            extract_cache("zsl", args.half),
+        )
         floor = relative(zsl_half.outputs(), zsl32.outputs())
         for scale in args.lr_scale:
             ft32, ft_half = extract_cache(args.method, "float32", scale), extract_cache(args.method, args.half, scale)
-            per_layer, ratio = formulas.change_agreement(zsl_half.outputs(), ft_half.outputs(), zsl32.outputs(), ft32.outputs())
+            per_layer, ratio = formulas.change_agreement(
+                zsl_half.outputs(), ft_half.outputs(), zsl32.outputs(), ft32.outputs()
+            )
             size = relative(ft32.outputs(), zsl32.outputs())
             runs = {"zsl": zsl32, "icl": icl32, "ft": ft32}
             exact = layer_means(zsl32, icl32, ft32)
-            stored = {layout: layer_means(*stored_as(layout, runs, out / f"{task}-{scale:g}-{layout}").values())
-                      for layout in ("compact", "float16")}
+            stored = {
+                layout: layer_means(*stored_as(layout, runs, out / f"{task}-{scale:g}-{layout}").values())
+                for layout in ("compact", "float16")
+            }
             cells = []
             for metric in COMPARED:
                 value, low, high = exact[metric]
-                cells.append(f"{value:+.4f} / {stored['compact'][metric][0] - value:+.1e} / "
-                             f"{stored['float16'][metric][0] - value:+.1e} / {(high - low) / 2:.1e}")
-            lr = cfg.learning_rate(run_config(task, args.method, "float32", args.max_eval, args.device, scale), task, args.method)
+                cells.append(
+                    f"{value:+.4f} / {stored['compact'][metric][0] - value:+.1e} / "
+                    f"{stored['float16'][metric][0] - value:+.1e} / {(high - low) / 2:.1e}"
+                )
+            lr = cfg.learning_rate(
+                run_config(task, args.method, "float32", args.max_eval, args.device, scale), task, args.method
+            )
             cosine = float(np.nanmean(per_layer))
-            print(f"{task:8s} {lr:8.2g} {size:9.2e} {floor:8.1e} {cosine:15.4f} {np.nanmin(per_layer):12.4f} "
-                  f"{ratio:11.3f} {'yes' if follows(cosine, ratio) else 'NO':>8s}   " + "   ".join(cells)
-                  + f"   ({time.time() - started:.0f} s)", flush=True)
+            print(
+                f"{task:8s} {lr:8.2g} {size:9.2e} {floor:8.1e} {cosine:15.4f} {np.nanmin(per_layer):12.4f} "
+                f"{ratio:11.3f} {'yes' if follows(cosine, ratio) else 'NO':>8s}   "
+                + "   ".join(cells)
+                + f"   ({time.time() - started:.0f} s)",
+                flush=True,
+            )
             started = time.time()
 
 

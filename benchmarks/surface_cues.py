@@ -54,8 +54,12 @@ def naive_bayes(train: list[tuple[str, int]], test: list[tuple[str, int]]) -> fl
 def measure(train: list[tuple[str, int]], test: list[tuple[str, int]]) -> dict:
     majority = Counter(y for _, y in train).most_common(1)[0][0]
     balance = Counter(y for _, y in test)
-    return {"n": (len(train), len(test)), "balance": [balance.get(i, 0) for i in range(max(balance) + 1)],
-            "majority": sum(y == majority for _, y in test) / len(test), "nb": naive_bayes(train, test)}
+    return {
+        "n": (len(train), len(test)),
+        "balance": [balance.get(i, 0) for i in range(max(balance) + 1)],
+        "majority": sum(y == majority for _, y in test) / len(test),
+        "nb": naive_bayes(train, test),
+    }
 
 
 def real_rows(task: str) -> dict:
@@ -66,8 +70,9 @@ def real_rows(task: str) -> dict:
 
 
 def twin_rows(task: str, synthetic: dict) -> dict:
-    splits = twins.make_synthetic_task(task, n_train=synthetic["n_train"], n_eval=synthetic["n_eval"],
-                                       seed=synthetic["seed"])
+    splits = twins.make_synthetic_task(
+        task, n_train=synthetic["n_train"], n_eval=synthetic["n_eval"], seed=synthetic["seed"]
+    )
     out = []
     for split in ("train", "eval"):
         frame = splits[split]
@@ -86,8 +91,10 @@ def main() -> None:
     for task in args.tasks:
         sources = ([("real", real_rows(task))] if task in REAL else []) + [("twin", twin_rows(task, synthetic))]
         for source, row in sources:
-            print(f"| {task} | {source} | {row['n'][0]:,} / {row['n'][1]:,} | {', '.join(map(str, row['balance']))} | "
-                  f"{100 * row['majority']:.1f}% | {100 * row['nb']:.1f}% |")
+            print(
+                f"| {task} | {source} | {row['n'][0]:,} / {row['n'][1]:,} | {', '.join(map(str, row['balance']))} | "
+                f"{100 * row['majority']:.1f}% | {100 * row['nb']:.1f}% |"
+            )
 
 
 if __name__ == "__main__":

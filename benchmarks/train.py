@@ -51,14 +51,15 @@ from pathlib import Path
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import torch  # noqa: E402
+from _shared import DEFAULT_CACHE, linear_layers, smollm2_folder, timed  # noqa: E402
 
 from icl_gd.activations import training  # noqa: E402
 from icl_gd.models.loading import DTYPES, pick_device  # noqa: E402
 
-from _shared import DEFAULT_CACHE, linear_layers, smollm2_folder, timed  # noqa: E402
-
-SENTENCE = ("the film's gorgeous cinematography and a quietly devastating lead performance more than make up "
-            "for a script that occasionally loses its way in the overlong second half")
+SENTENCE = (
+    "the film's gorgeous cinematography and a quietly devastating lead performance more than make up "
+    "for a script that occasionally loses its way in the overlong second half"
+)
 QKV = ("q_proj", "k_proj", "v_proj", "query", "key", "value", "c_attn", "query_key_value", "qkv_proj")
 KV = ("k_proj", "v_proj", "key", "value", "c_attn", "query_key_value", "qkv_proj")
 
@@ -68,8 +69,9 @@ def load(args, device, dtype):
 
     if args.shape:
         torch.manual_seed(0)
-        config = GPT2Config(n_layer=12, n_embd=768, n_head=12, n_positions=1024, resid_pdrop=0.0,
-                            embd_pdrop=0.0, attn_pdrop=0.0)
+        config = GPT2Config(
+            n_layer=12, n_embd=768, n_head=12, n_positions=1024, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0
+        )
         model = GPT2LMHeadModel(config)
         gen = torch.Generator().manual_seed(0)
         demo = [0] + torch.randint(5, config.vocab_size, (args.tokens - 1,), generator=gen).tolist()
@@ -144,8 +146,12 @@ def reference(model, tokens: int, kind: str, device, dtype, only_head=False):
         elif role == "dx":
             calls.append((a, w))  # (m, out) x (out, in)
         else:
-            calls.append((torch.randn(k, m, generator=gen, device=device, dtype=dtype).t(),
-                          torch.randn(k, n, generator=gen, device=device, dtype=dtype)))  # g.T @ x
+            calls.append(
+                (
+                    torch.randn(k, m, generator=gen, device=device, dtype=dtype).t(),
+                    torch.randn(k, n, generator=gen, device=device, dtype=dtype),
+                )
+            )  # g.T @ x
         flops += 2.0 * m * k * n
 
     def run():
@@ -190,9 +196,12 @@ def main() -> None:
     for suffix, module in modules.items():
         base, master = module.snapshot(model), module.master_weights(model)
         for kind in methods:
+
             def step(module=module, kind=kind, base=base, master=master):
-                module.finetune(model, [demo], lr=0.0, kind=kind, base=base if kind == "linearized" else None,
-                                master=master)
+                module.finetune(
+                    model, [demo], lr=0.0, kind=kind, base=base if kind == "linearized" else None, master=master
+                )
+
             setups[kind + suffix] = (kind, step)
     refs = {kind: reference(model, tokens, kind, device, dtype) for kind in methods}
     heads = {kind: reference(model, tokens, kind, device, dtype, only_head=True) for kind in methods}
@@ -209,11 +218,15 @@ def main() -> None:
             times[name].append(timed(step, device=device)[0])
 
     where = torch.cuda.get_device_name(device) if device.type == "cuda" else f"CPU, {torch.get_num_threads()} threads"
-    print(f"{source}: {type(model).__name__}, {model.config.num_hidden_layers} layers, width "
-          f"{model.config.hidden_size}, vocabulary {model.get_output_embeddings().weight.shape[0]}; {args.dtype}, "
-          f"{where}; a {tokens}-token demonstration; median of {args.repeats} interleaved repeats")
-    header = (f"{'method':22s} {'s/step':>8s} {'GFLOP':>8s} {'(head)':>7s} {'GFLOP/s':>8s} {'matmul GFLOP/s':>15s} "
-              f"{'ratio':>6s} {'head mm GFLOP/s':>16s}")
+    print(
+        f"{source}: {type(model).__name__}, {model.config.num_hidden_layers} layers, width "
+        f"{model.config.hidden_size}, vocabulary {model.get_output_embeddings().weight.shape[0]}; {args.dtype}, "
+        f"{where}; a {tokens}-token demonstration; median of {args.repeats} interleaved repeats"
+    )
+    header = (
+        f"{'method':22s} {'s/step':>8s} {'GFLOP':>8s} {'(head)':>7s} {'GFLOP/s':>8s} {'matmul GFLOP/s':>15s} "
+        f"{'ratio':>6s} {'head mm GFLOP/s':>16s}"
+    )
     print(header)
     print("-" * len(header))
     for name, (kind, _) in setups.items():
@@ -224,12 +237,16 @@ def main() -> None:
         ref_rate = ref_flops / statistics.median(ref_times[name])
         ratio = statistics.median((flops / t) / (ref_flops / r) for t, r in zip(times[name], ref_times[name]))
         head_rate = head_flops / statistics.median(head_times[name])
-        print(f"{name:22s} {seconds:8.3f} {flops / 1e9:8.1f} {parts['head'] / flops:7.0%} {flops / seconds / 1e9:8.1f} "
-              f"{ref_rate / 1e9:15.1f} {ratio:6.2f} {head_rate / 1e9:16.1f}")
+        print(
+            f"{name:22s} {seconds:8.3f} {flops / 1e9:8.1f} {parts['head'] / flops:7.0%} {flops / seconds / 1e9:8.1f} "
+            f"{ref_rate / 1e9:15.1f} {ratio:6.2f} {head_rate / 1e9:16.1f}"
+        )
     print("times per repeat (s):")
     for name in setups:
-        print(f"  {name:22s} step {' '.join(f'{t:.3f}' for t in times[name])}; matmul "
-              f"{' '.join(f'{t:.3f}' for t in ref_times[name])}")
+        print(
+            f"  {name:22s} step {' '.join(f'{t:.3f}' for t in times[name])}; matmul "
+            f"{' '.join(f'{t:.3f}' for t in ref_times[name])}"
+        )
 
 
 if __name__ == "__main__":

@@ -20,8 +20,22 @@ torch.set_num_threads(1)  # tiny models: one thread is fastest, and robust to a 
 
 # Every label word of the six reference tasks, so each becomes one token of the tiny tokenizer.
 LABEL_WORDS = [
-    "Negative", "Positive", "terrible", "bad", "neutral", "good", "great", "objective", "subjective",
-    "World", "Sports", "Business", "Technology", "True", "False", "Neither",
+    "Negative",
+    "Positive",
+    "terrible",
+    "bad",
+    "neutral",
+    "good",
+    "great",
+    "objective",
+    "subjective",
+    "World",
+    "Sports",
+    "Business",
+    "Technology",
+    "True",
+    "False",
+    "Neither",
 ]
 ARCHS = ("gpt2", "opt", "xglm", "llama", "neox")
 TINY_CONTEXT = 64
@@ -39,7 +53,15 @@ def corpus(n: int = 400, seed: int = 0) -> list[str]:
     for _ in range(n):
         sentence = f"the {rng.choice(nouns)} {rng.choice(verbs)} {rng.choice(adjectives)}"
         word = rng.choice(LABEL_WORDS)
-        texts.append(rng.choice([f"Sentence: {sentence} Label: {word}", f"Review: {sentence} Sentiment: {word}", f"{sentence} Answer: {word}."]))
+        texts.append(
+            rng.choice(
+                [
+                    f"Sentence: {sentence} Label: {word}",
+                    f"Review: {sentence} Sentiment: {word}",
+                    f"{sentence} Answer: {word}.",
+                ]
+            )
+        )
     return texts
 
 
@@ -71,32 +93,62 @@ def tiny_config(arch: str, tokenizer):
     )
     if arch == "gpt2":
         return GPT2Config(
-            n_positions=TINY_CONTEXT, n_embd=TINY_HIDDEN, n_layer=2, n_head=TINY_HEADS,
-            resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, **ids,
+            n_positions=TINY_CONTEXT,
+            n_embd=TINY_HIDDEN,
+            n_layer=2,
+            n_head=TINY_HEADS,
+            resid_pdrop=0.0,
+            embd_pdrop=0.0,
+            attn_pdrop=0.0,
+            **ids,
         )
     if arch == "opt":
         return OPTConfig(
-            max_position_embeddings=TINY_CONTEXT, hidden_size=TINY_HIDDEN, word_embed_proj_dim=TINY_HIDDEN,
-            num_hidden_layers=2, num_attention_heads=TINY_HEADS, ffn_dim=64, dropout=0.0,
-            attention_dropout=0.0, **ids,
+            max_position_embeddings=TINY_CONTEXT,
+            hidden_size=TINY_HIDDEN,
+            word_embed_proj_dim=TINY_HIDDEN,
+            num_hidden_layers=2,
+            num_attention_heads=TINY_HEADS,
+            ffn_dim=64,
+            dropout=0.0,
+            attention_dropout=0.0,
+            **ids,
         )
     if arch == "xglm":
         return XGLMConfig(
-            max_position_embeddings=TINY_CONTEXT, d_model=TINY_HIDDEN, num_layers=2,
-            attention_heads=TINY_HEADS, ffn_dim=64, dropout=0.0, attention_dropout=0.0,
-            activation_dropout=0.0, **ids,
+            max_position_embeddings=TINY_CONTEXT,
+            d_model=TINY_HIDDEN,
+            num_layers=2,
+            attention_heads=TINY_HEADS,
+            ffn_dim=64,
+            dropout=0.0,
+            attention_dropout=0.0,
+            activation_dropout=0.0,
+            **ids,
         )
     if arch == "llama":
         return LlamaConfig(
-            max_position_embeddings=TINY_CONTEXT, hidden_size=TINY_HIDDEN, num_hidden_layers=2,
-            num_attention_heads=TINY_HEADS, num_key_value_heads=2, intermediate_size=64,
-            tie_word_embeddings=False, **ids,
+            max_position_embeddings=TINY_CONTEXT,
+            hidden_size=TINY_HIDDEN,
+            num_hidden_layers=2,
+            num_attention_heads=TINY_HEADS,
+            num_key_value_heads=2,
+            intermediate_size=64,
+            tie_word_embeddings=False,
+            **ids,
         )
     if arch == "neox":
         return GPTNeoXConfig(
-            max_position_embeddings=TINY_CONTEXT, hidden_size=TINY_HIDDEN, num_hidden_layers=2,
-            num_attention_heads=TINY_HEADS, intermediate_size=64, rotary_pct=0.5,
-            hidden_dropout=0.0, attention_dropout=0.0, tie_word_embeddings=False, **ids,
+            max_position_embeddings=TINY_CONTEXT,
+            hidden_size=TINY_HIDDEN,
+            num_hidden_layers=2,
+            num_attention_heads=TINY_HEADS,
+            intermediate_size=64,
+            rotary_pct=0.5,
+            hidden_dropout=0.0,
+            attention_dropout=0.0,
+            tie_word_embeddings=False,
+            **ids,
         )
     raise ValueError(arch)
 
@@ -140,19 +192,26 @@ def load_tiny(model_dirs):
 @pytest.fixture(scope="session")
 def sentences(tokenizer) -> list[list[int]]:
     """Three token sequences of different lengths, each starting with <s>."""
-    texts = ["Sentence: the movie was dull Label: Negative", "Review: the plot is clever Sentiment: Positive",
-             "the team felt slow Answer: False"]
+    texts = [
+        "Sentence: the movie was dull Label: Negative",
+        "Review: the plot is clever Sentiment: Positive",
+        "the team felt slow Answer: False",
+    ]
     return [[tokenizer.bos_token_id] + tokenizer.encode(t, add_special_tokens=False) for t in texts]
 
 
 def run_extraction(config: dict, *, task: str, seed: int, setting: str, **kwargs):
     """One extraction job as the workflow runs it: the run spec planned from ``config``, executed
     with the config's device and batch size."""
-    from icl_gd.activations import extract
     from icl_gd import plan
+    from icl_gd.activations import extract
 
-    return extract.run(plan.run_spec(config, task, setting, seed), device=config.get("device", "cpu"),
-                       batch_size=config.get("batch_size"), **kwargs)
+    return extract.run(
+        plan.run_spec(config, task, setting, seed),
+        device=config.get("device", "cpu"),
+        batch_size=config.get("batch_size"),
+        **kwargs,
+    )
 
 
 @pytest.fixture(scope="session")

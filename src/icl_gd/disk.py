@@ -38,8 +38,9 @@ def _value_bytes(layout: str, reference: bool) -> int:
     return 4 if layout == "float32" or (layout == "compact" and reference) else 2
 
 
-def cache_bytes(layout: str, shape: Shape, *, reference: bool, n_examples: int, query_keys: int,
-                n_context: int, n_labels: int) -> int:
+def cache_bytes(
+    layout: str, shape: Shape, *, reference: bool, n_examples: int, query_keys: int, n_context: int, n_labels: int
+) -> int:
     """Bytes of one cache: ``query_keys`` is the sum of the examples' query lengths, ``n_context``
     the context's length (1 but for ICL), ``reference`` whether it is a ZSL cache (the compact
     layout's float32 reference; every other setting stores float16 changes)."""
@@ -74,9 +75,15 @@ def estimate(config: dict, shapes: dict[str, Shape], sequences) -> pd.DataFrame:
     for e in plan.extractions(config):
         spec = plan.run_spec(config, e["task"], e["setting"], e["seed"])
         seq = sequences(e["model"], spec)
-        size = cache_bytes(config["cache_dtype"], shapes[e["model"]], reference=e["setting"] == "zsl",
-                           n_examples=seq.n_examples, query_keys=seq.query_keys, n_context=seq.n_context,
-                           n_labels=seq.n_labels)
+        size = cache_bytes(
+            config["cache_dtype"],
+            shapes[e["model"]],
+            reference=e["setting"] == "zsl",
+            n_examples=seq.n_examples,
+            query_keys=seq.query_keys,
+            n_context=seq.n_context,
+            n_labels=seq.n_labels,
+        )
         rows.append({**e, "bytes": size})
     return pd.DataFrame(rows, columns=["model", "variant", "task", "seed", "setting", "bytes"])
 
@@ -92,23 +99,31 @@ def describe(caches: pd.DataFrame, layout: str, mode: str) -> str:
     """The estimate in words: the grid's total (what `caches: keep` leaves on disk), and what
     `caches: temporary` needs: the caches of the run groups in flight."""
     groups = caches.groupby(["model", "variant", "task"])["bytes"].sum()
-    lines = [f"{len(caches)} activation caches ({layout} layout), {len(groups)} run group{'s' * (len(groups) != 1)} "
-             f"(model, variant, task: a ZSL cache and every seed's caches beside it)."]
+    lines = [
+        f"{len(caches)} activation caches ({layout} layout), {len(groups)} run group{'s' * (len(groups) != 1)} "
+        f"(model, variant, task: a ZSL cache and every seed's caches beside it)."
+    ]
     total = int(caches["bytes"].sum())
     lines.append(f"caches: keep       {_size(total):>9}  every cache, kept for reruns of the metrics ({total:,} bytes)")
-    lines.append(f"caches: temporary  {_size(groups.max()):>9}  per run group in flight (largest; median "
-                 f"{_size(groups.median())}): a group's caches are deleted once its runs are scored, so the "
-                 "peak is about this times the groups in flight at once")
+    lines.append(
+        f"caches: temporary  {_size(groups.max()):>9}  per run group in flight (largest; median "
+        f"{_size(groups.median())}): a group's caches are deleted once its runs are scored, so the "
+        "peak is about this times the groups in flight at once"
+    )
     largest = caches.loc[caches["bytes"].idxmax()]
-    lines.append(f"largest cache: {_size(largest['bytes'])} ({largest['model']}/{largest['variant']}/{largest['task']}/"
-                 f"seed{largest['seed']}/{largest['setting']})")
+    lines.append(
+        f"largest cache: {_size(largest['bytes'])} ({largest['model']}/{largest['variant']}/{largest['task']}/"
+        f"seed{largest['seed']}/{largest['setting']})"
+    )
     for model, sizes in caches.groupby("model")["bytes"]:
         lines.append(f"  {model}: {_size(sizes.sum())} in {len(sizes)} caches")
     lines.append(f"this config: caches: {mode}")
     return "\n".join(lines)
 
 
-def estimate_from_files(config: dict, model_dirs: dict[str, str], task_files: dict[str, dict[str, str]]) -> pd.DataFrame:
+def estimate_from_files(
+    config: dict, model_dirs: dict[str, str], task_files: dict[str, dict[str, str]]
+) -> pd.DataFrame:
     """``estimate`` from each model's folder (its config and tokenizer; no weights are read) and
     each task's prepared splits, counting every run's sequences as its extraction will."""
     from types import SimpleNamespace
@@ -116,26 +131,38 @@ def estimate_from_files(config: dict, model_dirs: dict[str, str], task_files: di
     from transformers import AutoConfig
 
     from icl_gd.activations import extract
-    from icl_gd.models import loading
     from icl_gd.common.specs import is_icl_setting
+    from icl_gd.models import loading
 
     shapes, tokenizers, context = {}, {}, {}
     for model, folder in model_dirs.items():
         model_config = AutoConfig.from_pretrained(folder)
-        shapes[model] = Shape(model_config.num_hidden_layers, model_config.hidden_size, model_config.num_attention_heads)
+        shapes[model] = Shape(
+            model_config.num_hidden_layers, model_config.hidden_size, model_config.num_attention_heads
+        )
         tokenizers[model] = loading.load_tokenizer(folder)
         context[model] = loading.context_length(SimpleNamespace(config=model_config))
     seen = {}
 
     def sequences(model: str, spec: dict) -> Sequences:
         # what decides a run's sequences: its demonstrations, and whether they form its context (ICL)
-        key = (model, spec["task"], spec["seed"], spec["setting"] if spec["setting"] == "zsl" else
-               (spec["k"], spec["demo_labels"], is_icl_setting(spec["setting"])))
+        key = (
+            model,
+            spec["task"],
+            spec["seed"],
+            spec["setting"]
+            if spec["setting"] == "zsl"
+            else (spec["k"], spec["demo_labels"], is_icl_setting(spec["setting"])),
+        )
         if key not in seen:
             files = task_files[spec["task"]]
             run = extract.sequences_of(spec, tokenizers[model], context[model], files["train"], files["eval"])
-            seen[key] = Sequences(n_examples=len(run.queries), query_keys=sum(q.record_offset + 1 for q in run.queries),
-                                  n_context=len(run.context), n_labels=len(run.label_ids))
+            seen[key] = Sequences(
+                n_examples=len(run.queries),
+                query_keys=sum(q.record_offset + 1 for q in run.queries),
+                n_context=len(run.context),
+                n_labels=len(run.label_ids),
+            )
         return seen[key]
 
     return estimate(config, shapes, sequences)

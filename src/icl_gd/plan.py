@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import json
 
-from icl_gd.config import resolve as cfg
 from icl_gd.common import names
+from icl_gd.config import resolve as cfg
 from icl_gd.report import published
 
 # ---------------------------------------------------------------------------------------------
@@ -66,15 +66,22 @@ def order_runs(config: dict) -> list[dict]:
     the report variant's, each with ``order`` 1 .. orders - 1 (order 0 is the run's own). None where
     ``orders`` is 1."""
     variant = report_variant(config)
-    return [dict(run, order=order) for run in runs(config) if run["variant"] == variant
-            for order in range(1, int(config.get("orders", 1)))]
+    return [
+        dict(run, order=order)
+        for run in runs(config)
+        if run["variant"] == variant
+        for order in range(1, int(config.get("orders", 1)))
+    ]
 
 
 def order_extractions(config: dict) -> list[dict]:
     """The caches of the further orders, once: (model, variant, task, seed, order, setting), sorted;
     each run's ICL setting and its method (ZSL has no demonstrations to reorder)."""
-    seen = {(r["model"], r["variant"], r["task"], r["seed"], r["order"], setting)
-            for r in order_runs(config) for setting in run_settings(config, r["method"])[1:]}
+    seen = {
+        (r["model"], r["variant"], r["task"], r["seed"], r["order"], setting)
+        for r in order_runs(config)
+        for setting in run_settings(config, r["method"])[1:]
+    }
     return [dict(model=m, variant=v, task=t, seed=s, order=o, setting=x) for m, v, t, s, o, x in sorted(seen)]
 
 
@@ -97,23 +104,39 @@ def run_spec(config: dict, task: str, setting: str, seed: int, order: int = 0) -
     the run's own order (0) leaves the spec as it was, so that ``orders`` reruns none of its caches."""
     task_spec = cfg.task_spec(config, task)
     spec = {
-        "task": task, "seed": int(seed), "setting": setting,
-        "template": task_spec.template, "label_words": list(task_spec.label_words),
-        "source": task_spec.source, "hub_id": task_spec.hub_id, "hub_config": task_spec.hub_config,
-        "path": task_spec.path, "splits": task_spec.splits,
-        "max_eval": config["max_eval"], "record_position": config["record_position"],
-        "dtype": config["dtype"], "cache_dtype": config["cache_dtype"],
+        "task": task,
+        "seed": int(seed),
+        "setting": setting,
+        "template": task_spec.template,
+        "label_words": list(task_spec.label_words),
+        "source": task_spec.source,
+        "hub_id": task_spec.hub_id,
+        "hub_config": task_spec.hub_config,
+        "path": task_spec.path,
+        "splits": task_spec.splits,
+        "max_eval": config["max_eval"],
+        "record_position": config["record_position"],
+        "dtype": config["dtype"],
+        "cache_dtype": config["cache_dtype"],
     }
     if setting == "zsl":
         return spec
-    spec.update(k=cfg.setting_k(config, setting), permutation=cfg.permutation_index(config, task, seed),
-                demo_labels=cfg.demo_labels(config, setting), min_true_k=config["min_true_k"])
+    spec.update(
+        k=cfg.setting_k(config, setting),
+        permutation=cfg.permutation_index(config, task, seed),
+        demo_labels=cfg.demo_labels(config, setting),
+        min_true_k=config["min_true_k"],
+    )
     if order:
         spec["order"] = int(order)
     if not cfg.is_base_setting(setting):
         method = cfg.method_spec(config, setting)
-        spec.update(kind=method["kind"], clip_grad_norm=method.get("clip_grad_norm"),
-                    lr=cfg.learning_rate(config, task, setting), ft_demos=config["ft_demos"])
+        spec.update(
+            kind=method["kind"],
+            clip_grad_norm=method.get("clip_grad_norm"),
+            lr=cfg.learning_rate(config, task, setting),
+            ft_demos=config["ft_demos"],
+        )
     return spec
 
 
@@ -214,15 +237,25 @@ def _sweeps(config: dict, varying: tuple[str, ...], column: str, value, plain) -
 def lr_sweeps(config: dict) -> list[dict]:
     """Methods that differ only in their learning rate (``lr``, ``lr_scale``): rows (group, method,
     task, lr). Empty when the config sweeps nothing."""
-    return _sweeps(config, ("lr", "lr_scale"), "lr", lambda t, m: cfg.learning_rate(config, t, m),
-                   lambda m: config["methods"][m].get("lr") is None and config["methods"][m].get("lr_scale", 1.0) == 1.0)
+    return _sweeps(
+        config,
+        ("lr", "lr_scale"),
+        "lr",
+        lambda t, m: cfg.learning_rate(config, t, m),
+        lambda m: config["methods"][m].get("lr") is None and config["methods"][m].get("lr_scale", 1.0) == 1.0,
+    )
 
 
 def k_sweeps(config: dict) -> list[dict]:
     """Methods that differ only in their number of demonstrations (``k``): rows (group, method,
     task, k). Empty when the config sweeps no k."""
-    return _sweeps(config, ("k",), "k", lambda t, m: cfg.setting_k(config, m),
-                   lambda m: cfg.method_spec(config, m).get("k") in (None, config["k"]))
+    return _sweeps(
+        config,
+        ("k",),
+        "k",
+        lambda t, m: cfg.setting_k(config, m),
+        lambda m: cfg.method_spec(config, m).get("k") in (None, config["k"]),
+    )
 
 
 def figures(config: dict) -> list[str]:
@@ -255,10 +288,25 @@ def figure_params(config: dict, figure: str) -> dict:
     """What ``report.write_figures`` needs for one figure, and nothing more: a config edit then
     reruns only the figures it changes (params trigger)."""
     params = dict(model=report_model(config), variant=report_variant(config), methods=report_methods(config))
-    if figure in ("per_layer", "accuracy", "alpha", "lr_sweep", "k_sweep", "models", "sizes", "output_distributions",
-                  "orders"):
+    if figure in (
+        "per_layer",
+        "accuracy",
+        "alpha",
+        "lr_sweep",
+        "k_sweep",
+        "models",
+        "sizes",
+        "output_distributions",
+        "orders",
+    ):
         params["ci_level"] = config["statistics"]["ci_level"]
-    if figure in ("per_layer", "alpha", "models", "output_distributions", "orders"):  # colours follow a method's kind, not its name
+    if figure in (
+        "per_layer",
+        "alpha",
+        "models",
+        "output_distributions",
+        "orders",
+    ):  # colours follow a method's kind, not its name
         params["kinds"] = {m: cfg.method_spec(config, m)["kind"] for m in params["methods"]}
     if figure == "alpha":
         params["baseline"] = report_baseline(config)

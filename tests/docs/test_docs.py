@@ -95,7 +95,10 @@ HOMES = {
     "Numerical precision": ("docs/precision.md", "Numerical precision"),
     "Disk": ("docs/performance.md", "Disk"),
     "Speed": ("docs/performance.md", "Speed"),
-    "Beside the tools a researcher would use instead": ("docs/performance.md", "Beside the tools a researcher would use instead"),
+    "Beside the tools a researcher would use instead": (
+        "docs/performance.md",
+        "Beside the tools a researcher would use instead",
+    ),
     "Every path against the machine": ("docs/performance.md", "Every path against the machine"),
     "Start-up": ("docs/performance.md", "Start-up"),
     "Metrics": ("docs/metrics.md", "Metrics"),

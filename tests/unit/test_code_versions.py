@@ -68,8 +68,10 @@ def executed(script: Path) -> set[str]:
 
 def code_lists() -> dict[str, set[str]]:
     text = (RULES / "common.smk").read_text()
-    lists = {name: set(re.findall(r'"([\w/]+)"', args))
-             for name, args in re.findall(r"^(\w+_CODE) = code_version\(([^)]*)\)", text, re.M)}
+    lists = {
+        name: set(re.findall(r'"([\w/]+)"', args))
+        for name, args in re.findall(r"^(\w+_CODE) = code_version\(([^)]*)\)", text, re.M)
+    }
     assert lists, "no code_version lists found in common.smk"
     return lists
 
@@ -95,7 +97,11 @@ WITHOUT_CODE = {
 
 
 def test_every_rule_that_runs_a_script_has_a_code_parameter():
-    scripted = {r for smk in RULES.glob("*.smk") for r in re.findall(r'^rule (\w+):(?:(?!^rule ).)*?script:', smk.read_text(), re.M | re.S)}
+    scripted = {
+        r
+        for smk in RULES.glob("*.smk")
+        for r in re.findall(r"^rule (\w+):(?:(?!^rule ).)*?script:", smk.read_text(), re.M | re.S)
+    }
     assert scripted - set(WITHOUT_CODE) == {name for name, _, _ in rules()}
 
 
@@ -105,8 +111,10 @@ def test_a_rules_code_parameter_hashes_what_its_job_runs_and_nothing_else(rule, 
     # prepare_task's code depends on the task: a corpus's parser joins it where the task reads one
     listed = lists["PACKAGE_DATA_CODE"] if code == "data_code" else lists[code]
     runs = executed(REPO / "workflow" / "scripts" / script) - INFRASTRUCTURE - DECIDERS
-    assert listed == runs, (f"rule {rule}: {code} lists {sorted(listed - runs)} that its job does not run, "
-                            f"and misses {sorted(runs - listed)} that it does")
+    assert listed == runs, (
+        f"rule {rule}: {code} lists {sorted(listed - runs)} that its job does not run, "
+        f"and misses {sorted(runs - listed)} that it does"
+    )
 
 
 def test_the_grain_a_data_statistics_or_claims_text_edit_reruns_no_score():

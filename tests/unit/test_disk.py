@@ -10,12 +10,19 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 
-from icl_gd.activations import cache  # noqa: E402
 from icl_gd import disk
+from icl_gd.activations import cache  # noqa: E402
 
-META = {"model": "m", "variant": "trained", "task": "cb", "seed": 3, "record_position": "label_word",
-        "template": "{premise} Question: {hypothesis}. True, False, or Neither? Answer:",
-        "demo_ids": list(range(32)), "prompt_rules": {"rule": "x" * 1500}}  # a real run's metadata, roughly
+META = {
+    "model": "m",
+    "variant": "trained",
+    "task": "cb",
+    "seed": 3,
+    "record_position": "label_word",
+    "template": "{premise} Question: {hypothesis}. True, False, or Neither? Answer:",
+    "demo_ids": list(range(32)),
+    "prompt_rules": {"rule": "x" * 1500},
+}  # a real run's metadata, roughly
 
 
 @pytest.mark.parametrize("layout", cache.LAYOUTS)
@@ -26,29 +33,54 @@ def test_cache_bytes_are_what_the_writer_writes(tmp_path, layout, n, layers, wid
     shape = disk.Shape(layers, width, heads)
     reference = None
     for setting, n_context in (("zsl", 1), ("icl", context), ("gd", 1)):
-        records = dict(example_id=np.arange(n), gold=np.zeros(n), label_logprobs=np.zeros((n, 3), np.float32),
-                       query_len=query_len, attn_out=rng.normal(size=(n, layers, width)).astype(np.float32),
-                       attn_scores=rng.normal(size=(n, layers, heads, keys)).astype(np.float32),
-                       context_scores=rng.normal(size=(n, layers, n_context)).astype(np.float32))
+        records = dict(
+            example_id=np.arange(n),
+            gold=np.zeros(n),
+            label_logprobs=np.zeros((n, 3), np.float32),
+            query_len=query_len,
+            attn_out=rng.normal(size=(n, layers, width)).astype(np.float32),
+            attn_scores=rng.normal(size=(n, layers, heads, keys)).astype(np.float32),
+            context_scores=rng.normal(size=(n, layers, n_context)).astype(np.float32),
+        )
         path = tmp_path / f"{setting}.arrow"
         cache.write_cache(path, {**META, "setting": setting}, layout=layout, reference=reference, **records)
         reference = reference or cache.read_cache(path)
-        estimate = disk.cache_bytes(layout, shape, reference=setting == "zsl", n_examples=n,
-                                    query_keys=int(query_len.sum()), n_context=n_context, n_labels=3)
+        estimate = disk.cache_bytes(
+            layout,
+            shape,
+            reference=setting == "zsl",
+            n_examples=n,
+            query_keys=int(query_len.sum()),
+            n_context=n_context,
+            n_labels=3,
+        )
         actual = path.stat().st_size
         assert abs(estimate - actual) <= max(0.01 * actual, 2048), (setting, estimate, actual)
 
 
 def test_the_estimate_adds_up_every_planned_cache_by_run_group():
-    config = {"models": {"m": {}}, "variants": {"trained": ["gd"]}, "methods": {"gd": {"kind": "gd"}},
-              "tasks": {"sst2": {}}, "n_seeds": 2, "k": 4, "max_eval": 10, "cache_dtype": "compact",
-              "record_position": "label_word", "dtype": "float32", "min_true_k": 1, "ft_demos": "all",
-              "statistics": {"baseline_method": "gd"}}
+    config = {
+        "models": {"m": {}},
+        "variants": {"trained": ["gd"]},
+        "methods": {"gd": {"kind": "gd"}},
+        "tasks": {"sst2": {}},
+        "n_seeds": 2,
+        "k": 4,
+        "max_eval": 10,
+        "cache_dtype": "compact",
+        "record_position": "label_word",
+        "dtype": "float32",
+        "min_true_k": 1,
+        "ft_demos": "all",
+        "statistics": {"baseline_method": "gd"},
+    }
     seen = []
 
     def sequences(model, spec):
         seen.append(spec["setting"])
-        return disk.Sequences(n_examples=10, query_keys=100, n_context=50 if spec["setting"] == "icl" else 1, n_labels=2)
+        return disk.Sequences(
+            n_examples=10, query_keys=100, n_context=50 if spec["setting"] == "icl" else 1, n_labels=2
+        )
 
     caches = disk.estimate(config, {"m": disk.Shape(2, 16, 2)}, sequences)
     assert sorted(seen) == ["gd", "gd", "icl", "icl", "zsl"]  # two seeds, one ZSL (it does not depend on the seed)

@@ -44,8 +44,10 @@ def imported(path: Path) -> set[str]:
         parts = name.split(".")
         if parts[0] != "icl_gd":
             continue
-        while parts and not ((PACKAGE.parent / Path(*parts)).with_suffix(".py").exists()
-                             or (PACKAGE.parent / Path(*parts) / "__init__.py").exists()):
+        while parts and not (
+            (PACKAGE.parent / Path(*parts)).with_suffix(".py").exists()
+            or (PACKAGE.parent / Path(*parts) / "__init__.py").exists()
+        ):
             parts.pop()
         modules.add(".".join(parts))
     return modules - {module_name(path)}
@@ -90,8 +92,12 @@ def test_every_module_imports_only_what_its_subpackage_may(subpackage):
 @pytest.mark.parametrize("subpackage", SUBPACKAGES)
 def test_a_subpackage_init_imports_nothing(subpackage):
     tree = ast.parse((PACKAGE / subpackage / "__init__.py").read_text())
-    assert not [n for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom))
-                and not (isinstance(n, ast.ImportFrom) and n.module == "__future__")]
+    assert not [
+        n
+        for n in ast.walk(tree)
+        if isinstance(n, (ast.Import, ast.ImportFrom))
+        and not (isinstance(n, ast.ImportFrom) and n.module == "__future__")
+    ]
 
 
 def test_the_stages_import_one_way():
@@ -113,7 +119,7 @@ def test_no_module_imports_in_a_cycle():
     done: set[str] = set()
 
     def visit(node, path):
-        assert node not in path, f"an import cycle: {' -> '.join([*path[path.index(node):], node])}"
+        assert node not in path, f"an import cycle: {' -> '.join([*path[path.index(node) :], node])}"
         if node in done:
             return
         for target in graph.get(node, ()):
@@ -134,8 +140,13 @@ def test_the_top_level_modules_read_the_stages_and_nothing_imports_them():
 def test_a_metric_or_report_job_loads_no_model_code():
     modules = [module_name(p) for s in ("metrics", "report") for p in modules_of(s) if p.name != "__init__.py"]
     code = f"import sys\nfor m in {modules!r}: __import__(m)\nprint(sorted(m for m in ('torch', 'transformers') if m in sys.modules))"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                         env={"PYTHONPATH": str(PACKAGE.parent), "HF_HUB_OFFLINE": "1", "PATH": ""})
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={"PYTHONPATH": str(PACKAGE.parent), "HF_HUB_OFFLINE": "1", "PATH": ""},
+    )
     assert out.stdout.strip() == "[]", out.stdout
 
 
@@ -154,8 +165,17 @@ def test_the_module_table_lists_every_module():
     """docs/workflow.md's table of modules names each module by its path under icl_gd/."""
     text = (REPO / "docs" / "workflow.md").read_text()
     listed = set(re.findall(r"^\| `([\w/]+)(?:\.py|/)`", text, re.M))
-    listed |= {m for line in text.splitlines() if line.startswith("| `")
-               for m in re.findall(r"`([\w/]+)(?:\.py|/)`", line.split("|")[1])}
-    on_disk = {p.relative_to(PACKAGE).with_suffix("").as_posix() for p in PACKAGE.rglob("*.py")
-               if p.name != "__init__.py" and "figures" not in p.parts} | {"report/figures"}
-    assert listed == on_disk, f"docs/workflow.md's module table: missing {sorted(on_disk - listed)}, stale {sorted(listed - on_disk)}"
+    listed |= {
+        m
+        for line in text.splitlines()
+        if line.startswith("| `")
+        for m in re.findall(r"`([\w/]+)(?:\.py|/)`", line.split("|")[1])
+    }
+    on_disk = {
+        p.relative_to(PACKAGE).with_suffix("").as_posix()
+        for p in PACKAGE.rglob("*.py")
+        if p.name != "__init__.py" and "figures" not in p.parts
+    } | {"report/figures"}
+    assert listed == on_disk, (
+        f"docs/workflow.md's module table: missing {sorted(on_disk - listed)}, stale {sorted(listed - on_disk)}"
+    )

@@ -11,10 +11,10 @@ from pathlib import Path  # noqa: E402
 import pytest  # noqa: E402
 import yaml  # noqa: E402
 
-from icl_gd.config import resolve as cfg, validation  # noqa: E402
-from icl_gd.activations import extract
 from icl_gd import plan
-
+from icl_gd.activations import extract
+from icl_gd.config import resolve as cfg  # noqa: E402
+from icl_gd.config import validation
 from tests.conftest import run_extraction  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
@@ -53,10 +53,11 @@ def test_runs_and_extractions_of_the_paper_config():
 def test_a_method_that_names_its_tasks_runs_on_those_alone():
     """Paper 003 ran clipped layer-causal GD on Subj alone: a method's ``tasks`` restricts its
     runs (and caches) to them; the other methods keep every task."""
-    restricted = config(tasks={"sst2": None, "subj": None},
-                        methods={"gd": {"kind": "gd"}, "lcgd_clip": {"kind": "lcgd", "clip_grad_norm": 12.0,
-                                                                     "tasks": ["subj"]}},
-                        variants={"trained": ["gd", "lcgd_clip"]})
+    restricted = config(
+        tasks={"sst2": None, "subj": None},
+        methods={"gd": {"kind": "gd"}, "lcgd_clip": {"kind": "lcgd", "clip_grad_norm": 12.0, "tasks": ["subj"]}},
+        variants={"trained": ["gd", "lcgd_clip"]},
+    )
     runs = plan.runs(restricted)
     assert {r["task"] for r in runs if r["method"] == "lcgd_clip"} == {"subj"}
     assert {r["task"] for r in runs if r["method"] == "gd"} == {"sst2", "subj"}
@@ -80,21 +81,56 @@ def test_pairings_are_found_by_spec_not_by_name():
     assert plan.layer_causal_methods(PAPER, clipped=True) == ["lcgd_clip"]
     # each switched or linearized method after the method it differs from in that one respect
     assert plan.paper002_methods(PAPER) == ["gd", "gd_switched", "gd_linearized"]
-    named = config(variants={"trained": ["plain", "wrong", "causal", "causal_wrong"]},
-                   methods={"plain": {"kind": "gd"}, "wrong": {"kind": "gd", "demo_labels": "switched"},
-                            "causal": {"kind": "lcgd"}, "causal_wrong": {"kind": "lcgd", "demo_labels": "switched"}},
-                   statistics={"baseline_method": "plain"})
+    named = config(
+        variants={"trained": ["plain", "wrong", "causal", "causal_wrong"]},
+        methods={
+            "plain": {"kind": "gd"},
+            "wrong": {"kind": "gd", "demo_labels": "switched"},
+            "causal": {"kind": "lcgd"},
+            "causal_wrong": {"kind": "lcgd", "demo_labels": "switched"},
+        },
+        statistics={"baseline_method": "plain"},
+    )
     assert plan.paper002_methods(named) == ["plain", "wrong", "causal", "causal_wrong"]
     assert plan.layer_causal_methods(named, clipped=False) == ["causal"]
 
 
 def test_tables_and_figures_are_planned_where_the_config_has_their_data():
-    assert plan.tables(PAPER) == ["accuracy", "methods", "intervals", "data", "variants", "layer_causal",
-                                  "clipping", "paper002", "comparisons", "reproduction", "claims"]
-    assert plan.tables(DEFAULT) == ["accuracy", "methods", "intervals", "data", "variants", "layer_causal",
-                                    "comparisons", "orders", "reproduction", "claims"]
-    assert plan.figures(PAPER) == ["per_layer", "accuracy", "alpha", "grad_norms", "prediction_changes",
-                                   "output_distributions", "reproduction", "claims"]
+    assert plan.tables(PAPER) == [
+        "accuracy",
+        "methods",
+        "intervals",
+        "data",
+        "variants",
+        "layer_causal",
+        "clipping",
+        "paper002",
+        "comparisons",
+        "reproduction",
+        "claims",
+    ]
+    assert plan.tables(DEFAULT) == [
+        "accuracy",
+        "methods",
+        "intervals",
+        "data",
+        "variants",
+        "layer_causal",
+        "comparisons",
+        "orders",
+        "reproduction",
+        "claims",
+    ]
+    assert plan.figures(PAPER) == [
+        "per_layer",
+        "accuracy",
+        "alpha",
+        "grad_norms",
+        "prediction_changes",
+        "output_distributions",
+        "reproduction",
+        "claims",
+    ]
     one = config(variants={"trained": ["lcgd"]}, report={"reproduction": False})
     assert plan.tables(one) == ["accuracy", "methods", "intervals", "data"]
     assert "alpha" not in plan.figures(one)
@@ -103,11 +139,16 @@ def test_tables_and_figures_are_planned_where_the_config_has_their_data():
 
 
 def test_learning_rate_sweeps_group_methods_that_differ_only_in_their_rate():
-    sweep = config(variants={"trained": ["gd", "gd_x2", "lcgd"]},
-                   methods={"gd": {"kind": "gd"}, "gd_x2": {"kind": "gd", "lr_scale": 2.0}, "lcgd": {"kind": "lcgd"}},
-                   tasks={"sst2": None})
+    sweep = config(
+        variants={"trained": ["gd", "gd_x2", "lcgd"]},
+        methods={"gd": {"kind": "gd"}, "gd_x2": {"kind": "gd", "lr_scale": 2.0}, "lcgd": {"kind": "lcgd"}},
+        tasks={"sst2": None},
+    )
     rows = plan.lr_sweeps(sweep)
-    assert rows == [dict(group="GD", method="gd", task="sst2", lr=5e-4), dict(group="GD", method="gd_x2", task="sst2", lr=1e-3)]
+    assert rows == [
+        dict(group="GD", method="gd", task="sst2", lr=5e-4),
+        dict(group="GD", method="gd_x2", task="sst2", lr=1e-3),
+    ]
     assert "lr_sweep" in plan.figures(sweep) and plan.lr_sweeps(DEFAULT) == []
     sweep["methods"]["gd_x2"]["lr_scale"] = 1.0  # equal rates: nothing is swept
     assert plan.lr_sweeps(sweep) == [] and "lr_sweep" not in plan.figures(sweep)
@@ -132,7 +173,12 @@ def test_run_specs_hold_what_each_setting_depends_on():
     assert plan.run_spec(edited, "sst2", "zsl", 2) == zsl and plan.run_spec(edited, "sst2", "icl", 2) != icl
     for key, value in (("batch_size", 3), ("device", "cpu")):  # how a job runs, not what it computes
         assert plan.run_spec({**DEFAULT, key: value}, "sst2", "gd", 2) == gd
-    for key, value in (("dtype", "bfloat16"), ("cache_dtype", "float16"), ("max_eval", 7), ("record_position", "answer")):
+    for key, value in (
+        ("dtype", "bfloat16"),
+        ("cache_dtype", "float16"),
+        ("max_eval", 7),
+        ("record_position", "answer"),
+    ):
         assert plan.run_spec({**DEFAULT, key: value}, "sst2", "zsl", 2) != zsl, key
 
 
@@ -162,18 +208,33 @@ def test_an_extraction_reads_its_run_spec_whole_and_nothing_else_of_the_config(s
     rows(6, 4).to_parquet(tmp_path / "eval.parquet")
     conf = _config(methods={"gd": {"kind": "gd", "lr": 0.5}, "lin": {"kind": "linearized", "lr": 0.5}})
     spec = Recording(plan.run_spec(conf, "sst2", setting, 2, order=order))
-    extract.run(spec, model_name="tiny", variant="trained", model_dir=str(model_dirs["gpt2"]), device="cpu",
-                train_path=str(tmp_path / "train.parquet"), eval_path=str(tmp_path / "eval.parquet"),
-                out_path=str(tmp_path / "c.parquet"), train_log_path=str(tmp_path / "log.parquet"))
+    extract.run(
+        spec,
+        model_name="tiny",
+        variant="trained",
+        model_dir=str(model_dirs["gpt2"]),
+        device="cpu",
+        train_path=str(tmp_path / "train.parquet"),
+        eval_path=str(tmp_path / "eval.parquet"),
+        out_path=str(tmp_path / "c.parquet"),
+        train_log_path=str(tmp_path / "log.parquet"),
+    )
     assert spec.read == set(spec), set(spec) - spec.read
-    assert "config" not in extract.run.__code__.co_varnames[: extract.run.__code__.co_argcount + extract.run.__code__.co_kwonlyargcount]
+    assert (
+        "config"
+        not in extract.run.__code__.co_varnames[
+            : extract.run.__code__.co_argcount + extract.run.__code__.co_kwonlyargcount
+        ]
+    )
     assert run_extraction  # the tests' own helper plans its runs the same way
 
 
 def test_figures_are_told_each_methods_kind():
-    named = config(variants={"trained": ["vanilla", "causal"]},
-                   methods={"vanilla": {"kind": "gd"}, "causal": {"kind": "lcgd"}},
-                   statistics={"baseline_method": "vanilla"})
+    named = config(
+        variants={"trained": ["vanilla", "causal"]},
+        methods={"vanilla": {"kind": "gd"}, "causal": {"kind": "lcgd"}},
+        statistics={"baseline_method": "vanilla"},
+    )
     for figure in ("per_layer", "alpha"):
         assert plan.figure_params(named, figure)["kinds"] == {"vanilla": "gd", "causal": "lcgd"}
     assert "kinds" not in plan.figure_params(named, "grad_norms")

@@ -28,7 +28,14 @@ BENCH = REPO / "configs" / "benchmark-1.3b.yaml"
 SHIPPED = [REPO / "config.yaml", *sorted((REPO / "configs").glob("*.yaml"))]
 
 # docs/protocol.md, "Tasks and data": three seeds per task, typed again by hand.
-PROTOCOL_SEEDS = {"sst2": [2, 3, 4], "sst5": [5, 6, 7], "mr": [5, 6, 7], "subj": [4, 5, 6], "agnews": [3, 4, 5], "cb": [3, 4, 5]}
+PROTOCOL_SEEDS = {
+    "sst2": [2, 3, 4],
+    "sst5": [5, 6, 7],
+    "mr": [5, 6, 7],
+    "subj": [4, 5, 6],
+    "agnews": [3, 4, 5],
+    "cb": [3, 4, 5],
+}
 
 
 def load(path: Path) -> dict:
@@ -61,8 +68,11 @@ def test_paper_config_is_the_protocol():
         assert cfg.task_seeds(config, task) == seeds
     assert (config["k"], config["max_eval"], config["n_seeds"]) == (32, 2000, None)
     assert (config["record_position"], config["ft_demos"]) == ("label_word", "all")
-    assert config["variants"] == {"trained": ["gd", "lcgd", "lcgd_clip", "gd_switched", "gd_linearized"],
-                                  "trained_embeddings": ["gd"], "untrained": ["gd"]}
+    assert config["variants"] == {
+        "trained": ["gd", "lcgd", "lcgd_clip", "gd_switched", "gd_linearized"],
+        "trained_embeddings": ["gd"],
+        "untrained": ["gd"],
+    }
     clip = cfg.method_spec(config, "lcgd_clip")
     assert (clip["kind"], clip["clip_grad_norm"]) == ("lcgd", 12.0)  # paper 003 Table 3
     assert cfg.method_spec(config, "gd_switched")["demo_labels"] == "switched"
@@ -77,8 +87,18 @@ def test_paper_config_is_the_protocol():
 
 
 def dry_run_of(config_path: Path, workdir: Path) -> str:
-    cmd = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "--directory", str(workdir),
-           "--configfile", str(config_path), "-n"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "snakemake",
+        "-s",
+        str(REPO / "Snakefile"),
+        "--directory",
+        str(workdir),
+        "--configfile",
+        str(config_path),
+        "-n",
+    ]
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
     proc = subprocess.run(cmd, capture_output=True, text=True, cwd=workdir, env=env, timeout=120)
     assert proc.returncode == 0, f"dry run failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
@@ -125,8 +145,12 @@ def expected_counts(config: dict) -> dict[str, int]:
     icl_settings = sum(len({cfg.icl_setting(config, m) for m in methods}) for methods in config["variants"].values())
     zsl = n_models * len(config["tasks"]) * len(config["variants"])
     # per seed of a task, the methods that run on it (a method may name its own tasks)
-    method_runs = sum(cfg.method_runs_on(config, m, t) * len(cfg.task_seeds(config, t))
-                      for methods in config["variants"].values() for m in methods for t in config["tasks"])
+    method_runs = sum(
+        cfg.method_runs_on(config, m, t) * len(cfg.task_seeds(config, t))
+        for methods in config["variants"].values()
+        for m in methods
+        for t in config["tasks"]
+    )
     return {
         "download_model": sum(spec["source"] == "hub" for spec in config["models"].values()),
         "prepare_task": len(config["tasks"]),
@@ -135,7 +159,11 @@ def expected_counts(config: dict) -> dict[str, int]:
         "extract_base": n_models * n_runs_seeds * icl_settings,
         "finetune_and_extract": n_models * method_runs,
         "score_run": n_models * method_runs,
-        "aggregate_metrics": 1, "compare_methods": 1, "data_statistics": 1, "all": 1, "evaluate_claims": 1,
+        "aggregate_metrics": 1,
+        "compare_methods": 1,
+        "data_statistics": 1,
+        "all": 1,
+        "evaluate_claims": 1,
         "first_page": 1,
         "task_statistics": len(config["tasks"]),
         "table": 11,
@@ -154,13 +182,20 @@ def test_paper_dry_run_job_counts(dry_run):
     # variants icl, each variant one ZSL per task; trained finetunes 4 methods on every task and
     # clipped LCGD on Subj's 3 seeds (paper 003 Table 3), the other two variants 1 method each
     assert counts == {
-        "download_model": 1, "prepare_task": 6, "make_variant": 2,
+        "download_model": 1,
+        "prepare_task": 6,
+        "make_variant": 2,
         "extract_zsl": 6 * 3,
         "extract_base": 6 * 3 * (2 + 1 + 1),  # 72
         "finetune_and_extract": 6 * 3 * (4 + 1 + 1) + 3,  # 111
         "score_run": 111,
-        "aggregate_metrics": 1, "compare_methods": 1, "task_statistics": 6, "data_statistics": 1, "all": 1,
-        "evaluate_claims": 1, "first_page": 1,
+        "aggregate_metrics": 1,
+        "compare_methods": 1,
+        "task_statistics": 6,
+        "data_statistics": 1,
+        "all": 1,
+        "evaluate_claims": 1,
+        "first_page": 1,
         # paper 003 Tables 1-3, paper 001 Tables 1-3, paper 002, comparisons, intervals,
         # reproduction, claims
         "table": 11,
@@ -186,7 +221,10 @@ def test_benchmark_config_is_the_paper_grid_on_a_random_model_of_the_reference_s
     counts = job_stats(dry_run_of(BENCH, tmp_path))
     # per seed: trained icl, icl_switched and 4 methods (clipped LCGD on Subj's 3 seeds only), the
     # other variants icl and gd; one ZSL per variant and task
-    assert counts["extract_zsl"] + counts["extract_base"] + counts["finetune_and_extract"] == 6 * 3 * (6 + 2 + 2) + 3 + 3 * 6  # 201
+    assert (
+        counts["extract_zsl"] + counts["extract_base"] + counts["finetune_and_extract"]
+        == 6 * 3 * (6 + 2 + 2) + 3 + 3 * 6
+    )  # 201
     assert "download_model" not in counts and counts["build_builtin_model"] == 1
 
 
@@ -204,8 +242,13 @@ def test_paper_dry_run_extraction_paths(dry_run):
         assert match, caches[0]
         variant, task, seed, setting = match.groups()
         wildcards = dict(kv.split("=", 1) for kv in fields["wildcards"].split(", "))
-        assert wildcards == {"model": "fairseq-1.3b", "variant": variant, "task": task, "seed": seed,
-                             **({} if rule == "extract_zsl" else {"setting": setting})}
+        assert wildcards == {
+            "model": "fairseq-1.3b",
+            "variant": variant,
+            "task": task,
+            "seed": seed,
+            **({} if rule == "extract_zsl" else {"setting": setting}),
+        }
         # compact caches: every setting but ZSL stores its change from its task's ZSL cache, which
         # is the first seed's (ZSL does not depend on the seed)
         references = [i for i in fields["input"].split(", ") if i.startswith("results/activations/")]
@@ -219,21 +262,35 @@ def test_paper_dry_run_extraction_paths(dry_run):
             assert setting in cfg.BASE_SETTINGS and setting != "zsl"
         else:
             assert setting in config["methods"]
-            assert fields["output"].endswith(f"results/training/fairseq-1.3b/{variant}/{task}/seed{seed}/{setting}.parquet")
+            assert fields["output"].endswith(
+                f"results/training/fairseq-1.3b/{variant}/{task}/seed{seed}/{setting}.parquet"
+            )
         found.add((variant, task, int(seed), setting))
     expected = {
         (variant, task, seed, setting)
         for variant, methods in config["variants"].items()
         for task, seeds in PROTOCOL_SEEDS.items()
         for seed in seeds
-        for setting in {*(["zsl"] if seed == seeds[0] else []), *(cfg.icl_setting(config, m) for m in methods),
-                        *(m for m in methods if cfg.method_runs_on(config, m, task))}
+        for setting in {
+            *(["zsl"] if seed == seeds[0] else []),
+            *(cfg.icl_setting(config, m) for m in methods),
+            *(m for m in methods if cfg.method_runs_on(config, m, task)),
+        }
     }
     assert found == expected
     assert len(found) == 90 + 111
     by_task = {task: sorted({s for _, t, s, _ in found if t == task}) for task in PROTOCOL_SEEDS}
     assert by_task == PROTOCOL_SEEDS
-    assert {s for v, *_, s in found if v == "trained"} == {"zsl", "icl", "icl_switched", "gd", "lcgd", "lcgd_clip", "gd_switched", "gd_linearized"}
+    assert {s for v, *_, s in found if v == "trained"} == {
+        "zsl",
+        "icl",
+        "icl_switched",
+        "gd",
+        "lcgd",
+        "lcgd_clip",
+        "gd_switched",
+        "gd_linearized",
+    }
     assert {s for v, *_, s in found if v != "trained"} == {"zsl", "icl", "gd"}
 
 
@@ -244,7 +301,10 @@ def test_paper_dry_run_scores_alpha_against_gd(dry_run):
         if rule != "score_run":
             continue
         inputs = fields["input"].split(", ")
-        variant, method = fields["wildcards"].split("variant=")[1].split(",")[0], fields["wildcards"].split("method=")[1]
+        variant, method = (
+            fields["wildcards"].split("variant=")[1].split(",")[0],
+            fields["wildcards"].split("method=")[1],
+        )
         caches = [i for i in inputs if i.startswith("results/activations/")]
         if method == "gd":
             assert len(caches) == 3, inputs  # zsl, icl, gd: no baseline of its own
@@ -257,12 +317,24 @@ def test_paper_dry_run_scores_alpha_against_gd(dry_run):
 def test_paper_dry_run_figures(dry_run):
     """One job per figure; the gradient norms of Subj's first seed (paper 001 Fig. 4), every method."""
     jobs = {fields["wildcards"]: fields for rule, fields in planned_jobs(dry_run) if rule == "figure"}
-    assert set(jobs) == {f"figure={f}" for f in ("per_layer", "accuracy", "alpha", "grad_norms", "prediction_changes",
-                                                 "output_distributions", "reproduction", "claims")}
+    assert set(jobs) == {
+        f"figure={f}"
+        for f in (
+            "per_layer",
+            "accuracy",
+            "alpha",
+            "grad_norms",
+            "prediction_changes",
+            "output_distributions",
+            "reproduction",
+            "claims",
+        )
+    }
     logs = jobs["figure=grad_norms"]["input"].split(", ")
     base = "results/training/fairseq-1.3b/trained/subj/seed4"
     assert [x for x in logs if x.startswith("results/")] == [
-        f"{base}/{m}.parquet" for m in ("gd", "lcgd", "lcgd_clip", "gd_switched", "gd_linearized")]
+        f"{base}/{m}.parquet" for m in ("gd", "lcgd", "lcgd_clip", "gd_switched", "gd_linearized")
+    ]
     assert "results/metrics/summary.parquet" in jobs["figure=alpha"]["input"]
 
 
@@ -271,7 +343,8 @@ def test_the_pythia_size_sweep_plans_every_size_and_the_sizes_figure(tmp_path):
     model-statistics job that counts their parameters, and the sizes figure."""
     config = load(REPO / "configs" / "sweep-pythia.yaml")
     assert [spec["id"] for spec in config["models"].values()] == [
-        f"EleutherAI/pythia-{size}" for size in ("70m", "160m", "410m", "1b", "1.4b")]
+        f"EleutherAI/pythia-{size}" for size in ("70m", "160m", "410m", "1b", "1.4b")
+    ]
     assert config["dtype"] == "float32" and config["k"] == 32
     stdout = dry_run_of(REPO / "configs" / "sweep-pythia.yaml", tmp_path)
     counts = job_stats(stdout)

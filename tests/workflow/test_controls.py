@@ -20,8 +20,18 @@ from tests.workflow.test_workflow import checkout, jobs_planned, snakemake  # no
 pytestmark = pytest.mark.slow
 
 CONFIG = {
-    "models": {"tiny": {"source": "builtin", "n_layer": 2, "n_embd": 32, "n_head": 2, "n_positions": 512,
-                        "vocab_size": 600, "pretrain_steps": 10, "pretrain_len": 64}},
+    "models": {
+        "tiny": {
+            "source": "builtin",
+            "n_layer": 2,
+            "n_embd": 32,
+            "n_head": 2,
+            "n_positions": 512,
+            "vocab_size": 600,
+            "pretrain_steps": 10,
+            "pretrain_len": 64,
+        }
+    },
     "variants": {"trained": ["gd"], "untrained": ["gd"]},
     "methods": {"gd": {"kind": "gd"}},
     "tasks": {"sst2": {"source": "synthetic"}, "cb": {"source": "synthetic"}},
@@ -81,7 +91,11 @@ def test_until_each_model_rule_then_the_rest(layout_run):
     # --omit-from: what does not follow from the scores still runs: the data statistics (from the
     # caches) and their table, the gradient norms' figure (from the training logs)
     assert jobs_planned(workdir, "--omit-from", "score_run") == {
-        "task_statistics": 2, "data_statistics": 1, "table": 1, "figure": 1}
+        "task_statistics": 2,
+        "data_statistics": 1,
+        "table": 1,
+        "figure": 1,
+    }
     snakemake(workdir, "--cores", "2", "--omit-from", "score_run")
     assert (workdir / "results/reports/tables/data.md").exists() and not (workdir / "results/metrics/runs").exists()
     snakemake(workdir, "--cores", "2")
@@ -153,7 +167,9 @@ def test_batches(tmp_path_factory):
     assert len(first) == 2 * 2 and not (workdir / "results/metrics/summary.parquet").exists()
     assert caches(workdir) < expected(["zsl", "icl", "gd"])
     snakemake(workdir, "--cores", "2", "--batch", "scores=2/2", "scores")
-    assert caches(workdir) == expected(["zsl", "icl", "gd"]) and not (workdir / "results/metrics/summary.parquet").exists()
+    assert (
+        caches(workdir) == expected(["zsl", "icl", "gd"]) and not (workdir / "results/metrics/summary.parquet").exists()
+    )
     snakemake(workdir, "--cores", "2")
     assert jobs_planned(workdir) == {}
 
@@ -169,12 +185,22 @@ def test_notemp_keeps_temporary_caches(tmp_path_factory):
 
 def test_keep_going_makes_every_other_tasks_outputs(tmp_path_factory):
     # a local task whose data file is damaged: its data job fails at run time, the other tasks' run
-    workdir = clone(tmp_path_factory, "keep_going", tasks={
-        "sst2": {"source": "synthetic"},
-        "mine": {"source": "local", "path": "data/mine", "splits": {"train": "train", "eval": "validation"},
-                 "template": "Text: {text} Label:",
-                 "label_words": ["Negative", "Positive"], "seeds": [1], "lr": 1e-3},
-    })
+    workdir = clone(
+        tmp_path_factory,
+        "keep_going",
+        tasks={
+            "sst2": {"source": "synthetic"},
+            "mine": {
+                "source": "local",
+                "path": "data/mine",
+                "splits": {"train": "train", "eval": "validation"},
+                "template": "Text: {text} Label:",
+                "label_words": ["Negative", "Positive"],
+                "seeds": [1],
+                "lr": 1e-3,
+            },
+        },
+    )
     (workdir / "data/mine").mkdir(parents=True)
     for split in ("train", "validation"):
         (workdir / f"data/mine/{split}.parquet").write_bytes(b"not a parquet file")
@@ -183,13 +209,17 @@ def test_keep_going_makes_every_other_tasks_outputs(tmp_path_factory):
     made = caches(workdir)
     assert {c for c in made if "/sst2/" in c} == {c for c in expected(["zsl", "icl", "gd"]) if "/sst2/" in c}
     assert not {c for c in made if "/mine/" in c}
-    scores = {p.relative_to(workdir / "results/metrics/runs/tiny").as_posix()
-              for p in (workdir / "results/metrics/runs/tiny").rglob("*.parquet")}
+    scores = {
+        p.relative_to(workdir / "results/metrics/runs/tiny").as_posix()
+        for p in (workdir / "results/metrics/runs/tiny").rglob("*.parquet")
+    }
     assert scores == {f"{v}/sst2/seed{s}/gd.parquet" for v in ("trained", "untrained") for s in (2, 3)}
     # fixed, a plain run completes what is left
-    pd.DataFrame({"text": [f"a {w} sentence number {i}" for i, w in enumerate(["good", "bad"] * 15)],
-                  "label": [0, 1] * 15}).to_parquet(workdir / "data/mine/train.parquet")
-    pd.DataFrame({"text": [f"another {w} one {i}" for i, w in enumerate(["good", "bad"] * 6)],
-                  "label": [0, 1] * 6}).to_parquet(workdir / "data/mine/validation.parquet")
+    pd.DataFrame(
+        {"text": [f"a {w} sentence number {i}" for i, w in enumerate(["good", "bad"] * 15)], "label": [0, 1] * 15}
+    ).to_parquet(workdir / "data/mine/train.parquet")
+    pd.DataFrame(
+        {"text": [f"another {w} one {i}" for i, w in enumerate(["good", "bad"] * 6)], "label": [0, 1] * 6}
+    ).to_parquet(workdir / "data/mine/validation.parquet")
     snakemake(workdir, "--cores", "2")
     assert jobs_planned(workdir) == {}

@@ -25,7 +25,12 @@ SNAKEMAKE = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile")]
 GPU_RULES = {"extract_zsl", "extract_base", "finetune_and_extract"}
 CPU_RULES = {"build_builtin_model", "make_variant"}
 # Two variants of one task and seed: per variant zsl, icl and gd extractions.
-CONFIG = {**TINY, "variants": {"trained": ["gd"], "untrained": ["gd"]}, "tasks": {"sst2": {"source": "synthetic"}}, "n_seeds": 1}
+CONFIG = {
+    **TINY,
+    "variants": {"trained": ["gd"], "untrained": ["gd"]},
+    "tasks": {"sst2": {"source": "synthetic"}},
+    "n_seeds": 1,
+}
 
 
 def plan(workdir: Path, *args: str, env: dict | None = None) -> tuple[dict[str, list[set[str]]], dict[str, list[str]]]:
@@ -80,10 +85,14 @@ def test_slurm_profile_plans_the_workflow_where_slurm_is_absent(tmp_path):
     path = f"{Path(sys.executable).parent}{os.pathsep}{tools}"
     assert shutil.which("sbatch", path=path) is None and shutil.which("sinfo", path=path) is None
     profile = yaml.safe_load((REPO / "profiles/slurm/config.yaml").read_text())
-    resources, groups = plan(tmp_path, "--workflow-profile", str(REPO / "profiles/slurm"), env={**os.environ, "PATH": path})
+    resources, groups = plan(
+        tmp_path, "--workflow-profile", str(REPO / "profiles/slurm"), env={**os.environ, "PATH": path}
+    )
     for rule in GPU_RULES:
         partition = profile["set-resources"][rule]["slurm_partition"]
-        assert all({"gpu=1", f"slurm_partition={partition}", "cpus_per_gpu=1", "jobs_per_gpu=1"} <= r for r in resources[rule])
+        assert all(
+            {"gpu=1", f"slurm_partition={partition}", "cpus_per_gpu=1", "jobs_per_gpu=1"} <= r for r in resources[rule]
+        )
     for rule in CPU_RULES:  # CPU jobs on the cluster (the login node sees no GPU: gpu=0)
         assert not any(item.startswith("gpu=") and item != "gpu=0" for r in resources[rule] for item in r)
     # a variant's zsl, icl and gd extractions are one group job

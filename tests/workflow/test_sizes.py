@@ -11,12 +11,12 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 import yaml  # noqa: E402
-from tests.workflow.test_workflow import REPO, TINY, checkout, snakemake  # noqa: E402
 
-from icl_gd.report import figures  # noqa: E402
-from icl_gd.models import loading
 from icl_gd import plan
 from icl_gd.config import validation
+from icl_gd.models import loading
+from icl_gd.report import figures  # noqa: E402
+from tests.workflow.test_workflow import REPO, TINY, checkout, snakemake  # noqa: E402
 
 
 @pytest.mark.parametrize("arch", ["gpt2", "llama"])
@@ -38,8 +38,21 @@ def test_the_sizes_figure_puts_each_model_at_its_parameter_count():
     for model, acc in (("small", 0.6), ("large", 0.8)):
         for task in ("sst2", "cb"):
             for metric in ("acc_zsl", "acc_icl", "acc_ft", "simaou_norm", "simam_delta"):
-                rows.append(dict(model=model, variant="trained", task=task, method="gd", metric=metric, layer=pd.NA,
-                                 mean=acc, std=np.nan, n=1, ci_low=acc - 0.05, ci_high=acc + 0.05))
+                rows.append(
+                    dict(
+                        model=model,
+                        variant="trained",
+                        task=task,
+                        method="gd",
+                        metric=metric,
+                        layer=pd.NA,
+                        mean=acc,
+                        std=np.nan,
+                        n=1,
+                        ci_low=acc - 0.05,
+                        ci_high=acc + 0.05,
+                    )
+                )
     sizes = pd.DataFrame({"model": ["small", "large"], "n_parameters": [1_000_000, 30_000_000]})
     fig = figures.sizes_figure(pd.DataFrame(rows), sizes)
     line = fig.axes[1].containers[0].lines[0]
@@ -50,11 +63,17 @@ def test_the_sizes_figure_puts_each_model_at_its_parameter_count():
 @pytest.mark.slow
 def test_a_size_sweep_of_built_in_models(tmp_path):
     base = TINY["models"]["tiny"]
-    config = {**TINY, "models": {"small": {**base, "n_embd": 16}, "large": {**base, "n_embd": 48, "n_layer": 3}},
-              "variants": {"trained": ["gd"]}, "tasks": {"sst2": {"source": "synthetic"}}, "n_seeds": 1,
-              "report": {"reproduction": False}}
-    assert plan.figures(validation.validate(dict(config), yaml.safe_load(
-        (REPO / "workflow/schemas/config.schema.yaml").read_text())))[-2:] == ["models", "sizes"]
+    config = {
+        **TINY,
+        "models": {"small": {**base, "n_embd": 16}, "large": {**base, "n_embd": 48, "n_layer": 3}},
+        "variants": {"trained": ["gd"]},
+        "tasks": {"sst2": {"source": "synthetic"}},
+        "n_seeds": 1,
+        "report": {"reproduction": False},
+    }
+    assert plan.figures(
+        validation.validate(dict(config), yaml.safe_load((REPO / "workflow/schemas/config.schema.yaml").read_text()))
+    )[-2:] == ["models", "sizes"]
     workdir = checkout(tmp_path / "clone")
     (workdir / "config.yaml").write_text(yaml.safe_dump(config))
     snakemake(workdir, "--cores", "2")

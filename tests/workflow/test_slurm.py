@@ -105,7 +105,7 @@ def _writer(conf: Path) -> int | None:
     if not conf.exists():
         return None
     first = conf.read_text().split("\n", 1)[0]
-    return int(first[len(MARKER):]) if first.startswith(MARKER) else 0
+    return int(first[len(MARKER) :]) if first.startswith(MARKER) else 0
 
 
 def _alive(pid: int) -> bool:
@@ -143,10 +143,18 @@ class Slurm:
         CONF_DIR.mkdir(parents=True, exist_ok=True)
         self.confs[0].write_text(_slurm_conf(root, self.host))
         # AutoDetect=off: no NVML here; File= must be a device, and the jobs never open it
-        self.confs[1].write_text(f"{MARKER}{os.getpid()}\nAutoDetect=off\nNodeName={self.host} Name=gpu File=/dev/null\n")
+        self.confs[1].write_text(
+            f"{MARKER}{os.getpid()}\nAutoDetect=off\nNodeName={self.host} Name=gpu File=/dev/null\n"
+        )
         subprocess.run(["mungekey", "--create", f"--keyfile={root}/munge.key"], check=True, capture_output=True)
-        self._spawn("munged", "-F", f"--key-file={root}/munge.key", f"--socket={root}/munge.sock",
-                    f"--pid-file={root}/munged.pid", f"--seed-file={root}/munged.seed")
+        self._spawn(
+            "munged",
+            "-F",
+            f"--key-file={root}/munge.key",
+            f"--socket={root}/munge.sock",
+            f"--pid-file={root}/munged.pid",
+            f"--seed-file={root}/munged.seed",
+        )
         self._wait(lambda: (root / "munge.sock").exists(), "munged")
         self._spawn("slurmctld", "-D", "-i")
         self._spawn("slurmd", "-D", "-N", self.host)
@@ -245,8 +253,12 @@ def runs(slurm, tmp_path_factory):
     run([*SNAKEMAKE, *common, str(local), "--cores", "2"], cwd=local)
     profile = cluster_profile(tmp_path_factory.mktemp("profile"))
     # a job that pends for ever (resources no node has) fails the test instead of hanging it
-    proc = run([*SNAKEMAKE, *common, str(cluster), "--workflow-profile", str(profile)], cwd=cluster, env=slurm.env,
-               timeout_s=900)
+    proc = run(
+        [*SNAKEMAKE, *common, str(cluster), "--workflow-profile", str(profile)],
+        cwd=cluster,
+        env=slurm.env,
+        timeout_s=900,
+    )
     return local, cluster, proc.stdout + proc.stderr
 
 
@@ -261,7 +273,9 @@ def test_model_jobs_go_through_sbatch_with_their_resources(slurm, runs):
     # one SLURM job per CPU model job, and one per variant for its three extractions (a group
     # job's comment is its group and its rules); none for a local rule
     groups = {c for c in by_comment if c.startswith("rule_extract_")}
-    assert groups == {f"rule_extract_tiny_{v}_extract_base_extract_zsl_finetune_and_extract" for v in ("trained", "untrained")}
+    assert groups == {
+        f"rule_extract_tiny_{v}_extract_base_extract_zsl_finetune_and_extract" for v in ("trained", "untrained")
+    }
     assert {c.split("_wildcards_")[0] for c in by_comment} - groups == {f"rule_{r}" for r in CPU_RULES}
     for comment, record in by_comment.items():
         if comment in groups:
@@ -289,11 +303,23 @@ def test_cluster_outputs_equal_a_local_run(runs):
     assert caches == sorted(p.relative_to(cluster) for p in (cluster / "results/activations").rglob("*.arrow"))
     for path in caches:
         a, b = cache.read_cache(local / path), cache.read_cache(cluster / path)
-        for column in ("example_id", "pred", "label_logprobs", "attn_out", "attn_scores", "context_scores",
-                       "attn_out_scale", "attn_scores_scale", "context_scores_scale"):
+        for column in (
+            "example_id",
+            "pred",
+            "label_logprobs",
+            "attn_out",
+            "attn_scores",
+            "context_scores",
+            "attn_out_scale",
+            "attn_scores_scale",
+            "context_scores_scale",
+        ):
             np.testing.assert_array_equal(getattr(a, column), getattr(b, column), err_msg=f"{path}: {column}")
         np.testing.assert_array_equal(a.outputs(), b.outputs(), err_msg=f"{path}: outputs")
     pd.testing.assert_frame_equal(
-        pd.read_parquet(local / "results/metrics/summary.parquet"), pd.read_parquet(cluster / "results/metrics/summary.parquet")
+        pd.read_parquet(local / "results/metrics/summary.parquet"),
+        pd.read_parquet(cluster / "results/metrics/summary.parquet"),
     )
-    assert (local / "results/reports/tables/methods.md").read_text() == (cluster / "results/reports/tables/methods.md").read_text()
+    assert (local / "results/reports/tables/methods.md").read_text() == (
+        cluster / "results/reports/tables/methods.md"
+    ).read_text()

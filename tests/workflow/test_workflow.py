@@ -16,10 +16,9 @@ import pytest
 import yaml
 
 from icl_gd.activations import cache
-
 from icl_gd.common import frames
-from icl_gd.metrics import claims, formulas
 from icl_gd.config import resolve as cfg
+from icl_gd.metrics import claims, formulas
 
 REPO = Path(__file__).resolve().parents[2]
 # what a clone holds that the workflow runs from (the end-to-end test runs in a copy of it, as a
@@ -28,8 +27,16 @@ CHECKOUT = ("Snakefile", "config.yaml", "workflow", "src", "profiles", "envs", "
 
 TINY = {
     "models": {
-        "tiny": {"source": "builtin", "n_layer": 2, "n_embd": 32, "n_head": 2, "n_positions": 512,
-                 "vocab_size": 600, "pretrain_steps": 10, "pretrain_len": 64},
+        "tiny": {
+            "source": "builtin",
+            "n_layer": 2,
+            "n_embd": 32,
+            "n_head": 2,
+            "n_positions": 512,
+            "vocab_size": 600,
+            "pretrain_steps": 10,
+            "pretrain_len": 64,
+        },
     },
     "variants": {"trained": ["gd", "lcgd"], "untrained": ["gd"]},
     "methods": {"gd": {"kind": "gd"}, "lcgd": {"kind": "lcgd"}},
@@ -56,8 +63,18 @@ def checkout(folder: Path) -> Path:
 
 def snakemake(workdir: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
     snakefile = workdir / "Snakefile" if (workdir / "Snakefile").exists() else REPO / "Snakefile"
-    cmd = [sys.executable, "-m", "snakemake", "-s", str(snakefile), "--directory", str(workdir),
-           "--configfile", str(workdir / "config.yaml"), *args]
+    cmd = [
+        sys.executable,
+        "-m",
+        "snakemake",
+        "-s",
+        str(snakefile),
+        "--directory",
+        str(workdir),
+        "--configfile",
+        str(workdir / "config.yaml"),
+        *args,
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True, cwd=workdir)
     if check and proc.returncode != 0:
         raise AssertionError(f"snakemake failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}")
@@ -94,7 +111,9 @@ def test_caches_have_the_documented_schema(finished_run):
         for task, task_seeds in seeds.items():
             for seed in task_seeds:
                 # one ZSL per task, the first seed's: it does not depend on the seed
-                assert (finished_run / f"results/activations/tiny/{variant}/{task}/seed{seed}/zsl.arrow").exists() == (seed == task_seeds[0])
+                assert (finished_run / f"results/activations/tiny/{variant}/{task}/seed{seed}/zsl.arrow").exists() == (
+                    seed == task_seeds[0]
+                )
                 for setting in ["zsl", "icl", *methods] if seed == task_seeds[0] else ["icl", *methods]:
                     path = finished_run / f"results/activations/tiny/{variant}/{task}/seed{seed}/{setting}.arrow"
                     run = cache.read_cache(path)
@@ -104,7 +123,10 @@ def test_caches_have_the_documented_schema(finished_run):
                     # compact: ZSL's values in float32, the other settings' changes from them in float16
                     assert run.is_change == (setting != "zsl") and run.meta["layout"] == "compact"
                     if run.is_change:  # every seed's changes are from the task's one ZSL cache
-                        assert run.reference.path.resolve() == path.parent.parent.resolve() / f"seed{task_seeds[0]}/zsl.arrow"
+                        assert (
+                            run.reference.path.resolve()
+                            == path.parent.parent.resolve() / f"seed{task_seeds[0]}/zsl.arrow"
+                        )
                     assert run.attn_out.shape == (12, 2, 32) and run.outputs().shape == (12, 2, 32)
                     assert run.attn_scores.shape == (2 * 2 * run.query_len.sum(),)  # unpadded
                     assert run.label_logprobs.shape == (12, n_labels)
@@ -140,8 +162,19 @@ def test_metrics_agree_with_the_caches(finished_run):
     summary = pd.read_parquet(finished_run / "results/metrics/summary.parquet")
     csv = pd.read_csv(finished_run / "results/metrics/summary.csv")
     assert list(summary.columns) == [
-        "model", "variant", "task", "method", "metric", "layer", "mean", "std", "n", "ci_low", "ci_high",
-        "between", "within",
+        "model",
+        "variant",
+        "task",
+        "method",
+        "metric",
+        "layer",
+        "mean",
+        "std",
+        "n",
+        "ci_low",
+        "ci_high",
+        "between",
+        "within",
     ]
     assert len(csv) == len(summary)
     # 2 variants' methods x 2 tasks x 2 seeds
@@ -156,7 +189,9 @@ def test_metrics_agree_with_the_caches(finished_run):
     assert row["mean"].item() == pytest.approx(np.mean(accs))
     assert row["std"].item() == pytest.approx(np.std(accs, ddof=1), nan_ok=True)
     # the layer-mean row is the mean of the per-layer rows
-    one = runs.query("variant == 'trained' and task == 'cb' and seed == 3 and method == 'lcgd' and metric == 'simam_delta'")
+    one = runs.query(
+        "variant == 'trained' and task == 'cb' and seed == 3 and method == 'lcgd' and metric == 'simam_delta'"
+    )
     per_layer = one[one["layer"].notna()].sort_values("layer")["value"]
     assert list(one[one["layer"].notna()]["layer"].astype(int).sort_values()) == [0, 1]
     assert one[one["layer"].isna()]["value"].item() == pytest.approx(np.nanmean(per_layer))
@@ -166,7 +201,9 @@ def test_metrics_agree_with_the_caches(finished_run):
     zsl, lcgd, gd = (cache.read_cache(base / f"{s}.arrow") for s in ("zsl", "lcgd", "gd"))
     alpha = runs.query("variant == 'trained' and task == 'cb' and seed == 3 and method == 'lcgd' and metric == 'alpha'")
     expected = formulas.alpha(zsl.score_rows(), lcgd.score_rows(), gd.score_rows())  # from the values, rebuilt
-    assert alpha[alpha["layer"].notna()].sort_values("layer")["value"].tolist() == pytest.approx(list(expected), abs=1e-4, nan_ok=True)
+    assert alpha[alpha["layer"].notna()].sort_values("layer")["value"].tolist() == pytest.approx(
+        list(expected), abs=1e-4, nan_ok=True
+    )
     assert "alpha" not in set(runs.query("method == 'gd'").metric)
     # every interval brackets its mean; one seed's interval is the run's own
     defined = summary.dropna(subset=["ci_low", "mean"])
@@ -184,12 +221,15 @@ def test_methods_are_compared_with_gd_paired_by_example(finished_run):
     row = table.query("task == 'sst2' and metric == 'acc_ft'").iloc[0]
     accs = {}
     for method in ("lcgd", "gd"):
-        accs[method] = np.mean([
-            np.mean(r.pred == r.gold) for r in (
-                cache.read_cache(finished_run / f"results/activations/tiny/trained/sst2/seed{seed}/{method}.arrow")
-                for seed in (2, 3)
-            )
-        ])
+        accs[method] = np.mean(
+            [
+                np.mean(r.pred == r.gold)
+                for r in (
+                    cache.read_cache(finished_run / f"results/activations/tiny/trained/sst2/seed{seed}/{method}.arrow")
+                    for seed in (2, 3)
+                )
+            ]
+        )
     assert row.mean_method == pytest.approx(accs["lcgd"]) and row.mean_baseline == pytest.approx(accs["gd"])
     assert row["diff"] == pytest.approx(accs["lcgd"] - accs["gd"])
     assert 0 < row.p_value <= 1 and row.significant == (row.p_value < 0.05)
@@ -208,10 +248,19 @@ def test_report_tables_and_figures(finished_run):
     for stem in ("accuracy", "methods", "variants"):
         assert (finished_run / f"results/reports/tables/{stem}.csv").stat().st_size > 0
     # one model, no learning-rate sweep: neither the models nor the lr_sweep figure is planned
-    planned = ("per_layer", "accuracy", "alpha", "grad_norms", "prediction_changes", "output_distributions",
-               "reproduction", "claims")
+    planned = (
+        "per_layer",
+        "accuracy",
+        "alpha",
+        "grad_norms",
+        "prediction_changes",
+        "output_distributions",
+        "reproduction",
+        "claims",
+    )
     assert sorted(p.name for p in (finished_run / "results/reports/figures").iterdir()) == sorted(
-        f"{stem}.{ext}" for stem in planned for ext in ("png", "pdf"))
+        f"{stem}.{ext}" for stem in planned for ext in ("png", "pdf")
+    )
     for stem in planned:
         png = (finished_run / f"results/reports/figures/{stem}.png").read_bytes()
         assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10_000
@@ -233,8 +282,17 @@ def test_every_table_agrees_with_the_aggregated_metrics(finished_run):
     summary = pd.read_parquet(finished_run / "results/metrics/summary.parquet")
     run_level = summary[summary.layer.isna()].set_index(["variant", "method", "metric", "task"])
     tables = {p.stem for p in (finished_run / "results/reports/tables").glob("*.csv")}
-    assert tables == {"accuracy", "methods", "variants", "intervals", "data", "layer_causal", "comparisons",
-                      "reproduction", "claims"}
+    assert tables == {
+        "accuracy",
+        "methods",
+        "variants",
+        "intervals",
+        "data",
+        "layer_causal",
+        "comparisons",
+        "reproduction",
+        "claims",
+    }
 
     # every published cell of the run's tasks, variants and methods, with the run's own value
     reproduction = _csv(finished_run, "reproduction")
@@ -255,8 +313,14 @@ def test_every_table_agrees_with_the_aggregated_metrics(finished_run):
 
     layer_causal = _csv(finished_run, "layer_causal").set_index("Metric")
     assert list(layer_causal.columns) == ["SST2", "CB", "Average"]
-    assert list(layer_causal.index) == ["SimAOU (Random)", "SimAOU (GD)", "SimAOU (LCGD)", "SimAM (ZSL)",
-                                        "SimAM (GD)", "SimAM (LCGD)"]
+    assert list(layer_causal.index) == [
+        "SimAOU (Random)",
+        "SimAOU (GD)",
+        "SimAOU (LCGD)",
+        "SimAM (ZSL)",
+        "SimAM (GD)",
+        "SimAM (LCGD)",
+    ]
     for label, method, metric in (("SimAOU (LCGD)", "lcgd", "simaou_norm"), ("SimAM (ZSL)", "gd", "simam_before")):
         for task, column in (("sst2", "SST2"), ("cb", "CB")):
             row = run_level.loc[("trained", method, metric, task)]
@@ -280,7 +344,9 @@ def test_every_table_agrees_with_the_aggregated_metrics(finished_run):
 
     intervals = _csv(finished_run, "intervals").set_index(["Metric", "Method"])
     row = run_level.loc[("trained", "lcgd", "simam_delta", "sst2")]
-    assert intervals.loc[("SimAM_delta", "LCGD"), "SST2"] == f"{row['mean']:.2f} [{row['ci_low']:.2f}, {row['ci_high']:.2f}]".replace("-0.00", "0.00")
+    assert intervals.loc[
+        ("SimAM_delta", "LCGD"), "SST2"
+    ] == f"{row['mean']:.2f} [{row['ci_low']:.2f}, {row['ci_high']:.2f}]".replace("-0.00", "0.00")
 
     data = _csv(finished_run, "data").set_index("Task")
     assert list(data.index) == ["SST2", "CB"] and (data["# Evaluated"] == "12").all()
@@ -313,6 +379,7 @@ def test_every_cache_log_and_metrics_table_says_which_software_made_it(finished_
     import transformers
 
     from icl_gd.common import provenance
+
     base = finished_run / "results/activations/tiny/trained/sst2/seed2"
     for path in (base / "zsl.arrow", base / "gd.arrow"):
         record = cache.read_cache(path).meta["provenance"]
@@ -334,7 +401,9 @@ def test_the_report_opens_in_a_browser_on_what_the_run_found(finished_run):
     """`snakemake --report`, opened as a user opens it, in a real headless Chromium: the first page
     says what the run found (a claim's verdict as the claims table has it), its link opens the
     claims table rendered (a cell of it), and the forest plot's image loads."""
-    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is in the test extra: pip install -e '.[test]'")
+    sync_api = pytest.importorskip(
+        "playwright.sync_api", reason="playwright is in the test extra: pip install -e '.[test]'"
+    )
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")
     if chromium is None:
         pytest.skip("no Chromium: the README's set-up installs Debian's (apt-get install chromium)")
@@ -383,8 +452,16 @@ def planned_after_edit(workdir: Path, module: str) -> dict[str, int]:
 def test_nothing_to_do_after_a_run_and_metric_edits_rerun_only_metrics(finished_run):
     assert jobs_planned(finished_run) == {}
     planned = planned_after_edit(finished_run, "metrics/formulas.py")
-    assert set(planned) == {"score_run", "aggregate_metrics", "compare_methods", "evaluate_claims", "table", "figure",
-                            "first_page", "all"}
+    assert set(planned) == {
+        "score_run",
+        "aggregate_metrics",
+        "compare_methods",
+        "evaluate_claims",
+        "table",
+        "figure",
+        "first_page",
+        "all",
+    }
     assert planned["score_run"] == 12
     # the data table's statistics rerun their own jobs and what shows them, no run's scores
     planned = planned_after_edit(finished_run, "metrics/statistics.py")
@@ -449,7 +526,14 @@ def test_an_edit_of_the_planning_reruns_no_extraction_unless_it_changes_a_run_sp
             path.write_text(text)
     # SST-2's finetuning only: 2 seeds x (trained: gd, lcgd; untrained: gd); then its scores and the report
     assert planned["finetune_and_extract"] == 6 and planned["score_run"] == 6
-    assert not {"extract_zsl", "extract_base", "build_builtin_model", "synthetic_twin", "prepare_task", "make_variant"} & set(planned)
+    assert not {
+        "extract_zsl",
+        "extract_base",
+        "build_builtin_model",
+        "synthetic_twin",
+        "prepare_task",
+        "make_variant",
+    } & set(planned)
     assert jobs_planned(finished_run) == {}
 
 
@@ -471,15 +555,20 @@ def test_temporary_caches_are_deleted_once_scored_and_a_metric_edit_extracts_aga
     assert list((workdir / "results/activations").rglob("*.arrow")) == []
     assert sorted((workdir / "results/training").rglob("*.parquet"))  # the training logs stay
     for table in ("accuracy", "methods", "data"):
-        assert (workdir / f"results/reports/tables/{table}.md").read_text() == \
-            (finished_run / f"results/reports/tables/{table}.md").read_text(), table
+        assert (workdir / f"results/reports/tables/{table}.md").read_text() == (
+            finished_run / f"results/reports/tables/{table}.md"
+        ).read_text(), table
     assert jobs_planned(workdir) == {}
     metrics_py = workdir / "src/icl_gd/metrics/formulas.py"
     metrics_py.write_text(metrics_py.read_text() + "\n# an edit\n")
     planned = jobs_planned(workdir)
     # every cache again: ZSL of 2 variants x 2 tasks, ICL of each of their 2 seeds, and the 3 methods
     assert (planned["extract_zsl"], planned["extract_base"], planned["finetune_and_extract"], planned["score_run"]) == (
-        4, 8, 12, 12)
+        4,
+        8,
+        12,
+        12,
+    )
 
 
 @pytest.mark.slow
@@ -521,6 +610,12 @@ def test_a_finished_run_that_is_moved_plans_nothing_and_a_new_config_leaves_only
     tables = sorted(p.stem for p in (moved / "results/reports/tables").glob("*.md"))
     figures = sorted(p.stem for p in (moved / "results/reports/figures").glob("*.png"))
     assert tables == ["accuracy", "data", "intervals", "methods"] and {"variants.md", "claims.md"} <= set(before)
-    assert figures == ["accuracy", "grad_norms", "output_distributions", "per_layer", "prediction_changes"]  # no alpha without GD's twin
+    assert figures == [
+        "accuracy",
+        "grad_norms",
+        "output_distributions",
+        "per_layer",
+        "prediction_changes",
+    ]  # no alpha without GD's twin
     assert "Model: tiny" in (moved / "results/reports/tables/methods.md").read_text()
     assert not (moved / "reports").exists()

@@ -15,6 +15,12 @@ from icl_gd.metrics import scoring
 
 stats = snakemake.params.statistics
 scoring.write_aggregates(
-    snakemake.input.runs, snakemake.output.runs, snakemake.output.summary, snakemake.output.csv,
-    snakemake.input.examples, n_boot=stats["n_boot"], level=stats["ci_level"], ci_seed=stats["seed"],
+    snakemake.input.runs,
+    snakemake.output.runs,
+    snakemake.output.summary,
+    snakemake.output.csv,
+    snakemake.input.examples,
+    n_boot=stats["n_boot"],
+    level=stats["ci_level"],
+    ci_seed=stats["seed"],
 )

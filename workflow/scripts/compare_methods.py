@@ -14,7 +14,13 @@ from icl_gd.metrics import comparisons
 
 stats = snakemake.params.statistics
 comparisons.write_comparisons(
-    snakemake.input.examples, snakemake.output.table, snakemake.output.csv, stats["baseline_method"],
-    n_boot=stats["n_boot"], n_perm=stats["n_permutations"], level=stats["ci_level"],
-    significance=stats["significance_level"], seed=stats["seed"],
+    snakemake.input.examples,
+    snakemake.output.table,
+    snakemake.output.csv,
+    stats["baseline_method"],
+    n_boot=stats["n_boot"],
+    n_perm=stats["n_permutations"],
+    level=stats["ci_level"],
+    significance=stats["significance_level"],
+    seed=stats["seed"],
 )

@@ -12,9 +12,7 @@ from icl_gd.common.runtime import log_to
 log_to(snakemake.log[0])
 import pandas as pd
 
-
-from icl_gd.common import frames
-from icl_gd.common import provenance
+from icl_gd.common import frames, provenance
 
 tables = [frames.read_frame(path) for path in snakemake.input]
 records = [r for path in snakemake.input for r in (frames.read_provenance(path) or {}).get("caches", [])]

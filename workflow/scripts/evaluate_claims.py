@@ -14,6 +14,12 @@ from icl_gd.metrics import claim_tests
 
 stats = snakemake.params.statistics
 claim_tests.write_claim_tests(
-    snakemake.input.examples, snakemake.output.table, snakemake.output.csv, snakemake.params.roles,
-    order_paths=snakemake.input.get("orders", []), n_boot=stats["n_boot"], level=stats["ci_level"], seed=stats["seed"],
+    snakemake.input.examples,
+    snakemake.output.table,
+    snakemake.output.csv,
+    snakemake.params.roles,
+    order_paths=snakemake.input.get("orders", []),
+    n_boot=stats["n_boot"],
+    level=stats["ci_level"],
+    seed=stats["seed"],
 )

@@ -14,8 +14,12 @@ from icl_gd.report import outputs
 
 inputs = dict(snakemake.input.items())
 outputs.write_figures(
-    inputs.get("runs"), inputs.get("summary"), snakemake.output,
-    train_logs=inputs.get("train_logs", []), sizes_path=inputs.get("sizes"), claims_path=inputs.get("claims"),
+    inputs.get("runs"),
+    inputs.get("summary"),
+    snakemake.output,
+    train_logs=inputs.get("train_logs", []),
+    sizes_path=inputs.get("sizes"),
+    claims_path=inputs.get("claims"),
     orders_path=inputs.get("orders"),
     **snakemake.params.figure,
 )

@@ -12,7 +12,6 @@ from icl_gd.common.runtime import log_to
 log_to(snakemake.log[0])
 import pandas as pd
 
-
 from icl_gd.common import frames
 from icl_gd.models import loading
 

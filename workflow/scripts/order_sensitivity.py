@@ -13,5 +13,11 @@ log_to(snakemake.log[0])
 from icl_gd.metrics import orders
 
 stats = snakemake.params.statistics
-orders.write_order_table(list(snakemake.input), snakemake.output.table, snakemake.output.csv,
-                         n_boot=stats["n_boot"], level=stats["ci_level"], ci_seed=stats["seed"])
+orders.write_order_table(
+    list(snakemake.input),
+    snakemake.output.table,
+    snakemake.output.csv,
+    n_boot=stats["n_boot"],
+    level=stats["ci_level"],
+    ci_seed=stats["seed"],
+)

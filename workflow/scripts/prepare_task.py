@@ -13,14 +13,15 @@ from icl_gd.common.runtime import log_to
 log_to(snakemake.log[0])
 import pandas as pd
 
-
 from icl_gd.common import frames
-from icl_gd.data import sources
 from icl_gd.common.specs import TaskSpec
+from icl_gd.data import sources
 
 spec = TaskSpec.from_params(snakemake.params.task)  # resolved from the config by the rule
 if spec.source == "synthetic":
-    splits = {s: sources.normalise_split(pd.read_parquet(snakemake.input[f"twin_{s}"]), spec, s) for s in ("train", "eval")}
+    splits = {
+        s: sources.normalise_split(pd.read_parquet(snakemake.input[f"twin_{s}"]), spec, s) for s in ("train", "eval")
+    }
 else:
     archive = snakemake.input.get("archive")  # source package: the corpus's archive (rule fetch_package)
     splits = sources.load_task_splits(spec, cache_dir=str(Path("resources/hf_datasets")), archive=archive)

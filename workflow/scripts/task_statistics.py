@@ -11,11 +11,12 @@ from icl_gd.common.runtime import log_to
 
 log_to(snakemake.log[0])
 from icl_gd.activations import cache
-from icl_gd.common import frames
-from icl_gd.common import provenance
+from icl_gd.common import frames, provenance
 from icl_gd.metrics import statistics
 
 files = {key: snakemake.input[key] for key in ("train", "eval", "zsl", "icl")}
-made_by = {"caches": provenance.distinct(cache.read_cache(files[s]).meta.get(provenance.KEY) for s in ("zsl", "icl")),
-           "computed": provenance.software()}
+made_by = {
+    "caches": provenance.distinct(cache.read_cache(files[s]).meta.get(provenance.KEY) for s in ("zsl", "icl")),
+    "computed": provenance.software(),
+}
 frames.atomic_write_frame(statistics.data_statistics({snakemake.wildcards.task: files}), snakemake.output[0], made_by)

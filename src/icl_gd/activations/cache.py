@@ -183,7 +183,9 @@ def _valid_keys(query_len: np.ndarray, n_layers: int, n_heads: int, width: int |
     """(n, L, H, width) bool: True on each example's query keys (C order: the ragged layout)."""
     q = np.asarray(query_len, dtype=np.int64)
     width = int(q.max(initial=0)) if width is None else width
-    return np.broadcast_to((np.arange(width)[None, :] < q[:, None])[:, None, None, :], (len(q), n_layers, n_heads, width))
+    return np.broadcast_to(
+        (np.arange(width)[None, :] < q[:, None])[:, None, None, :], (len(q), n_layers, n_heads, width)
+    )
 
 
 def _fixed_list(values: np.ndarray, width: int, pa_type: pa.DataType) -> pa.FixedSizeListArray:
@@ -294,17 +296,24 @@ def write_cache(
         out_change, out_scale = encode_change(np.subtract(attn_out, reference.outputs(), dtype=np.float32))
         score_change, score_scale = encode_change(
             np.subtract(scores, reference.score_values(), dtype=np.float32),
-            rows=_row_lengths(query_len, n_layers, n_heads))
+            rows=_row_lengths(query_len, n_layers, n_heads),
+        )
         # the reference's path relative to this cache's folder (a later seed's runs share the first
         # seed's ZSL: ../seed2/zsl.arrow)
         where = os.path.relpath(reference.path, Path(path).parent) if reference.path else f"{REFERENCE_SETTING}{SUFFIX}"
-        meta["reference"] = {"setting": reference.meta["setting"], "cache_id": reference.meta["cache_id"], "file": where}
+        meta["reference"] = {
+            "setting": reference.meta["setting"],
+            "cache_id": reference.meta["cache_id"],
+            "file": where,
+        }
         columns["attn_out"] = _fixed_list(out_change, n_layers * d_model, pa.float16())
         columns["attn_out_scale"] = _fixed_list(out_scale, n_layers, pa.float32())
         columns["attn_scores"] = _ragged(score_change, offsets, pa.float16())
         columns["attn_scores_scale"] = _fixed_list(score_scale.reshape(n, n_layers), n_layers, pa.float32())
     else:
-        columns["attn_out"] = _fixed_list(np.asarray(attn_out, dtype=value_dtype), n_layers * d_model, _pa_float(value_dtype))
+        columns["attn_out"] = _fixed_list(
+            np.asarray(attn_out, dtype=value_dtype), n_layers * d_model, _pa_float(value_dtype)
+        )
         columns["attn_scores"] = _ragged(scores.astype(value_dtype), offsets, _pa_float(value_dtype))
     if layout == "compact":
         # no metric reads them: three digits of each row, as the changes keep, and half the bytes
@@ -313,7 +322,8 @@ def write_cache(
         columns["context_scores_scale"] = _fixed_list(scale, n_layers, pa.float32())
     else:
         columns["context_scores"] = _fixed_list(
-            np.asarray(context_scores, dtype=value_dtype), n_layers * n_context, _pa_float(value_dtype))
+            np.asarray(context_scores, dtype=value_dtype), n_layers * n_context, _pa_float(value_dtype)
+        )
     table = pa.table(columns).replace_schema_metadata({METADATA_KEY: json.dumps(meta).encode()})
     _write_arrow(table, path)
 
@@ -333,15 +343,18 @@ def _open_table(path: str | os.PathLike, *, schema_only: bool = False):
         if magic == b"PAR1":
             raise CacheError(
                 f"{path} is an activation cache of an earlier layout (parquet, cache version 1); this code reads "
-                f"version {CACHE_VERSION} ({SUFFIX}): {rerun_hint(path)}") from None
+                f"version {CACHE_VERSION} ({SUFFIX}): {rerun_hint(path)}"
+            ) from None
         raise CacheError(
             f"{path} cannot be read as an activation cache ({err}): the file is damaged, e.g. cut short by an "
-            f"interrupted copy or a full disk; {rerun_hint(path)}") from None
+            f"interrupted copy or a full disk; {rerun_hint(path)}"
+        ) from None
     schema = table if schema_only else table.schema
     meta = json.loads((schema.metadata or {}).get(METADATA_KEY, b"{}"))
     if meta.get("cache_version") != CACHE_VERSION:
         raise CacheError(
-            f"{path} has cache version {meta.get('cache_version')}, this code reads {CACHE_VERSION}: {rerun_hint(path)}")
+            f"{path} has cache version {meta.get('cache_version')}, this code reads {CACHE_VERSION}: {rerun_hint(path)}"
+        )
     return table, meta
 
 
@@ -375,9 +388,12 @@ def read_cache(path: str | os.PathLike, reference: RunCache | None = None) -> Ru
         attn_scores=_column(table, "attn_scores"),
         context_scores=_column(table, "context_scores").reshape(n, n_layers, meta["n_context"]),
         attn_out_scale=_column(table, "attn_out_scale").reshape(n, n_layers) if "attn_out_scale" in names else None,
-        attn_scores_scale=_column(table, "attn_scores_scale").reshape(n, n_layers) if "attn_scores_scale" in names else None,
-        context_scores_scale=(_column(table, "context_scores_scale").reshape(n, n_layers)
-                              if "context_scores_scale" in names else None),
+        attn_scores_scale=_column(table, "attn_scores_scale").reshape(n, n_layers)
+        if "attn_scores_scale" in names
+        else None,
+        context_scores_scale=(
+            _column(table, "context_scores_scale").reshape(n, n_layers) if "context_scores_scale" in names else None
+        ),
         path=Path(path),
     )
     if run.attn_scores.size != run.score_offsets[-1]:
@@ -392,9 +408,19 @@ def read_cache(path: str | os.PathLike, reference: RunCache | None = None) -> Ru
 def rewrite(run: RunCache, path: str | os.PathLike, layout: str, reference: RunCache | None = None) -> RunCache:
     """The same records in another layout (a change cache given the reference of its changes)."""
     meta = {k: v for k, v in run.meta.items() if k not in ("reference", "cache_id", "storage", "layout")}
-    write_cache(path, meta, example_id=run.example_id, gold=run.gold, label_logprobs=run.label_logprobs,
-                query_len=run.query_len, attn_out=run.outputs(), attn_scores=run.score_rows(),
-                context_scores=run.context(), layout=layout, reference=reference)
+    write_cache(
+        path,
+        meta,
+        example_id=run.example_id,
+        gold=run.gold,
+        label_logprobs=run.label_logprobs,
+        query_len=run.query_len,
+        attn_out=run.outputs(),
+        attn_scores=run.score_rows(),
+        context_scores=run.context(),
+        layout=layout,
+        reference=reference,
+    )
     return read_cache(path, reference)
 
 
@@ -428,5 +454,3 @@ def read_train_log(path: str | os.PathLike) -> tuple[dict, dict[str, np.ndarray]
         "grad_norm": grad_norm.flatten().to_numpy().reshape(n, meta["n_layers"]),
         "skipped": table.column("skipped").to_numpy(zero_copy_only=False),
     }
-
-

@@ -145,7 +145,9 @@ def _math_attention(query, key, value, attention_mask, scaling, softcap=None, si
     return torch.matmul(probs, _repeat_kv(value, query.shape[1])).transpose(1, 2).contiguous(), None
 
 
-def _prefix_attention(query, key, value, prefix_keys, prefix_values, attention_mask, scaling, softcap=None, sinks=None, window=None):
+def _prefix_attention(
+    query, key, value, prefix_keys, prefix_values, attention_mask, scaling, softcap=None, sinks=None, window=None
+):
     """Softmax attention over [shared prefix; this chunk], the prefix held once (batch of one).
 
     The prefix part runs as one matrix product over all batch rows x queries, so its keys and
@@ -188,10 +190,20 @@ def _prefix_attention(query, key, value, prefix_keys, prefix_values, attention_m
 # Arguments of the attention interface that the functions here honour (softcap, s_aux) or that
 # do not change what attention computes (the window is read from the model's own masks, see
 # ``_find_windows``). Any other argument a model passes makes ``attach`` refuse it.
-HANDLED_ARGUMENTS = {"softcap", "s_aux", "sliding_window", "position_ids", "use_cache", "output_router_logits", "cache_position"}
+HANDLED_ARGUMENTS = {
+    "softcap",
+    "s_aux",
+    "sliding_window",
+    "position_ids",
+    "use_cache",
+    "output_router_logits",
+    "cache_position",
+}
 
 
-def _capture_attention(module, query, key, value, attention_mask, scaling=None, dropout=0.0, softcap=None, s_aux=None, **kwargs):
+def _capture_attention(
+    module, query, key, value, attention_mask, scaling=None, dropout=0.0, softcap=None, s_aux=None, **kwargs
+):
     # each attached module knows its own recorder, so several attached models do not mix up
     rec = getattr(module, "_icl_gd_recorder", None)
     if rec is None and _ACTIVE is not None and _ACTIVE.probing:
@@ -215,7 +227,9 @@ def _capture_attention(module, query, key, value, attention_mask, scaling=None, 
             scores = torch.cat([torch.einsum("bhd,hkd->bhk", rows, prefix[0][0].float()) * scale, scores], dim=-1)
         rec.attn_scores[layer] = realize(_softcap(scores, softcap))  # what the softmax sees, before any mask
     if prefix is not None:
-        return _prefix_attention(query, key, value, *prefix, attention_mask, scaling, softcap, s_aux, rec.window.get(layer))
+        return _prefix_attention(
+            query, key, value, *prefix, attention_mask, scaling, softcap, s_aux, rec.window.get(layer)
+        )
     if softcap is not None or s_aux is not None or _is_dual(query) or _is_dual(key) or _is_dual(value):
         return _math_attention(query, key, value, attention_mask, scaling, softcap, s_aux)
     return sdpa_attention_forward(module, query, key, value, attention_mask, scaling=scaling, dropout=dropout, **kwargs)

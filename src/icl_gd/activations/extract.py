@@ -17,18 +17,28 @@ import pandas as pd
 import torch
 from tqdm import tqdm
 
-from icl_gd.common.checksums import sha256_of
 from icl_gd.activations import cache, capture, training
-from icl_gd.data import splits, prompts
-from icl_gd.models import loading
 from icl_gd.common import provenance
+from icl_gd.common.checksums import sha256_of
 from icl_gd.common.specs import TaskSpec, is_icl_setting
+from icl_gd.data import prompts, splits
 from icl_gd.data.prompts import Query
+from icl_gd.models import loading
 
 log = logging.getLogger(__name__)
 
 
-def evaluate(model, rec: capture.Recorder, context: list[int], queries: list[Query], label_ids: list[int], *, batch_size: int, reuse_prefix: bool | None = None, progress=None) -> dict:
+def evaluate(
+    model,
+    rec: capture.Recorder,
+    context: list[int],
+    queries: list[Query],
+    label_ids: list[int],
+    *,
+    batch_size: int,
+    reuse_prefix: bool | None = None,
+    progress=None,
+) -> dict:
     """Run context + each query, batched; record at each query's recorded position.
 
     With ``reuse_prefix`` (default: when the context is more than ``<s>``) the context's keys and
@@ -60,6 +70,7 @@ def evaluate(model, rec: capture.Recorder, context: list[int], queries: list[Que
     shift = n_ctx if reuse_prefix else 0  # where the query starts in the tokens that are run
     order = sorted(range(n), key=lambda i: len(queries[i].ids))  # similar lengths share a batch
     label_index = torch.tensor(label_ids, device=model.device)
+
     def run_batch(idx: list[int]) -> None:
         run_ctx = [] if reuse_prefix else context
         width = len(run_ctx) + max(len(queries[i].ids) for i in idx)
@@ -115,11 +126,11 @@ def evaluate(model, rec: capture.Recorder, context: list[int], queries: list[Que
 PROMPT_RULES = {
     "example_id": "the split's idx column, else the row number of the split as loaded (sources.normalise_split)",
     "eval_set": "numpy.random.RandomState(1).permutation(len(eval split))[:max_eval] (splits.select_eval); "
-                "the cache's example_id column lists them in that order",
+    "the cache's example_id column lists them in that order",
     "demonstrations": "numpy.random.RandomState(seed).permutation(len(train split))[:k], reordered for "
-                      "permutation p > 0 (splits.select_demos), and in a further order o > 0 (config key orders) "
-                      "shuffled by splits.demo_order (the first true_k among themselves, the rest among themselves); "
-                      "demo_ids lists them in the order used",
+    "permutation p > 0 (splits.select_demos), and in a further order o > 0 (config key orders) "
+    "shuffled by splits.demo_order (the first true_k among themselves, the rest among themselves); "
+    "demo_ids lists them in the order used",
     "prompt": "template.format(**row), each newline in a text replaced by the EOS token (prompts.encode_text)",
     "zsl": "<s> + prompt [+ first label word where record_position is label_word]",
     "icl": "<s> + the first true_k demonstrations (prompt + label word + </s>) + the ZSL query without <s>",
@@ -136,9 +147,18 @@ def evaluation_batch_size(requested: int | None, device: torch.device) -> int:
 
 def _task_spec(spec: dict) -> TaskSpec:
     """The task as prompts.py reads it (its seeds and learning rate are the spec's business)."""
-    return TaskSpec(name=spec["task"], source=spec["source"], template=spec["template"],
-                        label_words=tuple(spec["label_words"]), seeds=(), lr=0.0,
-                        splits=spec["splits"], hub_id=spec["hub_id"], hub_config=spec["hub_config"], path=spec["path"])
+    return TaskSpec(
+        name=spec["task"],
+        source=spec["source"],
+        template=spec["template"],
+        label_words=tuple(spec["label_words"]),
+        seeds=(),
+        lr=0.0,
+        splits=spec["splits"],
+        hub_id=spec["hub_id"],
+        hub_config=spec["hub_config"],
+        path=spec["path"],
+    )
 
 
 @dataclass
@@ -198,7 +218,20 @@ def sequences_of(spec: dict, tokenizer, max_len: int, train_path: str, eval_path
     return out
 
 
-def run(spec: dict, *, model_name: str, variant: str, model_dir: str, train_path: str, eval_path: str, out_path: str, train_log_path: str | None = None, reference_path: str | None = None, device: str = "auto", batch_size: int | None = None) -> dict:
+def run(
+    spec: dict,
+    *,
+    model_name: str,
+    variant: str,
+    model_dir: str,
+    train_path: str,
+    eval_path: str,
+    out_path: str,
+    train_log_path: str | None = None,
+    reference_path: str | None = None,
+    device: str = "auto",
+    batch_size: int | None = None,
+) -> dict:
     """Extract one run's cache (and, for a training method, its training log).
 
     ``spec`` is the run (``plan.run_spec``): everything it reads of the config. In the compact
@@ -209,8 +242,10 @@ def run(spec: dict, *, model_name: str, variant: str, model_dir: str, train_path
     reference = None
     if spec["cache_dtype"] == "compact" and setting != cache.REFERENCE_SETTING:
         if reference_path is None:
-            raise ValueError(f"setting {setting!r} in the compact layout stores its change from the "
-                             f"{cache.REFERENCE_SETTING} cache: give its path (reference_path)")
+            raise ValueError(
+                f"setting {setting!r} in the compact layout stores its change from the "
+                f"{cache.REFERENCE_SETTING} cache: give its path (reference_path)"
+            )
         reference = cache.read_cache(reference_path)  # memory-mapped; read first, so a damaged one fails early
     torch.manual_seed(seed)
     model = loading.load_model(model_dir, dtype=spec["dtype"], device=device)
@@ -219,17 +254,35 @@ def run(spec: dict, *, model_name: str, variant: str, model_dir: str, train_path
     prepared = sequences_of(spec, tokenizer, loading.context_length(model), train_path, eval_path)
     task_spec, label_ids, queries = prepared.task_spec, prepared.label_ids, prepared.queries
     identity = {
-        "model": model_name, "variant": variant, "task": task, "seed": seed, "setting": setting,
-        "record_position": spec["record_position"], "label_words": list(task_spec.label_words),
-        "label_ids": [int(i) for i in label_ids], "dtype": spec["dtype"],
+        "model": model_name,
+        "variant": variant,
+        "task": task,
+        "seed": seed,
+        "setting": setting,
+        "record_position": spec["record_position"],
+        "label_words": list(task_spec.label_words),
+        "label_ids": [int(i) for i in label_ids],
+        "dtype": spec["dtype"],
         # enough to rebuild every token sequence from this file and the data files alone
-        "template": task_spec.template, "max_eval": spec["max_eval"],
-        "data": {"source": spec["source"], "hub_id": spec["hub_id"], "hub_config": spec["hub_config"],
-                 "path": spec["path"], "splits": spec["splits"],
-                 "train_sha256": sha256_of(train_path), "eval_sha256": sha256_of(eval_path)},
-        "tokenizer": {"class": type(tokenizer).__name__, "vocab_size": len(tokenizer),
-                      "bos_token_id": tokenizer.bos_token_id, "eos_token_id": tokenizer.eos_token_id,
-                      "pad_token_id": tokenizer.pad_token_id, "model_dir": str(model_dir)},
+        "template": task_spec.template,
+        "max_eval": spec["max_eval"],
+        "data": {
+            "source": spec["source"],
+            "hub_id": spec["hub_id"],
+            "hub_config": spec["hub_config"],
+            "path": spec["path"],
+            "splits": spec["splits"],
+            "train_sha256": sha256_of(train_path),
+            "eval_sha256": sha256_of(eval_path),
+        },
+        "tokenizer": {
+            "class": type(tokenizer).__name__,
+            "vocab_size": len(tokenizer),
+            "bos_token_id": tokenizer.bos_token_id,
+            "eos_token_id": tokenizer.eos_token_id,
+            "pad_token_id": tokenizer.pad_token_id,
+            "model_dir": str(model_dir),
+        },
         "prompt_rules": PROMPT_RULES,
         # the libraries, commit, device and dtype that made this file (docs/reruns.md, "Provenance")
         "provenance": provenance.collect(model.device, spec["dtype"]),
@@ -238,9 +291,14 @@ def run(spec: dict, *, model_name: str, variant: str, model_dir: str, train_path
     evaluation_mode = contextlib.nullcontext()
     if setting != "zsl":  # ZSL uses no demonstrations
         demos, demo_ids, k_true = prepared.demos, prepared.demo_ids, prepared.true_k
-        identity.update(k=spec["k"], true_k=k_true, order=int(spec["order"]) if "order" in spec else 0,
-                        demo_ids=[int(x) for x in demos["example_id"]],
-                        demo_labels=spec["demo_labels"], demo_label_ids=[int(x) for x in demos["label"]])
+        identity.update(
+            k=spec["k"],
+            true_k=k_true,
+            order=int(spec["order"]) if "order" in spec else 0,
+            demo_ids=[int(x) for x in demos["example_id"]],
+            demo_labels=spec["demo_labels"],
+            demo_label_ids=[int(x) for x in demos["label"]],
+        )
     if setting != "zsl" and not is_icl_setting(setting):
         train_demos = demo_ids if spec["ft_demos"] == "all" else demo_ids[:k_true]
         sequences = prompts.ft_sequences(tokenizer, train_demos)
@@ -248,21 +306,56 @@ def run(spec: dict, *, model_name: str, variant: str, model_dir: str, train_path
         master = training.master_weights(model)  # float32 even where the model is not
         with tqdm(total=len(sequences), desc=f"train {setting}", unit="step", mininterval=1.0) as bar:
             train_log = training.finetune(
-                model, sequences, lr=spec["lr"], kind=spec["kind"], clip_grad_norm=spec["clip_grad_norm"],
-                base=base, master=master, progress=bar,
+                model,
+                sequences,
+                lr=spec["lr"],
+                kind=spec["kind"],
+                clip_grad_norm=spec["clip_grad_norm"],
+                base=base,
+                master=master,
+                progress=bar,
             )
         if base is not None:  # a linearized model is evaluated as the linear model it was trained as
             evaluation_mode = training.linearized(model, base, master)
-        identity.update(method=setting, kind=spec["kind"], lr=spec["lr"], clip_grad_norm=spec["clip_grad_norm"],
-                        n_train_steps=len(sequences), ft_demos=spec["ft_demos"])
-        log.info("trained %d steps, final loss %.4f, skipped %d", len(sequences), train_log["loss"][-1], train_log["skipped"].sum())
+        identity.update(
+            method=setting,
+            kind=spec["kind"],
+            lr=spec["lr"],
+            clip_grad_norm=spec["clip_grad_norm"],
+            n_train_steps=len(sequences),
+            ft_demos=spec["ft_demos"],
+        )
+        log.info(
+            "trained %d steps, final loss %.4f, skipped %d",
+            len(sequences),
+            train_log["loss"][-1],
+            train_log["skipped"].sum(),
+        )
         if train_log_path is not None:
             cache.write_train_log(train_log_path, identity, **train_log)
 
     with tqdm(total=len(queries), desc=f"evaluate {setting}", unit="ex", mininterval=1.0) as bar, evaluation_mode:
-        records = evaluate(model, rec, context, queries, label_ids, batch_size=evaluation_batch_size(batch_size, model.device), progress=bar)
+        records = evaluate(
+            model,
+            rec,
+            context,
+            queries,
+            label_ids,
+            batch_size=evaluation_batch_size(batch_size, model.device),
+            progress=bar,
+        )
     identity["n_context"] = len(context)
     cache.write_cache(out_path, identity, layout=spec["cache_dtype"], reference=reference, **records)
     accuracy = float(np.mean(np.argmax(records["label_logprobs"], 1) == records["gold"]))
-    log.info("%s/%s/%s seed %d %s: accuracy %.3f, true k %s, %.1fs", model_name, variant, task, seed, setting, accuracy, identity.get("true_k"), time.time() - started)
+    log.info(
+        "%s/%s/%s seed %d %s: accuracy %.3f, true k %s, %.1fs",
+        model_name,
+        variant,
+        task,
+        seed,
+        setting,
+        accuracy,
+        identity.get("true_k"),
+        time.time() - started,
+    )
     return identity

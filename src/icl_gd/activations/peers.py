@@ -41,8 +41,8 @@ from transformers import AttentionInterface
 from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, AttentionMaskInterface
 
 from icl_gd.activations import capture, extract
-from icl_gd.models import loading
 from icl_gd.data.prompts import Query
+from icl_gd.models import loading
 
 SCORES_IMPLEMENTATION = "eager_scores"
 RECORDS = ("label_logprobs", "attn_out", "attn_scores", "context_scores")
@@ -93,8 +93,16 @@ def _empty(n: int, layers: int, heads: int, d_model: int, n_ctx: int, queries: l
     }
 
 
-def _keep(out: dict, i: int, n_ctx: int, query: Query, logits: torch.Tensor, attn_out: list[torch.Tensor],
-          score_rows: list[torch.Tensor], label_ids: list[int]) -> None:
+def _keep(
+    out: dict,
+    i: int,
+    n_ctx: int,
+    query: Query,
+    logits: torch.Tensor,
+    attn_out: list[torch.Tensor],
+    score_rows: list[torch.Tensor],
+    label_ids: list[int],
+) -> None:
     """Store example i's records from its answer logits (vocab,), each layer's attention output
     at the recorded position (d_model,) and its score row there, (heads, keys >= recorded + 1)."""
     q_len = query.record_offset + 1
@@ -147,14 +155,16 @@ def load(folder: str | Path, peer: str, dtype: torch.dtype = torch.float32, devi
             from transformer_lens.model_bridge import TransformerBridge
         finally:
             logger.setLevel(level)
-        bridge = TransformerBridge.boot_transformers(str(folder), hf_model=model, tokenizer=loading.load_tokenizer(folder),
-                                                      dtype=dtype, device=device)
+        bridge = TransformerBridge.boot_transformers(
+            str(folder), hf_model=model, tokenizer=loading.load_tokenizer(folder), dtype=dtype, device=device
+        )
         return bridge, None
     return model, None
 
 
-def record(peer: str, loaded, context: list[int], queries: list[Query], label_ids: list[int], *,
-           batch_size: int) -> dict:
+def record(
+    peer: str, loaded, context: list[int], queries: list[Query], label_ids: list[int], *, batch_size: int
+) -> dict:
     """What ``peer`` records for context + each query (see the module's docstring)."""
     model, rec = loaded
     if peer == "workflow":
@@ -169,26 +179,42 @@ def _record_hooks(model, context, queries, label_ids, batch_size) -> dict:
     config = model.config
     layers = loading.decoder_layers(model)
     attention = [next(m for name, m in block.named_children() if name in ATTENTION_NAMES) for block in layers]
-    out = _empty(len(queries), config.num_hidden_layers, config.num_attention_heads, config.hidden_size,
-                 len(context), queries, len(label_ids))
+    out = _empty(
+        len(queries),
+        config.num_hidden_layers,
+        config.num_attention_heads,
+        config.hidden_size,
+        len(context),
+        queries,
+        len(label_ids),
+    )
     outputs: dict[int, torch.Tensor] = {}
 
     def keep(layer):
         def hook(module, args, output):
             outputs[layer] = output[0] if isinstance(output, tuple) else output
+
         return hook
 
     handles = [module.register_forward_hook(keep(layer)) for layer, module in enumerate(attention)]
     try:
         for idx, ids, mask, record_at, answer_at in _batches(context, queries, batch_size, _pad_id(config)):
             with torch.no_grad():
-                result = model(input_ids=ids.to(model.device), attention_mask=mask.to(model.device),
-                               output_attentions=True)
+                result = model(
+                    input_ids=ids.to(model.device), attention_mask=mask.to(model.device), output_attentions=True
+                )
             for row, i in enumerate(idx):
                 r = record_at[row]
-                _keep(out, i, len(context), queries[i], result.logits[row, answer_at[row]].cpu(),
-                      [outputs[layer][row, r].cpu() for layer in range(len(attention))],
-                      [scores[row, :, r, : r + 1].cpu() for scores in result.attentions], label_ids)
+                _keep(
+                    out,
+                    i,
+                    len(context),
+                    queries[i],
+                    result.logits[row, answer_at[row]].cpu(),
+                    [outputs[layer][row, r].cpu() for layer in range(len(attention))],
+                    [scores[row, :, r, : r + 1].cpu() for scores in result.attentions],
+                    label_ids,
+                )
     finally:
         for handle in handles:
             handle.remove()
@@ -205,10 +231,19 @@ def _record_transformer_lens(bridge, context, queries, label_ids, batch_size) ->
             logits, cache = bridge.run_with_cache(ids.to(cfg.device), names_filter=lambda name: name.endswith(wanted))
         for row, i in enumerate(idx):
             r = record_at[row]
-            _keep(out, i, len(context), queries[i], logits[row, answer_at[row]].cpu(),
-                  [cache[f"blocks.{layer}.hook_attn_out"][row, r].cpu() for layer in range(cfg.n_layers)],
-                  [cache[f"blocks.{layer}.attn.hook_attn_scores"][row, :, r, : r + 1].cpu() for layer in range(cfg.n_layers)],
-                  label_ids)
+            _keep(
+                out,
+                i,
+                len(context),
+                queries[i],
+                logits[row, answer_at[row]].cpu(),
+                [cache[f"blocks.{layer}.hook_attn_out"][row, r].cpu() for layer in range(cfg.n_layers)],
+                [
+                    cache[f"blocks.{layer}.attn.hook_attn_scores"][row, :, r, : r + 1].cpu()
+                    for layer in range(cfg.n_layers)
+                ],
+                label_ids,
+            )
     return out
 
 

@@ -29,7 +29,11 @@ import torch.autograd.forward_ad as fwAD
 import torch.nn.functional as F
 
 from icl_gd.models.loading import (
-    UnsupportedModelError, apply_logit_postprocessing, decoder_layers, final_norm, logit_postprocessing,
+    UnsupportedModelError,
+    apply_logit_postprocessing,
+    decoder_layers,
+    final_norm,
+    logit_postprocessing,
     output_logits,
 )
 
@@ -291,8 +295,10 @@ def linear_head(model) -> tuple[torch.Tensor, torch.Tensor | None] | None:
     head = model.get_output_embeddings()
     if (
         type(head) is not torch.nn.Linear
-        or head._forward_hooks or head._forward_pre_hooks
-        or torch.nn.modules.module._global_forward_hooks or torch.nn.modules.module._global_forward_pre_hooks
+        or head._forward_hooks
+        or head._forward_pre_hooks
+        or torch.nn.modules.module._global_forward_hooks
+        or torch.nn.modules.module._global_forward_pre_hooks
     ):
         return None
     return head.weight, head.bias
@@ -363,8 +369,9 @@ class _HeadCrossEntropy(torch.autograd.Function):
         return (grad * grad_total).to(ctx.dtype), None, None, None, None, None, None
 
 
-def head_cross_entropy(model, hidden: torch.Tensor, targets: torch.Tensor,
-                       chunk_rows: int | None = None) -> torch.Tensor:
+def head_cross_entropy(
+    model, hidden: torch.Tensor, targets: torch.Tensor, chunk_rows: int | None = None
+) -> torch.Tensor:
     """Summed cross-entropy of ``output_logits(model, hidden)`` (rows of ``hidden``,
     (rows, width), against ``targets``, (rows,)), in float32, through the frozen output head:
     ``chunk_rows`` rows at a time (default: ``HEAD_CHUNK_BYTES`` of float32 logits), so the (rows,
@@ -378,8 +385,15 @@ def head_cross_entropy(model, hidden: torch.Tensor, targets: torch.Tensor,
     if chunk_rows is None:
         chunk_rows = max(1, HEAD_CHUNK_BYTES // (4 * weight.shape[0]))
     need_grad = torch.is_grad_enabled() and hidden.requires_grad
-    return _HeadCrossEntropy.apply(hidden.contiguous(), weight, bias, targets.contiguous(),
-                                   logit_postprocessing(model.config), int(chunk_rows), need_grad)
+    return _HeadCrossEntropy.apply(
+        hidden.contiguous(),
+        weight,
+        bias,
+        targets.contiguous(),
+        logit_postprocessing(model.config),
+        int(chunk_rows),
+        need_grad,
+    )
 
 
 def sequence_loss(model, ids: torch.Tensor, kind: str, *, chunk_rows: int | None = None) -> torch.Tensor:
@@ -409,7 +423,17 @@ def sequence_loss(model, ids: torch.Tensor, kind: str, *, chunk_rows: int | None
 FLOAT16_LOSS_SCALE = 2.0**16
 
 
-def finetune(model, sequences: list[list[int]], *, lr: float, kind: str, clip_grad_norm: float | None = None, base: list[torch.Tensor] | None = None, master: list[torch.Tensor] | None = None, progress=None):
+def finetune(
+    model,
+    sequences: list[list[int]],
+    *,
+    lr: float,
+    kind: str,
+    clip_grad_norm: float | None = None,
+    base: list[torch.Tensor] | None = None,
+    master: list[torch.Tensor] | None = None,
+    progress=None,
+):
     """Train in place, one SGD step per sequence; returns per-step loss, per-layer K/V gradient
     norms (before clipping) and whether the step was skipped for non-finite gradients.
 
@@ -445,7 +469,9 @@ def finetune(model, sequences: list[list[int]], *, lr: float, kind: str, clip_gr
                 loss, grads = _linearized_loss_and_grads(model, ids, kv, base, master, loss_scale)
             else:
                 loss = sequence_loss(model, ids, kind)
-                grads = torch.autograd.grad(loss * loss_scale if loss_scale != 1.0 else loss, [item.param for item in kv])
+                grads = torch.autograd.grad(
+                    loss * loss_scale if loss_scale != 1.0 else loss, [item.param for item in kv]
+                )
             grads = [g.float() for g in grads]
             if loss_scale != 1.0:
                 torch._foreach_mul_(grads, 1.0 / loss_scale)

@@ -43,7 +43,8 @@ def read_table(path: str | os.PathLike, **kwargs) -> pa.Table:
     except (pa.ArrowException, OSError) as err:
         raise CacheError(
             f"{path} cannot be read ({err}): the file is damaged, e.g. cut short by an interrupted copy or a "
-            f"full disk; {rerun_hint(path)}") from None
+            f"full disk; {rerun_hint(path)}"
+        ) from None
 
 
 def read_frame(path: str | os.PathLike):
@@ -59,8 +60,9 @@ def atomic_write_frame(frame, path: str | os.PathLike, provenance: dict | None =
     (``icl_gd.common.provenance``: what software made it, from which caches) in its schema metadata."""
     table = pa.Table.from_pandas(frame, preserve_index=False)
     if provenance is not None:
-        table = table.replace_schema_metadata({**(table.schema.metadata or {}),
-                                               PROVENANCE_KEY: json.dumps(provenance).encode()})
+        table = table.replace_schema_metadata(
+            {**(table.schema.metadata or {}), PROVENANCE_KEY: json.dumps(provenance).encode()}
+        )
     atomic_write_table(table, path)
 
 

@@ -91,26 +91,26 @@ TABLE_CAPTIONS = {
     "paper002": "Label-switched and linearized finetuning against their plain counterparts (paper 002): accuracies (%) and similarities.",
     "comparisons": "Each method minus the baseline method, paired by example, with {ci} bootstrap intervals; * marks p < the significance level.",
     "intervals": "Layer-mean scores, mean over seeds, with {ci} intervals on the crossed seeds x examples design: one "
-                 "resample of the task's evaluation examples for every seed, the seeds' spread as a Student t with "
-                 "seeds - 1 degrees of freedom (one seed: the examples only).",
+    "resample of the task's evaluation examples for every seed, the seeds' spread as a Student t with "
+    "seeds - 1 degrees of freedom (one seed: the examples only).",
     "orders": "Order sensitivity (beyond the papers: Shen et al. 2023): per method, the share of evaluation examples "
-              "whose ICL / finetuned prediction changes across further seeded orders of the same demonstrations "
-              "(config key orders), their difference, and how much the layer-mean SimAOU_norm and SimAM_delta vary "
-              "across the orders (sample std, mean over seeds); mean over seeds with {ci} intervals on the crossed "
-              "seeds x examples design (as the intervals table's).",
+    "whose ICL / finetuned prediction changes across further seeded orders of the same demonstrations "
+    "(config key orders), their difference, and how much the layer-mean SimAOU_norm and SimAM_delta vary "
+    "across the orders (sample std, mean over seeds); mean over seeds with {ci} intervals on the crossed "
+    "seeds x examples design (as the intervals table's).",
     "data": "Data statistics with the model's own token counts and the sizes actually evaluated, after paper 001 Table 3.",
     "k_sweep": "Accuracies (%) and layer-mean similarities against the number of demonstrations k: each method's "
-               "ICL accuracy is ICL on its own k demonstrations; mean [{ci} interval] over seeds.",
+    "ICL accuracy is ICL on its own k demonstrations; mean [{ci} interval] over seeds.",
     "reproduction": "Every published cell this run covers (docs/published.csv; the papers' fairseq 1.3B model) beside "
-                    "this run's mean over seeds with its {ci} interval, the difference (run - published) and whether "
-                    "the two agree given both the run's interval and the published ± spread.",
+    "this run's mean over seeds with its {ci} interval, the difference (run - published) and whether "
+    "the two agree given both the run's interval and the published ± spread.",
     "claims": "The papers' claims, each tested on this run's layer-mean scores (a: the claimed larger or smaller "
-              "cell, b: what it is compared with): per task a - b with its paired interval on the crossed seeds x "
-              "examples design (one resample of the examples for a and b in every seed, the seeds' spread as a "
-              "Student t; one seed: the examples only), the claim's quantifier read on the intervals against 0 "
-              "(superiority) or its smallest effect of interest (non-inferiority): supported, equivalent, "
-              "contradicted, negligible (no effect of interest), inconclusive (with the seeds, or examples per "
-              "seed, its test would need for 80% power) or not run.",
+    "cell, b: what it is compared with): per task a - b with its paired interval on the crossed seeds x "
+    "examples design (one resample of the examples for a and b in every seed, the seeds' spread as a "
+    "Student t; one seed: the examples only), the claim's quantifier read on the intervals against 0 "
+    "(superiority) or its smallest effect of interest (non-inferiority): supported, equivalent, "
+    "contradicted, negligible (no effect of interest), inconclusive (with the seeds, or examples per "
+    "seed, its test would need for 80% power) or not run.",
 }
 
 
@@ -150,13 +150,19 @@ def data_sources_text(data_sources: dict[str, dict], brief: bool = False) -> str
     for corpus, tasks in by_corpus.items():
         if brief:
             sizes = "; ".join(f"{task_label(t)} {data_sources[t]['size']}" for t in tasks)
-            parts.append(f"{_tasks_text(tasks)} ran on real text, corpus {corpus} "
-                         f"({data_sources[tasks[0]]['short']}; {sizes}).")
+            parts.append(
+                f"{_tasks_text(tasks)} ran on real text, corpus {corpus} ({data_sources[tasks[0]]['short']}; {sizes})."
+            )
         else:
-            parts.append(f"{_tasks_text(tasks)} ran on real text, corpus {corpus}: {data_sources[tasks[0]]['about']}. "
-                         + " ".join(f"{task_label(t)}: {data_sources[t]['rule']}." for t in tasks))
-    others = {"synthetic": ("its synthetic twin", "their synthetic twins"), "hub": ("a hub dataset", "hub datasets"),
-              "local": ("local files", "local files")}
+            parts.append(
+                f"{_tasks_text(tasks)} ran on real text, corpus {corpus}: {data_sources[tasks[0]]['about']}. "
+                + " ".join(f"{task_label(t)}: {data_sources[t]['rule']}." for t in tasks)
+            )
+    others = {
+        "synthetic": ("its synthetic twin", "their synthetic twins"),
+        "hub": ("a hub dataset", "hub datasets"),
+        "local": ("local files", "local files"),
+    }
     for kind, (one, several) in others.items():
         tasks = [t for t, s in data_sources.items() if s["source"] == kind]
         if not tasks:

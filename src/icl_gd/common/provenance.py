@@ -34,11 +34,16 @@ def _commit() -> tuple[str | None, bool | None]:
     """The checkout's commit and whether its tree was clean (no tracked file modified but the
     shipped reports, which are outputs), or (None, None) outside a git checkout."""
     try:
-        head = subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True, text=True,
-                              timeout=10, check=True).stdout.strip()
-        status = subprocess.run(["git", "-C", str(REPO), "status", "--porcelain", "--untracked-files=no", "--",
-                                 ".", ":(exclude)reports"], capture_output=True, text=True, timeout=10,
-                                check=True).stdout
+        head = subprocess.run(
+            ["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10, check=True
+        ).stdout.strip()
+        status = subprocess.run(
+            ["git", "-C", str(REPO), "status", "--porcelain", "--untracked-files=no", "--", ".", ":(exclude)reports"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
+        ).stdout
     except (OSError, subprocess.SubprocessError):
         return None, None
     return head or None, status.strip() == ""
@@ -47,8 +52,7 @@ def _commit() -> tuple[str | None, bool | None]:
 def software() -> dict:
     """Python and the libraries' versions, the workflow's commit and whether its tree was clean."""
     commit, clean = _commit()
-    return {"python": platform.python_version(), **{p: _version(p) for p in PACKAGES},
-            "commit": commit, "clean": clean}
+    return {"python": platform.python_version(), **{p: _version(p) for p in PACKAGES}, "commit": commit, "clean": clean}
 
 
 def device_name(device) -> str:
@@ -84,8 +88,9 @@ def distinct(records) -> list[dict]:
     for record in records:
         if not record:
             continue
-        entry = seen.setdefault(software_key(record), {**{k: record.get(k) for k in SOFTWARE},
-                                                        "devices": [], "dtypes": []})
+        entry = seen.setdefault(
+            software_key(record), {**{k: record.get(k) for k in SOFTWARE}, "devices": [], "dtypes": []}
+        )
         for field, key in (("devices", "device"), ("dtypes", "dtype")):
             for value in [*record.get(field, []), *([record[key]] if record.get(key) is not None else [])]:
                 if value not in entry[field]:
@@ -97,7 +102,11 @@ def describe(record: dict) -> str:
     """One line: "Python 3.11.2, torch 2.13.0, ...; commit abc1234 (clean); cpu, float32"."""
     libraries = ", ".join(f"{p} {record.get(p) or 'absent'}" for p in PACKAGES)
     commit = record.get("commit")
-    where = "no git checkout" if commit is None else f"commit {commit[:10]} ({'clean' if record.get('clean') else 'uncommitted changes'})"
+    where = (
+        "no git checkout"
+        if commit is None
+        else f"commit {commit[:10]} ({'clean' if record.get('clean') else 'uncommitted changes'})"
+    )
     text = f"Python {record.get('python')}, {libraries}; {where}"
     devices = record.get("devices") or ([record["device"]] if record.get("device") else [])
     dtypes = record.get("dtypes") or ([record["dtype"]] if record.get("dtype") else [])

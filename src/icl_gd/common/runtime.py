@@ -77,7 +77,10 @@ def _nvidia_smi_count() -> int:
     try:
         out = subprocess.run(
             ["nvidia-smi", "--query-gpu=index", "--format=csv,noheader"],
-            capture_output=True, text=True, timeout=30, check=True,
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=True,
         ).stdout
     except (OSError, subprocess.SubprocessError):
         return 0  # no driver, no GPU
@@ -196,7 +199,9 @@ def claim_gpu(
         if not waiting:
             log.info(
                 "all %d slot(s) of every GPU of %s are held by other jobs (locks in %s); waiting for one",
-                jobs_per_gpu, gpus, folder,
+                jobs_per_gpu,
+                gpus,
+                folder,
             )
             waiting = True
         time.sleep(poll_s)

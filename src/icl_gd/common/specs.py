@@ -64,18 +64,32 @@ class TaskSpec:
 
     def to_params(self) -> dict:
         """The spec as plain data (a rule parameter, compared by Snakemake's params trigger)."""
-        return {"name": self.name, "source": self.source, "template": self.template,
-                "label_words": list(self.label_words), "seeds": list(self.seeds), "lr": self.lr,
-                "splits": dict(self.splits), "hub_id": self.hub_id, "hub_config": self.hub_config,
-                "path": self.path,
-                # only where set: a task of another source keeps the parameters (and the data) it had
-                **{key: value for key in ("corpus", "label_rule") if (value := getattr(self, key)) is not None}}
+        return {
+            "name": self.name,
+            "source": self.source,
+            "template": self.template,
+            "label_words": list(self.label_words),
+            "seeds": list(self.seeds),
+            "lr": self.lr,
+            "splits": dict(self.splits),
+            "hub_id": self.hub_id,
+            "hub_config": self.hub_config,
+            "path": self.path,
+            # only where set: a task of another source keeps the parameters (and the data) it had
+            **{key: value for key in ("corpus", "label_rule") if (value := getattr(self, key)) is not None},
+        }
 
     @classmethod
     def from_params(cls, params: dict) -> TaskSpec:
         """The spec back from :meth:`to_params`; seeds and lr may be left out (a data job's)."""
-        return cls(**{**params, "label_words": tuple(params["label_words"]),
-                      "seeds": tuple(params.get("seeds", ())), "lr": float(params.get("lr", 0.0))})
+        return cls(
+            **{
+                **params,
+                "label_words": tuple(params["label_words"]),
+                "seeds": tuple(params.get("seeds", ())),
+                "lr": float(params.get("lr", 0.0)),
+            }
+        )
 
 
 def is_base_setting(setting: str) -> bool:

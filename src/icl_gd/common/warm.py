@@ -50,12 +50,33 @@ CHILD_ENV = "ICL_GD_WARM_CHILD"  # set in the jobs the worker runs: run in place
 # read by the preloaded libraries at import: a job that sees other values must not use their copy
 IMPORT_TIME_ENV = ("HF_HUB_OFFLINE", "HF_HOME", "HF_HUB_CACHE", "TRANSFORMERS_OFFLINE")
 DEFAULT_PRELOAD = (
-    "torch", "transformers", "transformers:GPT2LMHeadModel", "transformers:AutoModelForCausalLM",
-    "transformers:AutoTokenizer", "transformers:PreTrainedTokenizerFast",
-    "transformers.models.gpt2.modeling_gpt2", "pandas", "pyarrow", "pyarrow.parquet",
-    "pyarrow.dataset", "matplotlib.pyplot", "snakemake.io", "snakemake.iocontainers", "snakemake.logging", "icl_gd.common.runtime",
-    "icl_gd.activations.extract", "icl_gd.models.builtin", "icl_gd.models.loading", "icl_gd.metrics.scoring", "icl_gd.report.outputs",
-    "icl_gd.report.tables", "icl_gd.report.figures", "icl_gd.activations.cache", "icl_gd.data.splits", "icl_gd.data.twins", "icl_gd.config.resolve",
+    "torch",
+    "transformers",
+    "transformers:GPT2LMHeadModel",
+    "transformers:AutoModelForCausalLM",
+    "transformers:AutoTokenizer",
+    "transformers:PreTrainedTokenizerFast",
+    "transformers.models.gpt2.modeling_gpt2",
+    "pandas",
+    "pyarrow",
+    "pyarrow.parquet",
+    "pyarrow.dataset",
+    "matplotlib.pyplot",
+    "snakemake.io",
+    "snakemake.iocontainers",
+    "snakemake.logging",
+    "icl_gd.common.runtime",
+    "icl_gd.activations.extract",
+    "icl_gd.models.builtin",
+    "icl_gd.models.loading",
+    "icl_gd.metrics.scoring",
+    "icl_gd.report.outputs",
+    "icl_gd.report.tables",
+    "icl_gd.report.figures",
+    "icl_gd.activations.cache",
+    "icl_gd.data.splits",
+    "icl_gd.data.twins",
+    "icl_gd.config.resolve",
 )
 KILL_GRACE_S = 3.0
 _HEADER = struct.Struct("!I")
@@ -69,8 +90,12 @@ def enabled() -> bool:
 def identity() -> dict:
     """What a job and the worker must share for the worker to run the job."""
     return {
-        "host": socket.gethostname(), "uid": os.getuid(), "executable": sys.executable, "prefix": sys.prefix,
-        "slurm_job_id": os.environ.get("SLURM_JOB_ID"), "package": os.path.dirname(os.path.realpath(__file__)),
+        "host": socket.gethostname(),
+        "uid": os.getuid(),
+        "executable": sys.executable,
+        "prefix": sys.prefix,
+        "slurm_job_id": os.environ.get("SLURM_JOB_ID"),
+        "package": os.path.dirname(os.path.realpath(__file__)),
         "env": {name: os.environ.get(name) for name in IMPORT_TIME_ENV},
     }
 
@@ -154,7 +179,16 @@ def start_server(log_path: str, preload: list[str] | None = None, parent: int | 
     path = os.path.join(folder, "socket")
     src = os.path.realpath(os.path.join(os.path.dirname(__file__), "..", ".."))  # the folder holding icl_gd/
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [src, os.environ.get("PYTHONPATH")]))}
-    cmd = [sys.executable, "-m", "icl_gd.common.warm", "serve", "--socket", path, "--parent", str(parent or os.getpid())]
+    cmd = [
+        sys.executable,
+        "-m",
+        "icl_gd.common.warm",
+        "serve",
+        "--socket",
+        path,
+        "--parent",
+        str(parent or os.getpid()),
+    ]
     if preload is not None:
         cmd += ["--preload", ",".join(preload)]
     os.makedirs(os.path.dirname(log_path) or ".", exist_ok=True)
@@ -254,8 +288,11 @@ class _Server:
         conn, _ = self.listener.accept()
         allowed, peer_pid, peer_uid = peer_is_us(conn)
         if not allowed:  # the 0700 folder keeps others out; this holds should it ever not
-            print(f"icl_gd.common.warm: refused a connection from process {peer_pid} of user {peer_uid} "
-                  f"(this worker runs jobs for user {os.getuid()} only)", flush=True)
+            print(
+                f"icl_gd.common.warm: refused a connection from process {peer_pid} of user {peer_uid} "
+                f"(this worker runs jobs for user {os.getuid()} only)",
+                flush=True,
+            )
             conn.close()
             return
         conn.settimeout(5)  # a request comes at once; a client that stalls must not stall the server
@@ -317,7 +354,10 @@ class _Server:
             code = 128 - code if code < 0 else code  # death by a signal, as a shell reports it
             self.dying.pop(pid, None)
             conn, script, start = self.jobs.pop(pid)
-            print(f"icl_gd.common.warm: job {pid} ({script}) exited {code} after {time.monotonic() - start:.2f} s", flush=True)
+            print(
+                f"icl_gd.common.warm: job {pid} ({script}) exited {code} after {time.monotonic() - start:.2f} s",
+                flush=True,
+            )
             if conn is not None:
                 self.sel.unregister(conn)
                 try:
@@ -334,8 +374,11 @@ def _run_job(request: dict, fds: list[int]) -> None:
     try:
         os.setpgid(0, 0)
         signal.set_wakeup_fd(-1)
-        for sig, handler in ((signal.SIGCHLD, signal.SIG_DFL), (signal.SIGTERM, signal.SIG_DFL),
-                             (signal.SIGINT, signal.default_int_handler)):
+        for sig, handler in (
+            (signal.SIGCHLD, signal.SIG_DFL),
+            (signal.SIGTERM, signal.SIG_DFL),
+            (signal.SIGINT, signal.default_int_handler),
+        ):
             signal.signal(sig, handler)
         for target, fd in enumerate(fds):
             os.dup2(fd, target)
@@ -404,15 +447,21 @@ def serve(path: str, parent: int, preload: list[str]) -> int:
     try:
         _preload(preload)
         if len(threads := _threads()) > 1:
-            print(f"icl_gd.common.warm: not serving: the imports left {len(threads)} threads {threads}, and forking"
-                  " a process with threads is unsafe", flush=True)
+            print(
+                f"icl_gd.common.warm: not serving: the imports left {len(threads)} threads {threads}, and forking"
+                " a process with threads is unsafe",
+                flush=True,
+            )
             return 1
         server = _Server(path, parent)
         folder = os.path.dirname(path)
         # written whole or not at all: the jobs take its presence for a usable worker
         write_text(os.path.join(folder, "identity.json"), json.dumps({**identity(), "pid": os.getpid()}))
-        print(f"icl_gd.common.warm: {len(sys.modules)} modules imported in {time.monotonic() - started:.1f} s;"
-              f" serving on {path}", flush=True)
+        print(
+            f"icl_gd.common.warm: {len(sys.modules)} modules imported in {time.monotonic() - started:.1f} s;"
+            f" serving on {path}",
+            flush=True,
+        )
         server.loop()
         print("icl_gd.common.warm: stopped", flush=True)
         return 0

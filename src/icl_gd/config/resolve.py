@@ -12,12 +12,18 @@ import importlib.util
 import re
 from pathlib import Path
 
+from icl_gd.common.specs import (  # noqa: F401  (re-exported: the config's vocabulary)
+    BASE_SETTING_PATTERN,
+    BASE_SETTINGS,
+    ICL_SETTING_PATTERN,
+    ConfigError,
+    TaskSpec,
+    is_base_setting,
+    is_icl_setting,
+    template_fields,
+)
 from icl_gd.data import corpora
 from icl_gd.data.presets import TASK_PRESETS
-from icl_gd.common.specs import (  # noqa: F401  (re-exported: the config's vocabulary)
-    BASE_SETTING_PATTERN, BASE_SETTINGS, ICL_SETTING_PATTERN, ConfigError, TaskSpec, is_base_setting,
-    is_icl_setting, template_fields,
-)
 
 DEMO_LABELS = ("gold", "switched")
 METHOD_KINDS = ("gd", "lcgd", "linearized")
@@ -46,8 +52,10 @@ def task_spec(config: dict, task: str) -> TaskSpec:
         return _package_task(task, spec, given)
     for key in ("corpus", "label_rule"):
         if given.get(key) is not None:
-            raise ConfigError(f"tasks.{task}.{key}: read by source package only (this task's source is {source!r}); "
-                              f"remove it, or set tasks.{task}.source: package")
+            raise ConfigError(
+                f"tasks.{task}.{key}: read by source package only (this task's source is {source!r}); "
+                f"remove it, or set tasks.{task}.source: package"
+            )
     return TaskSpec(
         name=task,
         source=source,
@@ -67,23 +75,28 @@ def _package_task(task: str, spec: dict, given: dict) -> TaskSpec:
     (by default the one named like the task) and the template's one text field, checked here, at
     start-up."""
     if not spec.get("corpus"):
-        raise ConfigError(f"tasks.{task}: source package needs tasks.{task}.corpus, one of "
-                          f"{', '.join(sorted(corpora.CORPORA))} (docs/tasks.md, \"Real text offline\")")
+        raise ConfigError(
+            f"tasks.{task}: source package needs tasks.{task}.corpus, one of "
+            f'{", ".join(sorted(corpora.CORPORA))} (docs/tasks.md, "Real text offline")'
+        )
     corpus = corpora.get(spec["corpus"], key=f"tasks.{task}.corpus")
     rule = corpora.rule_of(corpus, spec.get("label_rule") or task, key=f"tasks.{task}.label_rule")
     if len(rule.classes) != len(spec["label_words"]):
         raise ConfigError(
             f"tasks.{task}.label_words: {len(spec['label_words'])} words, but label rule {rule.name!r} of corpus "
-            f"{corpus.name!r} has {len(rule.classes)} classes ({'; '.join(rule.classes)}); give one word per class")
+            f"{corpus.name!r} has {len(rule.classes)} classes ({'; '.join(rule.classes)}); give one word per class"
+        )
     fields = template_fields(spec["template"])
     if len(fields) != 1:
         raise ConfigError(
             f"tasks.{task}.template: a package corpus gives one text per example, but the template reads "
-            f"{len(fields)} fields {fields}; use a template with one {{field}}")
+            f"{len(fields)} fields {fields}; use a template with one {{field}}"
+        )
     if given.get("splits") is not None:
         raise ConfigError(
             f"tasks.{task}.splits: corpus {corpus.name!r} has its own train and eval split (by a hash of each "
-            f"sentence's id, 1 in {corpora.EVAL_MODULUS} for eval); remove the key")
+            f"sentence's id, 1 in {corpora.EVAL_MODULUS} for eval); remove the key"
+        )
     return TaskSpec(
         name=task,
         source="package",

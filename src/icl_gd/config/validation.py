@@ -11,7 +11,16 @@ from __future__ import annotations
 import copy
 import re
 
-from icl_gd.config.resolve import MODEL_VARIANTS, NAME_PATTERN, TASK_PRESETS, ConfigError, gguf_file, is_base_setting, method_spec, task_spec
+from icl_gd.config.resolve import (
+    MODEL_VARIANTS,
+    NAME_PATTERN,
+    TASK_PRESETS,
+    ConfigError,
+    gguf_file,
+    is_base_setting,
+    method_spec,
+    task_spec,
+)
 
 __all__ = ["ConfigError", "check_names", "validate"]
 
@@ -27,21 +36,22 @@ def check_names(config: dict) -> None:
                 )
     for method in config.get("methods", {}):
         if is_base_setting(method):
-            raise ConfigError(f"methods.{method}: zsl and icl[_switched][_k<n>] are reserved setting names; "
-                              "rename the method")
+            raise ConfigError(
+                f"methods.{method}: zsl and icl[_switched][_k<n>] are reserved setting names; rename the method"
+            )
         spec = method_spec(config, method)
         unknown = [t for t in spec.get("tasks") or [] if t not in config.get("tasks", {})]
         if unknown:
-            raise ConfigError(f"methods.{method}.tasks names {unknown}, which are not under 'tasks' "
-                              f"({sorted(config.get('tasks', {}))}); name configured tasks, or remove the key")
+            raise ConfigError(
+                f"methods.{method}.tasks names {unknown}, which are not under 'tasks' "
+                f"({sorted(config.get('tasks', {}))}); name configured tasks, or remove the key"
+            )
     for variant, methods in config.get("variants", {}).items():
         if variant not in MODEL_VARIANTS:
             raise ConfigError(f"variants.{variant}: unknown model variant; choose from {MODEL_VARIANTS}")
         for method in methods or []:
             if method not in config.get("methods", {}):
-                raise ConfigError(
-                    f"variants.{variant} lists method {method!r}, which is not defined under 'methods'"
-                )
+                raise ConfigError(f"variants.{variant} lists method {method!r}, which is not defined under 'methods'")
     for name, model in config.get("models", {}).items():
         if model.get("source", "builtin") == "builtin" and model.get("n_embd", 64) % model.get("n_head", 4):
             raise ConfigError(
@@ -164,6 +174,6 @@ def precision_warnings(config: dict) -> list[str]:
             "digits), which shifts the similarities of small changes (SimAM_delta, SimAOU_norm at the "
             "smallest learning rates: up to 0.8 of an interval's half-width on the built-in model); "
             "compact, the default, keeps float32's metrics for a little more disk. docs/precision.md "
-            "(\"Which cache_dtype\")"
+            '("Which cache_dtype")'
         )
     return warnings

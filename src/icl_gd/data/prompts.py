@@ -89,7 +89,9 @@ def true_k(demo_lengths: list[int], longest_query: int, max_len: int) -> int:
     return k
 
 
-def build_queries(tokenizer, spec: TaskSpec, rows: pd.DataFrame, label_ids: list[int], record_position: str) -> list[Query]:
+def build_queries(
+    tokenizer, spec: TaskSpec, rows: pd.DataFrame, label_ids: list[int], record_position: str
+) -> list[Query]:
     queries = []
     for _, row in rows.iterrows():
         ids = prompt_ids(tokenizer, spec, row)

@@ -234,11 +234,15 @@ def _load_package(spec: TaskSpec, archive: str | None) -> dict[str, pd.DataFrame
     rule = corpora.rule_of(corpus, spec.label_rule or spec.name, key=f"tasks.{spec.name}.label_rule")
     fields = spec.text_fields
     if len(fields) != 1:
-        raise ValueError(f"task {spec.name!r}: a package corpus gives one text per example, but the template reads "
-                         f"{fields}. Fix: use a template with one {{field}} in tasks.{spec.name}.template.")
+        raise ValueError(
+            f"task {spec.name!r}: a package corpus gives one text per example, but the template reads "
+            f"{fields}. Fix: use a template with one {{field}} in tasks.{spec.name}.template."
+        )
     if len(rule.classes) != spec.n_labels:
-        raise ValueError(f"task {spec.name!r}: label rule {rule.name!r} has {len(rule.classes)} classes, the task "
-                         f"{spec.n_labels} label words. Fix: one word per class in tasks.{spec.name}.label_words.")
+        raise ValueError(
+            f"task {spec.name!r}: label rule {rule.name!r} has {len(rule.classes)} classes, the task "
+            f"{spec.n_labels} label words. Fix: one word per class in tasks.{spec.name}.label_words."
+        )
     sentences = corpora.read_sentences(corpus, archive or corpora.archive_path(corpus))
     out = {}
     for role, rows in corpora.labelled_splits(corpus, rule, sentences).items():
@@ -247,7 +251,9 @@ def _load_package(spec: TaskSpec, archive: str | None) -> dict[str, pd.DataFrame
     return out
 
 
-def load_task_splits(spec: TaskSpec, cache_dir: str | None = None, archive: str | None = None) -> dict[str, pd.DataFrame]:
+def load_task_splits(
+    spec: TaskSpec, cache_dir: str | None = None, archive: str | None = None
+) -> dict[str, pd.DataFrame]:
     """The task's ``{"train": df, "eval": df}`` from the hub, a local folder or a package's corpus,
     normalised.
 

@@ -18,8 +18,19 @@ from icl_gd.common import names
 from icl_gd.common.frames import atomic_write_frame, write_csv
 from icl_gd.metrics import inference, resampling
 from icl_gd.metrics.claims import (
-    CLAIMS, COLUMNS, MAX_REPLICATES, MEAN, SIDES, VERDICTS, Cell, Claim, Unit, against_label, needed_factor,
-    read_quantifier, status,
+    CLAIMS,
+    COLUMNS,
+    MAX_REPLICATES,
+    MEAN,
+    SIDES,
+    VERDICTS,
+    Cell,
+    Claim,
+    Unit,
+    against_label,
+    needed_factor,
+    read_quantifier,
+    status,
 )
 from icl_gd.metrics.scoring import RunExamples, layer_mean, positions_of, read_examples, run_key, runs_provenance
 from icl_gd.metrics.units import display_scale, metric_range
@@ -71,16 +82,25 @@ class _Replicates:
                     run_ids = np.asarray(runs[run].example_id)
                     ids = np.unique(run_ids) if ids is None else np.intersect1d(ids, run_ids)
             ids = ids if ids is not None else np.zeros(0, np.int64)
-            if any(len(ids) != len(np.unique(runs[run].example_id)) for s, runs in by_seed.items() for run in present[s]):
-                log.warning("%s/%s: the seeds and settings of this task evaluate different examples; the claims "
-                            "pair the %d they share", model, task, len(ids))
+            if any(
+                len(ids) != len(np.unique(runs[run].example_id)) for s, runs in by_seed.items() for run in present[s]
+            ):
+                log.warning(
+                    "%s/%s: the seeds and settings of this task evaluate different examples; the claims "
+                    "pair the %d they share",
+                    model,
+                    task,
+                    len(ids),
+                )
             terms, points = {}, {}
             ones = np.ones((1, len(ids)))
             for s, runs in by_seed.items():
                 rows = {run: positions_of(runs[run].example_id, ids) for run in present[s]}
-                terms[s] = {c: _cell_terms(runs[c[:2]], c[2], rows[c[:2]]) for c in self.cells
-                            if c[:2] in present[s]
-                            and (c[2] in runs[c[:2]].ratio_names or c[2] in runs[c[:2]].similarities)}
+                terms[s] = {
+                    c: _cell_terms(runs[c[:2]], c[2], rows[c[:2]])
+                    for c in self.cells
+                    if c[:2] in present[s] and (c[2] in runs[c[:2]].ratio_names or c[2] in runs[c[:2]].similarities)
+                }
                 points[s] = {c: float(_statistic(t, ones)[0]) for c, t in terms[s].items()}
             self._tasks[key] = (ids, terms, points)
         return self._tasks[key]
@@ -100,27 +120,43 @@ class _Replicates:
         ids, terms, points = self._prepared(model, task)
         n_chunks = -(-n_rep // self.chunk)
         wanted = [(s, c) for s in seeds for c in cells]
-        for j in range(min((len(self._reps.setdefault((model, task, s, *c), [])) for s, c in wanted),
-                           default=n_chunks), n_chunks):
-            counts = resampling.bootstrap_counts(len(ids), self.chunk, np.random.default_rng(
-                [self.seed, zlib.crc32(task.encode()), j]))
+        for j in range(
+            min((len(self._reps.setdefault((model, task, s, *c), [])) for s, c in wanted), default=n_chunks), n_chunks
+        ):
+            counts = resampling.bootstrap_counts(
+                len(ids), self.chunk, np.random.default_rng([self.seed, zlib.crc32(task.encode()), j])
+            )
             for s, c in wanted:
                 chunks = self._reps[(model, task, s, *c)]
                 if len(chunks) == j:
                     chunks.append(_statistic(terms[s][c], counts))
-        return {s: {c: (points[s][c], np.concatenate(self._reps[(model, task, s, *c)])[:n_rep], len(ids))
-                    for c in cells} for s in seeds}
+        return {
+            s: {c: (points[s][c], np.concatenate(self._reps[(model, task, s, *c)])[:n_rep], len(ids)) for c in cells}
+            for s in seeds
+        }
 
     def uniforms(self, task: str, n_rep: int) -> np.ndarray:
         """The quantiles of the seeds' Student t of a task's replicates, chunk by chunk as above."""
-        return np.concatenate([
-            inference.stratified_uniforms(self.chunk, np.random.default_rng([self.seed, zlib.crc32(task.encode()), j, 1]))
-            for j in range(-(-n_rep // self.chunk))])[:n_rep]
+        return np.concatenate(
+            [
+                inference.stratified_uniforms(
+                    self.chunk, np.random.default_rng([self.seed, zlib.crc32(task.encode()), j, 1])
+                )
+                for j in range(-(-n_rep // self.chunk))
+            ]
+        )[:n_rep]
 
 
-def evaluate_claims(examples: list[RunExamples], roles: dict[str, str], *, n_boot: int = 1000, level: float = 0.95,
-                    seed: int = 0, claims: tuple[Claim, ...] | None = None,
-                    max_replicates: int = MAX_REPLICATES) -> pd.DataFrame:
+def evaluate_claims(
+    examples: list[RunExamples],
+    roles: dict[str, str],
+    *,
+    n_boot: int = 1000,
+    level: float = 0.95,
+    seed: int = 0,
+    claims: tuple[Claim, ...] | None = None,
+    max_replicates: int = MAX_REPLICATES,
+) -> pd.DataFrame:
     """Every claim on every model of ``examples``: one row per (claim, cell b, task), and one for
     the mean over tasks (task :data:`MEAN`), with the difference a - b (points for a percentage,
     else the score's own unit), its interval on the crossed seeds x examples design at the level its
@@ -136,7 +172,8 @@ def evaluate_claims(examples: list[RunExamples], roles: dict[str, str], *, n_boo
     for ex in examples:
         meta = ex.meta
         index.setdefault((meta["model"], meta["task"]), {}).setdefault(int(meta["seed"]), {})[
-            (meta["variant"], meta["method"])] = ex
+            (meta["variant"], meta["method"])
+        ] = ex
     models = sorted({m for m, _ in index})
 
     def run_cell(cell: Cell):
@@ -151,12 +188,31 @@ def evaluate_claims(examples: list[RunExamples], roles: dict[str, str], *, n_boo
     for model in models:
         tasks = names.order_tasks({t for m, t in index if m == model})
         for claim in claims:
-            rows += _test_claim(claim, model, tasks, values, run_cell, level=level, alpha=alpha, n_boot=n_boot,
-                                max_replicates=max_replicates)
+            rows += _test_claim(
+                claim,
+                model,
+                tasks,
+                values,
+                run_cell,
+                level=level,
+                alpha=alpha,
+                n_boot=n_boot,
+                max_replicates=max_replicates,
+            )
     table = pd.DataFrame(rows, columns=COLUMNS)
-    return table.astype({"comparison": "int64", "n_examples": "Int64", "n_seeds": "Int64", "side": "Int64",
-                         "n_replicates": "Int64", "settled": "boolean", "redrawn": "boolean",
-                         "status": object, "incomplete": object})
+    return table.astype(
+        {
+            "comparison": "int64",
+            "n_examples": "Int64",
+            "n_seeds": "Int64",
+            "side": "Int64",
+            "n_replicates": "Int64",
+            "settled": "boolean",
+            "redrawn": "boolean",
+            "status": object,
+            "incomplete": object,
+        }
+    )
 
 
 @dataclass
@@ -193,11 +249,28 @@ def _seeds_of(claim: Claim, model: str, tasks: list[str], values: _Replicates, a
     return found
 
 
-def _test_claim(claim: Claim, model: str, tasks: list[str], values: _Replicates, run_cell, *, level: float,
-                alpha: float, n_boot: int, max_replicates: int) -> list[dict]:
+def _test_claim(
+    claim: Claim,
+    model: str,
+    tasks: list[str],
+    values: _Replicates,
+    run_cell,
+    *,
+    level: float,
+    alpha: float,
+    n_boot: int,
+    max_replicates: int,
+) -> list[dict]:
     scale = display_scale(claim.a[2])
-    base = dict(model=model, claim=claim.id, paper=claim.paper, table=claim.table, quantifier=claim.quantifier,
-                test=claim.test, unit="points" if scale == 100.0 else "score")
+    base = dict(
+        model=model,
+        claim=claim.id,
+        paper=claim.paper,
+        table=claim.table,
+        quantifier=claim.quantifier,
+        test=claim.test,
+        unit="points" if scale == 100.0 else "score",
+    )
     a_cell = run_cell(claim.a)
     b_cells = [b if isinstance(b, float) else run_cell(b) for b in claim.against]
     covered = _seeds_of(claim, model, tasks, values, a_cell, b_cells)
@@ -215,29 +288,54 @@ def _test_claim(claim: Claim, model: str, tasks: list[str], values: _Replicates,
         reps_task = min(times * _n_rep(n_boot, task_level, level), max_replicates)
         reps_mean = min(times * _n_rep(n_boot, mean_level, level), max_replicates)
         per_task = _differences(model, covered, values, a_cell, b_cells, max(reps_task, reps_mean))
-        rows, task_units, mean_units, unsettled = _read(claim, covered, per_task, n_cells, task_level, mean_level,
-                                                        reps_task, reps_mean, scale, base,
-                                                        values.uniforms(MEAN, reps_mean))
+        rows, task_units, mean_units, unsettled = _read(
+            claim,
+            covered,
+            per_task,
+            n_cells,
+            task_level,
+            mean_level,
+            reps_task,
+            reps_mean,
+            scale,
+            base,
+            values.uniforms(MEAN, reps_mean),
+        )
         if not unsettled or max(reps_task, reps_mean) >= max_replicates:
             break
         times *= 2
     task_statuses = [[u.status for u in units] for units in task_units.values()]
     mean_statuses = [u.status for u in mean_units]
     verdict = read_quantifier(claim.quantifier, task_statuses, mean_statuses, claim.test)
-    need = dict(factor=math.nan, n_needed=math.nan, resolves_to="", seed_factor=math.nan, seeds_needed=math.nan,
-                seeds_resolve_to="")
+    need = dict(
+        factor=math.nan,
+        n_needed=math.nan,
+        resolves_to="",
+        seed_factor=math.nan,
+        seeds_needed=math.nan,
+        seeds_resolve_to="",
+    )
     if verdict == "inconclusive" and any(per_task.values()):
         n_now = max(found[0].n_examples for found in per_task.values() if found)
         seeds_now = max(found[0].n_seeds for found in per_task.values() if found)
         plan_tasks = list(task_units.values())
         plan_mean = mean_units
         for currency, now, (f_key, n_key, r_key) in (
-                ("examples", n_now, ("factor", "n_needed", "resolves_to")),
-                ("seeds", seeds_now, ("seed_factor", "seeds_needed", "seeds_resolve_to"))):
-            factor, resolves_to = needed_factor(claim.quantifier, plan_tasks, plan_mean, claim.direction,
-                                                currency=currency, test=claim.test, margin=claim.margin)
-            need.update({f_key: factor, r_key: resolves_to,
-                         n_key: round(factor * now) if math.isfinite(factor) else math.inf})
+            ("examples", n_now, ("factor", "n_needed", "resolves_to")),
+            ("seeds", seeds_now, ("seed_factor", "seeds_needed", "seeds_resolve_to")),
+        ):
+            factor, resolves_to = needed_factor(
+                claim.quantifier,
+                plan_tasks,
+                plan_mean,
+                claim.direction,
+                currency=currency,
+                test=claim.test,
+                margin=claim.margin,
+            )
+            need.update(
+                {f_key: factor, r_key: resolves_to, n_key: round(factor * now) if math.isfinite(factor) else math.inf}
+            )
     for row in rows:
         row.update(verdict=verdict, settled=not unsettled, redrawn=times > 1, **need)
     return rows
@@ -281,12 +379,24 @@ def _differences(model: str, covered: dict[str, _Task], values: _Replicates, a_c
                 points_b.append(value_b)
                 reps.append(reps_a - reps_b)
             examples, spread = inference.crossed_replicates(np.subtract(points_a, points_b), np.stack(reps))
-            spread = inference.Spread(*(float(np.asarray(x)) for x in (spread.n_seeds, spread.seeds_var,
-                                                                        spread.shared, spread.unshared)), n_examples=n)
+            spread = inference.Spread(
+                *(float(np.asarray(x)) for x in (spread.n_seeds, spread.seeds_var, spread.shared, spread.unshared)),
+                n_examples=n,
+            )
             replicates = examples + inference.seeds_part(spread, uniforms)
             replicates = resampling.within_range(replicates, *_difference_range(a_cell, b))
-            rows.append(_Difference(float(np.mean(points_a) - np.mean(points_b)), replicates, n, len(found.seeds),
-                                    float(np.mean(points_a)), float(np.mean(points_b)), spread, examples))
+            rows.append(
+                _Difference(
+                    float(np.mean(points_a) - np.mean(points_b)),
+                    replicates,
+                    n,
+                    len(found.seeds),
+                    float(np.mean(points_a)),
+                    float(np.mean(points_b)),
+                    spread,
+                    examples,
+                )
+            )
         per_task[task] = rows
     return per_task
 
@@ -298,8 +408,19 @@ def _difference_range(a_cell, b) -> tuple[float, float]:
     return low_a - high_b, high_a - low_b
 
 
-def _read(claim: Claim, covered: dict[str, _Task], per_task: dict, n_cells: int, task_level: float,
-          mean_level: float, reps_task: int, reps_mean: int, scale: float, base: dict, mean_uniforms: np.ndarray):
+def _read(
+    claim: Claim,
+    covered: dict[str, _Task],
+    per_task: dict,
+    n_cells: int,
+    task_level: float,
+    mean_level: float,
+    reps_task: int,
+    reps_mean: int,
+    scale: float,
+    base: dict,
+    mean_uniforms: np.ndarray,
+):
     """The rows of a claim's tests; per task and for the mean, per cell b, the :class:`Unit` of each
     interval (its reading in ``status``); and whether an end of an interval the verdict reads lies within the
     bootstrap's Monte Carlo error of the value it is read against."""
@@ -310,11 +431,20 @@ def _read(claim: Claim, covered: dict[str, _Task], per_task: dict, n_cells: int,
     complete = all(not f.missing for t, f in covered.items() if f.seeds)
     for j in range(n_cells):
         for task, found in covered.items():
-            row = dict(base, comparison=j, against=against_label(claim, j), task=task, level=task_level,
-                       margin=scale * margin, incomplete=found.incomplete, n_seeds=len(found.seeds))
+            row = dict(
+                base,
+                comparison=j,
+                against=against_label(claim, j),
+                task=task,
+                level=task_level,
+                margin=scale * margin,
+                incomplete=found.incomplete,
+                n_seeds=len(found.seeds),
+            )
             if not found.seeds:
-                rows.append(dict(row, difference=math.nan, ci_low=math.nan, ci_high=math.nan, side=0,
-                                 status="undefined"))
+                rows.append(
+                    dict(row, difference=math.nan, ci_low=math.nan, ci_high=math.nan, side=0, status="undefined")
+                )
                 continue
             d = per_task[task][j]
             reps = d.replicates[:reps_task]
@@ -323,37 +453,76 @@ def _read(claim: Claim, covered: dict[str, _Task], per_task: dict, n_cells: int,
             if claim.quantifier != "mean" and not found.missing:
                 unsettled |= any(resampling.endpoint_unsettled(reps - threshold, task_level))
             task_units[task].append(Unit(d.value, task_level, (d.spread,), read))
-            rows.append(dict(row, n_examples=d.n_examples, a=scale * d.a, b=scale * d.b,
-                             difference=scale * d.value, ci_low=scale * low, ci_high=scale * high,
-                             side=SIDES.get(read, 0), status=read,
-                             seed_share=_share(d.spread.between, d.spread.within),
-                             df=inference.mean_variance([d.spread])[1], n_replicates=len(reps)))
+            rows.append(
+                dict(
+                    row,
+                    n_examples=d.n_examples,
+                    a=scale * d.a,
+                    b=scale * d.b,
+                    difference=scale * d.value,
+                    ci_low=scale * low,
+                    ci_high=scale * high,
+                    side=SIDES.get(read, 0),
+                    status=read,
+                    seed_share=_share(d.spread.between, d.spread.within),
+                    df=inference.mean_variance([d.spread])[1],
+                    n_replicates=len(reps),
+                )
+            )
         found_j = [per_task[t][j] for t in task_units]
         if not found_j:  # every task undefined: nothing to read
             mean_units.append(Unit(math.nan, mean_level, ()))
-            rows.append(dict(base, comparison=j, against=against_label(claim, j), task=MEAN, level=mean_level,
-                             margin=scale * margin, difference=math.nan, ci_low=math.nan, ci_high=math.nan, side=0,
-                             status="undefined", incomplete=""))
+            rows.append(
+                dict(
+                    base,
+                    comparison=j,
+                    against=against_label(claim, j),
+                    task=MEAN,
+                    level=mean_level,
+                    margin=scale * margin,
+                    difference=math.nan,
+                    ci_low=math.nan,
+                    ci_high=math.nan,
+                    side=0,
+                    status="undefined",
+                    incomplete="",
+                )
+            )
             continue
         diff = float(np.mean([f.value for f in found_j]))
         spreads = tuple(f.spread for f in found_j)
-        reps = inference.mean_of_tasks([f.examples[:reps_mean] for f in found_j], list(spreads),
-                                       mean_uniforms[:reps_mean])
+        reps = inference.mean_of_tasks(
+            [f.examples[:reps_mean] for f in found_j], list(spreads), mean_uniforms[:reps_mean]
+        )
         reps = resampling.within_range(reps, *_difference_range(claim.a, claim.against[j]))
         low, high = resampling.percentile_interval(reps, mean_level)
         read = status(low, high, claim.direction, claim.test, margin) if complete else "incomplete"
         if claim.quantifier == "mean" and complete:
             unsettled |= any(resampling.endpoint_unsettled(reps - threshold, mean_level))
         mean_units.append(Unit(diff, mean_level, spreads, read))
-        rows.append(dict(base, comparison=j, against=against_label(claim, j), task=MEAN,
-                         n_examples=max(f.n_examples for f in found_j), n_seeds=max(f.n_seeds for f in found_j),
-                         a=scale * float(np.mean([f.a for f in found_j])),
-                         b=scale * float(np.mean([f.b for f in found_j])),
-                         difference=scale * diff, ci_low=scale * low, ci_high=scale * high, level=mean_level,
-                         margin=scale * margin, side=SIDES.get(read, 0), status=read,
-                         incomplete="" if complete else "a task is incomplete",
-                         seed_share=_share(sum(float(s.between) for s in spreads), sum(float(s.within) for s in spreads)),
-                         df=inference.mean_variance(list(spreads))[1], n_replicates=len(reps)))
+        rows.append(
+            dict(
+                base,
+                comparison=j,
+                against=against_label(claim, j),
+                task=MEAN,
+                n_examples=max(f.n_examples for f in found_j),
+                n_seeds=max(f.n_seeds for f in found_j),
+                a=scale * float(np.mean([f.a for f in found_j])),
+                b=scale * float(np.mean([f.b for f in found_j])),
+                difference=scale * diff,
+                ci_low=scale * low,
+                ci_high=scale * high,
+                level=mean_level,
+                margin=scale * margin,
+                side=SIDES.get(read, 0),
+                status=read,
+                incomplete="" if complete else "a task is incomplete",
+                seed_share=_share(sum(float(s.between) for s in spreads), sum(float(s.within) for s in spreads)),
+                df=inference.mean_variance(list(spreads))[1],
+                n_replicates=len(reps),
+            )
+        )
     return rows, task_units, mean_units, unsettled
 
 
@@ -370,8 +539,17 @@ def _n_rep(n_boot: int, interval_level: float, level: float) -> int:
     return max(n_boot, math.ceil(n_boot * (1.0 - level) / (1.0 - interval_level) - 1e-9))
 
 
-def write_claim_tests(example_paths: list[str], parquet_path: str, csv_path: str, roles: dict[str, str], *,
-                      order_paths: list[str] = (), n_boot: int = 1000, level: float = 0.95, seed: int = 0) -> pd.DataFrame:
+def write_claim_tests(
+    example_paths: list[str],
+    parquet_path: str,
+    csv_path: str,
+    roles: dict[str, str],
+    *,
+    order_paths: list[str] = (),
+    n_boot: int = 1000,
+    level: float = 0.95,
+    seed: int = 0,
+) -> pd.DataFrame:
     """The claims evaluated (:func:`evaluate_claims`) on the runs' per-example files, as parquet and
     CSV. ``order_paths``: the runs that also ran in further orders (``orders.order_sensitivity``),
     which stand in for their own order's file."""

@@ -56,12 +56,9 @@ import logging
 import math
 from dataclasses import dataclass, field
 
-
-from icl_gd.metrics import inference
-
-
-from icl_gd.metrics.units import in_percent
 from icl_gd.common import names
+from icl_gd.metrics import inference
+from icl_gd.metrics.units import in_percent
 
 log = logging.getLogger(__name__)
 
@@ -88,7 +85,9 @@ class Claim:
         if self.test not in TESTS:
             raise ValueError(f"claim {self.id}: test must be one of {TESTS}, got {self.test!r}")
         if self.quantifier not in QUANTIFIERS:
-            raise ValueError(f"claim {self.id}: quantifier must be one of {sorted(QUANTIFIERS)}, got {self.quantifier!r}")
+            raise ValueError(
+                f"claim {self.id}: quantifier must be one of {sorted(QUANTIFIERS)}, got {self.quantifier!r}"
+            )
 
     @property
     def against(self) -> list[Cell | float]:
@@ -107,122 +106,294 @@ QUANTIFIERS = {
     "mean": "on the mean over tasks",
 }
 _TABLE1_TASKS = "paper 001's Table 1 has SST-2, SST-5, MR, Subj and CB: AGNews is left out"
-_SIGNIFICANTLY = ("'significantly lower' read on the mean over tasks, in paper 001 as in paper 003: both papers' "
-                  "tables show per-task gaps of 0.01 or less on SST-2 and SST-5 (ties by paper 001's own rule), "
-                  "so 'significantly' can describe only the average (001: 0.283 against 0.435; 003: 0.2845 against "
-                  "0.4427)")
-_RESOLVE = ("'resolve' read two ways, both tested: the drop shrinks (clipped above unclipped layer-causal FT, as the "
-            "paper's 0.4227 against 0.2844 shows) and the drop is gone (clipped no lower than standard FT, which "
-            "the paper's 0.4227 against 0.4870 does not show); paper: Subj, one seed")
+_SIGNIFICANTLY = (
+    "'significantly lower' read on the mean over tasks, in paper 001 as in paper 003: both papers' "
+    "tables show per-task gaps of 0.01 or less on SST-2 and SST-5 (ties by paper 001's own rule), "
+    "so 'significantly' can describe only the average (001: 0.283 against 0.435; 003: 0.2845 against "
+    "0.4427)"
+)
+_RESOLVE = (
+    "'resolve' read two ways, both tested: the drop shrinks (clipped above unclipped layer-causal FT, as the "
+    "paper's 0.4227 against 0.2844 shows) and the drop is gone (clipped no lower than standard FT, which "
+    "the paper's 0.4227 against 0.4870 does not show); paper: Subj, one seed"
+)
 
 CLAIMS: tuple[Claim, ...] = (
-    Claim("001-T1-untrained", "001", "Table 1",
-          "In SimAOU the completely untrained model slightly exceeds the trained one (GD)",
-          ("untrained", "gd", "simaou"), (("trained", "gd", "simaou"),), +1, "mean", except_tasks=("agnews",),
-          note=_TABLE1_TASKS,
-          quote="We find that in terms of SimAOU the untrained baselines slightly exceed vanilla GD."),
-    Claim("001-T1-trained-embeddings", "001", "Table 1",
-          "In SimAOU the model with only its embeddings trained slightly exceeds the trained one (GD)",
-          ("trained_embeddings", "gd", "simaou"), (("trained", "gd", "simaou"),), +1, "mean",
-          except_tasks=("agnews",), note=_TABLE1_TASKS,
-          quote="We find that in terms of SimAOU the untrained baselines slightly exceed vanilla GD."),
-    Claim("001-T2-simaou-norm", "001", "Table 2",
-          "Layer-causal GD achieves higher SimAOU (normalised) than GD on every task",
-          ("trained", "lcgd", "simaou_norm"), (("trained", "gd", "simaou_norm"),), +1, "every",
-          note="the caption says SimAOU; it holds in the table for SimAOU_norm, not for raw SimAOU on AGNews",
-          quote="Layer causal GD achieves higher SimAOU across all tasks, yet its SimAM is significantly lower."),
-    Claim("001-T2-simam", "001", "Table 2",
-          "Layer-causal GD's SimAM is significantly lower than GD's (on the mean over tasks)",
-          ("trained", "lcgd", "simam_after"), (("trained", "gd", "simam_after"),), -1, "mean",
-          note=_SIGNIFICANTLY,
-          quote="Layer causal GD achieves higher SimAOU across all tasks, yet its SimAM is significantly lower."),
-    Claim("001-T2-simam-delta", "001", "Table 2",
-          "SimAM_delta is higher for layer-causal GD, except on AGNews",
-          ("trained", "lcgd", "simam_delta"), (("trained", "gd", "simam_delta"),), +1, "every",
-          except_tasks=("agnews",),
-          quote="SimAM_Δ is higher for layer causal GD, except for AGNews."),
-    Claim("001-T1T2-lcgd-baselines", "001", "Tables 1, 2",
-          "In SimAM_delta layer-causal GD is better than the untrained baselines on every task of Table 1",
-          ("trained", "lcgd", "simam_delta"),
-          (("untrained", "gd", "simam_delta"), ("trained_embeddings", "gd", "simam_delta")), +1, "every",
-          except_tasks=("agnews",), note="'all datasets explored': the baselines' datasets; " + _TABLE1_TASKS,
-          quote="In terms of SimAM_Δ [LCGD] is significantly better than any of the other baselines across all "
-                "datasets explored."),
-    Claim("003-T1-icl-zsl", "003", "Table 1",
-          "ICL is more accurate than zero-shot on every task",
-          ("trained", "gd", "acc_icl"), (("trained", "gd", "acc_zsl"),), +1, "every",
-          note="read from Table 1 (ICL above ZSL in every column); no sentence states it"),
-    Claim("003-T1-icl-ft", "003", "Table 1",
-          "ICL is more accurate than finetuning, on average over tasks",
-          ("trained", "gd", "acc_icl"), (("trained", "gd", "acc_ft"),), +1, "mean",
-          note='the paper: "average difference of 19.38%"; its Table 1 gives a mean gap of 9.73 points',
-          quote="However, their results show a discrepancy between the accuracy of the finetuned model and the ICL "
-                "setting, average difference of 19.38% relative to the original zero-shot accuracy (Table 1)."),
-    Claim("003-T1-jaccard", "003", "Table 1",
-          "ICL's and finetuning's prediction changes are poorly aligned on most tasks",
-          ("trained", "gd", "jaccard_all"), 0.5, -1, "most",
-          note="'poorly aligned' read as a Jaccard index below 50%",
-          quote="we show that ICL's and finetuning's predictions are poorly aligned on most tasks."),
-    Claim("003-T1-jaccard-incorrect", "003", "Table 1",
-          "Erroneous prediction changes are aligned even less (Jaccard of incorrect changes below that of correct ones)",
-          ("trained", "gd", "jaccard_incorrect"), (("trained", "gd", "jaccard_correct"),), -1, "most",
-          quote="Our results show that both methods yield unique, different prediction updates, especially when "
-                "taking erroneous changes into account."),
-    Claim("003-T2-simaou", "003", "Table 2",
-          "Layer-causal FT achieves higher SimAOU (normalised) in 5 out of 6 tasks",
-          ("trained", "lcgd", "simaou_norm"), (("trained", "gd", "simaou_norm"),), +1, "all_but_one",
-          quote="Layer causal FT achieves higher SimAOU in 5 out of 6 tasks, but its SimAM is significantly lower."),
-    Claim("003-T2-simam", "003", "Table 2",
-          "Layer-causal FT's SimAM is significantly lower than standard FT's (on the mean over tasks)",
-          ("trained", "lcgd", "simam_after"), (("trained", "gd", "simam_after"),), -1, "mean",
-          note=_SIGNIFICANTLY,
-          quote="Layer causal FT achieves higher SimAOU in 5 out of 6 tasks, but its SimAM is significantly lower."),
-    Claim("003-T3-clip-simam", "003", "Table 3",
-          "Gradient clipping shrinks layer-causal FT's drop in SimAM (clipped above unclipped)",
-          ("trained", "lcgd_clip", "simam_after"), (("trained", "lcgd", "simam_after"),), +1, "every",
-          note=_RESOLVE,
-          quote="This results show that even arbitrary clipping may resolve the drop in SimAM shown in table 2."),
-    Claim("003-T3-clip-simam-ft", "003", "Table 3",
-          "Gradient clipping removes layer-causal FT's drop in SimAM (clipped no lower than standard FT)",
-          ("trained", "lcgd_clip", "simam_after"), (("trained", "gd", "simam_after"),), +1, "every",
-          note=_RESOLVE, test="non_inferiority",
-          quote="This results show that even arbitrary clipping may resolve the drop in SimAM shown in table 2."),
-    Claim("003-T3-clip-simaou", "003", "Table 3",
-          "Clipped layer-causal FT keeps its SimAOU (normalised) above standard FT's",
-          ("trained", "lcgd_clip", "simaou_norm"), (("trained", "gd", "simaou_norm"),), +1, "every",
-          note="read from Table 3 (0.3480 against 0.1932, in bold); paper: Subj, one seed"),
-    Claim("002-switch-icl", "002", "label switching",
-          "False labels in the demonstrations change ICL: its accuracy drops",
-          ("trained", "gd_switched", "acc_icl"), (("trained", "gd", "acc_icl"),), -1, "mean",
-          note="the experiment's premise, this project's reading; paper 002 (a draft) reports no number",
-          quote="we evaluated the change in similarity when providing false labels both in FT and ICL."),
-    Claim("002-switch-similarity", "002", "label switching",
-          "With false labels in both FT and ICL, their similarity holds (SimAOU_norm no lower than with gold labels)",
-          ("trained", "gd_switched", "simaou_norm"), (("trained", "gd", "simaou_norm"),), +1, "mean",
-          note="this project's reading, tested as non-inferiority: paper 002 states no direction and reports no "
-               "number", test="non_inferiority",
-          quote="we evaluated the change in similarity when providing false labels both in FT and ICL."),
-    Claim("shen-output-distribution", "Shen et al.", "beyond the papers",
-          "Finetuning moves the output distribution toward ICL's (KL(ICL || FT) below KL(ICL || ZSL))",
-          ("trained", "gd", "kl_icl_ft"), (("trained", "gd", "kl_icl_zsl"),), -1, "most",
-          note="Shen, Mishra and Khashabi (2023) find that ICL and GD change the output distribution differently; "
-               "the label words' distributions, renormalised over them"),
-    Claim("shen-order-sensitivity", "Shen et al.", "beyond the papers",
-          "ICL is more sensitive to the order of its demonstrations than sequential GD (more predictions change "
-          "across orders)",
-          ("trained", "gd", "order_changed_icl"), (("trained", "gd", "order_changed_ft"),), +1, "most",
-          note="Shen, Mishra and Khashabi (2023) argue ICL is order-sensitive and GD is not; paper 001 answers that "
-               "GD one demonstration at a time is order-sensitive too; needs orders > 1",
-          quote="However, this discrepancy can be mitigated easily by applying GD sequentially, as was done in the "
-                "work of Dai et al. (2023) that we compare to. (paper 001, on Shen et al.)"),
+    Claim(
+        "001-T1-untrained",
+        "001",
+        "Table 1",
+        "In SimAOU the completely untrained model slightly exceeds the trained one (GD)",
+        ("untrained", "gd", "simaou"),
+        (("trained", "gd", "simaou"),),
+        +1,
+        "mean",
+        except_tasks=("agnews",),
+        note=_TABLE1_TASKS,
+        quote="We find that in terms of SimAOU the untrained baselines slightly exceed vanilla GD.",
+    ),
+    Claim(
+        "001-T1-trained-embeddings",
+        "001",
+        "Table 1",
+        "In SimAOU the model with only its embeddings trained slightly exceeds the trained one (GD)",
+        ("trained_embeddings", "gd", "simaou"),
+        (("trained", "gd", "simaou"),),
+        +1,
+        "mean",
+        except_tasks=("agnews",),
+        note=_TABLE1_TASKS,
+        quote="We find that in terms of SimAOU the untrained baselines slightly exceed vanilla GD.",
+    ),
+    Claim(
+        "001-T2-simaou-norm",
+        "001",
+        "Table 2",
+        "Layer-causal GD achieves higher SimAOU (normalised) than GD on every task",
+        ("trained", "lcgd", "simaou_norm"),
+        (("trained", "gd", "simaou_norm"),),
+        +1,
+        "every",
+        note="the caption says SimAOU; it holds in the table for SimAOU_norm, not for raw SimAOU on AGNews",
+        quote="Layer causal GD achieves higher SimAOU across all tasks, yet its SimAM is significantly lower.",
+    ),
+    Claim(
+        "001-T2-simam",
+        "001",
+        "Table 2",
+        "Layer-causal GD's SimAM is significantly lower than GD's (on the mean over tasks)",
+        ("trained", "lcgd", "simam_after"),
+        (("trained", "gd", "simam_after"),),
+        -1,
+        "mean",
+        note=_SIGNIFICANTLY,
+        quote="Layer causal GD achieves higher SimAOU across all tasks, yet its SimAM is significantly lower.",
+    ),
+    Claim(
+        "001-T2-simam-delta",
+        "001",
+        "Table 2",
+        "SimAM_delta is higher for layer-causal GD, except on AGNews",
+        ("trained", "lcgd", "simam_delta"),
+        (("trained", "gd", "simam_delta"),),
+        +1,
+        "every",
+        except_tasks=("agnews",),
+        quote="SimAM_Δ is higher for layer causal GD, except for AGNews.",
+    ),
+    Claim(
+        "001-T1T2-lcgd-baselines",
+        "001",
+        "Tables 1, 2",
+        "In SimAM_delta layer-causal GD is better than the untrained baselines on every task of Table 1",
+        ("trained", "lcgd", "simam_delta"),
+        (("untrained", "gd", "simam_delta"), ("trained_embeddings", "gd", "simam_delta")),
+        +1,
+        "every",
+        except_tasks=("agnews",),
+        note="'all datasets explored': the baselines' datasets; " + _TABLE1_TASKS,
+        quote="In terms of SimAM_Δ [LCGD] is significantly better than any of the other baselines across all "
+        "datasets explored.",
+    ),
+    Claim(
+        "003-T1-icl-zsl",
+        "003",
+        "Table 1",
+        "ICL is more accurate than zero-shot on every task",
+        ("trained", "gd", "acc_icl"),
+        (("trained", "gd", "acc_zsl"),),
+        +1,
+        "every",
+        note="read from Table 1 (ICL above ZSL in every column); no sentence states it",
+    ),
+    Claim(
+        "003-T1-icl-ft",
+        "003",
+        "Table 1",
+        "ICL is more accurate than finetuning, on average over tasks",
+        ("trained", "gd", "acc_icl"),
+        (("trained", "gd", "acc_ft"),),
+        +1,
+        "mean",
+        note='the paper: "average difference of 19.38%"; its Table 1 gives a mean gap of 9.73 points',
+        quote="However, their results show a discrepancy between the accuracy of the finetuned model and the ICL "
+        "setting, average difference of 19.38% relative to the original zero-shot accuracy (Table 1).",
+    ),
+    Claim(
+        "003-T1-jaccard",
+        "003",
+        "Table 1",
+        "ICL's and finetuning's prediction changes are poorly aligned on most tasks",
+        ("trained", "gd", "jaccard_all"),
+        0.5,
+        -1,
+        "most",
+        note="'poorly aligned' read as a Jaccard index below 50%",
+        quote="we show that ICL's and finetuning's predictions are poorly aligned on most tasks.",
+    ),
+    Claim(
+        "003-T1-jaccard-incorrect",
+        "003",
+        "Table 1",
+        "Erroneous prediction changes are aligned even less (Jaccard of incorrect changes below that of correct ones)",
+        ("trained", "gd", "jaccard_incorrect"),
+        (("trained", "gd", "jaccard_correct"),),
+        -1,
+        "most",
+        quote="Our results show that both methods yield unique, different prediction updates, especially when "
+        "taking erroneous changes into account.",
+    ),
+    Claim(
+        "003-T2-simaou",
+        "003",
+        "Table 2",
+        "Layer-causal FT achieves higher SimAOU (normalised) in 5 out of 6 tasks",
+        ("trained", "lcgd", "simaou_norm"),
+        (("trained", "gd", "simaou_norm"),),
+        +1,
+        "all_but_one",
+        quote="Layer causal FT achieves higher SimAOU in 5 out of 6 tasks, but its SimAM is significantly lower.",
+    ),
+    Claim(
+        "003-T2-simam",
+        "003",
+        "Table 2",
+        "Layer-causal FT's SimAM is significantly lower than standard FT's (on the mean over tasks)",
+        ("trained", "lcgd", "simam_after"),
+        (("trained", "gd", "simam_after"),),
+        -1,
+        "mean",
+        note=_SIGNIFICANTLY,
+        quote="Layer causal FT achieves higher SimAOU in 5 out of 6 tasks, but its SimAM is significantly lower.",
+    ),
+    Claim(
+        "003-T3-clip-simam",
+        "003",
+        "Table 3",
+        "Gradient clipping shrinks layer-causal FT's drop in SimAM (clipped above unclipped)",
+        ("trained", "lcgd_clip", "simam_after"),
+        (("trained", "lcgd", "simam_after"),),
+        +1,
+        "every",
+        note=_RESOLVE,
+        quote="This results show that even arbitrary clipping may resolve the drop in SimAM shown in table 2.",
+    ),
+    Claim(
+        "003-T3-clip-simam-ft",
+        "003",
+        "Table 3",
+        "Gradient clipping removes layer-causal FT's drop in SimAM (clipped no lower than standard FT)",
+        ("trained", "lcgd_clip", "simam_after"),
+        (("trained", "gd", "simam_after"),),
+        +1,
+        "every",
+        note=_RESOLVE,
+        test="non_inferiority",
+        quote="This results show that even arbitrary clipping may resolve the drop in SimAM shown in table 2.",
+    ),
+    Claim(
+        "003-T3-clip-simaou",
+        "003",
+        "Table 3",
+        "Clipped layer-causal FT keeps its SimAOU (normalised) above standard FT's",
+        ("trained", "lcgd_clip", "simaou_norm"),
+        (("trained", "gd", "simaou_norm"),),
+        +1,
+        "every",
+        note="read from Table 3 (0.3480 against 0.1932, in bold); paper: Subj, one seed",
+    ),
+    Claim(
+        "002-switch-icl",
+        "002",
+        "label switching",
+        "False labels in the demonstrations change ICL: its accuracy drops",
+        ("trained", "gd_switched", "acc_icl"),
+        (("trained", "gd", "acc_icl"),),
+        -1,
+        "mean",
+        note="the experiment's premise, this project's reading; paper 002 (a draft) reports no number",
+        quote="we evaluated the change in similarity when providing false labels both in FT and ICL.",
+    ),
+    Claim(
+        "002-switch-similarity",
+        "002",
+        "label switching",
+        "With false labels in both FT and ICL, their similarity holds (SimAOU_norm no lower than with gold labels)",
+        ("trained", "gd_switched", "simaou_norm"),
+        (("trained", "gd", "simaou_norm"),),
+        +1,
+        "mean",
+        note="this project's reading, tested as non-inferiority: paper 002 states no direction and reports no number",
+        test="non_inferiority",
+        quote="we evaluated the change in similarity when providing false labels both in FT and ICL.",
+    ),
+    Claim(
+        "shen-output-distribution",
+        "Shen et al.",
+        "beyond the papers",
+        "Finetuning moves the output distribution toward ICL's (KL(ICL || FT) below KL(ICL || ZSL))",
+        ("trained", "gd", "kl_icl_ft"),
+        (("trained", "gd", "kl_icl_zsl"),),
+        -1,
+        "most",
+        note="Shen, Mishra and Khashabi (2023) find that ICL and GD change the output distribution differently; "
+        "the label words' distributions, renormalised over them",
+    ),
+    Claim(
+        "shen-order-sensitivity",
+        "Shen et al.",
+        "beyond the papers",
+        "ICL is more sensitive to the order of its demonstrations than sequential GD (more predictions change "
+        "across orders)",
+        ("trained", "gd", "order_changed_icl"),
+        (("trained", "gd", "order_changed_ft"),),
+        +1,
+        "most",
+        note="Shen, Mishra and Khashabi (2023) argue ICL is order-sensitive and GD is not; paper 001 answers that "
+        "GD one demonstration at a time is order-sensitive too; needs orders > 1",
+        quote="However, this discrepancy can be mitigated easily by applying GD sequentially, as was done in the "
+        "work of Dai et al. (2023) that we compare to. (paper 001, on Shen et al.)",
+    ),
 )
 # supported and equivalent hold; contradicted and negligible do not; the last two say nothing yet
 VERDICTS = ("supported", "equivalent", "contradicted", "negligible", "inconclusive", "not run")
 MEAN = "mean"  # the task of a claim test's row for the mean over tasks
-COLUMNS = ["model", "claim", "paper", "table", "quantifier", "test", "comparison", "against", "task", "n_examples",
-           "n_seeds", "a", "b", "difference", "ci_low", "ci_high", "level", "margin", "side", "status",
-           "incomplete", "seed_share", "df", "n_replicates", "unit", "verdict", "settled", "redrawn", "factor",
-           "n_needed", "resolves_to", "seed_factor", "seeds_needed", "seeds_resolve_to"]
+COLUMNS = [
+    "model",
+    "claim",
+    "paper",
+    "table",
+    "quantifier",
+    "test",
+    "comparison",
+    "against",
+    "task",
+    "n_examples",
+    "n_seeds",
+    "a",
+    "b",
+    "difference",
+    "ci_low",
+    "ci_high",
+    "level",
+    "margin",
+    "side",
+    "status",
+    "incomplete",
+    "seed_share",
+    "df",
+    "n_replicates",
+    "unit",
+    "verdict",
+    "settled",
+    "redrawn",
+    "factor",
+    "n_needed",
+    "resolves_to",
+    "seed_factor",
+    "seeds_needed",
+    "seeds_resolve_to",
+]
 
 
 # --------------------------------------------------------------------------------------------
@@ -248,8 +419,9 @@ def status(low: float, high: float, direction: int, test: str = "superiority", m
     return "negligible" if inside else "open"
 
 
-def side(difference_low: float, difference_high: float, direction: int, test: str = "superiority",
-         margin: float = 0.0) -> int:
+def side(
+    difference_low: float, difference_high: float, direction: int, test: str = "superiority", margin: float = 0.0
+) -> int:
     """+1 where an interval holds for the claim (:func:`status`: holds or equivalent), -1 where it
     breaks it, 0 otherwise."""
     return SIDES.get(status(difference_low, difference_high, direction, test, margin), 0)
@@ -271,6 +443,7 @@ def read_quantifier(quantifier: str, task_statuses: list[list], mean_statuses: l
     """The verdict from the statuses (:func:`status`; or sides, +1 / -1 / 0) of each task's intervals
     (one per cell b) and of the mean's: supported, equivalent, contradicted, negligible or
     inconclusive."""
+
     def named(s):
         return {1: "holds", -1: "breaks", 0: "open"}[int(s)] if not isinstance(s, str) else s
 
@@ -325,8 +498,16 @@ def planned_effect(difference: float, direction: int, test: str, margin: float) 
     return distance if abs(distance) >= margin else direction * margin
 
 
-def needed_factor(quantifier: str, tasks: list[list[Unit]], mean: list[Unit], direction: int, *,
-                  currency: str = "seeds", test: str = "superiority", margin: float = 0.0) -> tuple[float, str]:
+def needed_factor(
+    quantifier: str,
+    tasks: list[list[Unit]],
+    mean: list[Unit],
+    direction: int,
+    *,
+    currency: str = "seeds",
+    test: str = "superiority",
+    margin: float = 0.0,
+) -> tuple[float, str]:
     """The smallest factor on the seeds (or on the examples per task and seed) at which the claim's
     test has :data:`inference.POWER` to give a verdict at its own level, and that verdict, planning
     for :func:`planned_effect` in each interval it reads; (inf, "inconclusive") where no size would
@@ -336,14 +517,24 @@ def needed_factor(quantifier: str, tasks: list[list[Unit]], mean: list[Unit], di
     units = [u for u in units if u.status == "open"]  # a decided interval stays as it is; an incomplete
     # task's missing seed is not made up by more of the others
     effects = {id(u): planned_effect(u.difference, direction, test, margin) for u in units}
-    factors = {id(u): inference.needed_factor(effects[id(u)], u.level, list(u.spreads), currency=currency)
-               if math.isfinite(effects[id(u)]) else math.inf for u in units}
+    factors = {
+        id(u): inference.needed_factor(effects[id(u)], u.level, list(u.spreads), currency=currency)
+        if math.isfinite(effects[id(u)])
+        else math.inf
+        for u in units
+    }
 
     def verdict_at(f: float) -> str:
         def read(row):
-            return [u.status if id(u) not in factors else
-                    ("holds" if effects[id(u)] * direction > 0 else "breaks") if factors[id(u)] <= f else "open"
-                    for u in row]
+            return [
+                u.status
+                if id(u) not in factors
+                else ("holds" if effects[id(u)] * direction > 0 else "breaks")
+                if factors[id(u)] <= f
+                else "open"
+                for u in row
+            ]
+
         return read_quantifier(quantifier, [read(row) for row in tasks], read(mean), test)
 
     for f in sorted(f for f in factors.values() if math.isfinite(f)):
@@ -366,5 +557,7 @@ def against_label(claim: Claim, j: int) -> str:
 
 def cell_label(cell: Cell, roles: dict[str, str]) -> str:
     variant, method, metric = cell
-    return (f"{names.metric_label(metric)} ({names.method_label(roles.get(method, method))}, "
-            f"{names.variant_label(variant, in_text=True)})")
+    return (
+        f"{names.metric_label(metric)} ({names.method_label(roles.get(method, method))}, "
+        f"{names.variant_label(variant, in_text=True)})"
+    )

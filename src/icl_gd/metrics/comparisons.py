@@ -50,8 +50,14 @@ def _paired_differences(method_runs: dict[int, RunExamples], base_runs: dict[int
 
 
 def compare_methods(
-    examples: list[RunExamples], baseline: str | None, *, n_boot: int = 1000, n_perm: int = 10000,
-    level: float = 0.95, significance: float = 0.05, seed: int = 0,
+    examples: list[RunExamples],
+    baseline: str | None,
+    *,
+    n_boot: int = 1000,
+    n_perm: int = 10000,
+    level: float = 0.95,
+    significance: float = 0.05,
+    seed: int = 0,
 ) -> pd.DataFrame:
     """Every method against ``baseline`` on the same model, variant and task, paired by example.
 
@@ -76,21 +82,58 @@ def compare_methods(
                 low, high = resampling.percentile_interval(resampling.bootstrap_means(defined, counts), level)
                 p = resampling.sign_flip_test(defined, n_perm=n_perm, seed=seed)
             else:
-                log.warning("%s vs %s on %s/%s/%s: no example with a defined %s difference",
-                            method, baseline, model, variant, task, metric)
+                log.warning(
+                    "%s vs %s on %s/%s/%s: no example with a defined %s difference",
+                    method,
+                    baseline,
+                    model,
+                    variant,
+                    task,
+                    metric,
+                )
                 low = high = p = np.nan
-            rows.append(dict(
-                model=model, variant=variant, task=task, method=method, baseline=baseline, metric=metric,
-                mean_method=mean_a, mean_baseline=mean_b, diff=float(defined.mean()) if defined.size else np.nan,
-                ci_low=float(low), ci_high=float(high), p_value=p, significant=bool(p < significance),
-                n_examples=int(defined.size), n_seeds=len(seeds),
-            ))
-    columns = ["model", "variant", "task", "method", "baseline", "metric", "mean_method", "mean_baseline",
-               "diff", "ci_low", "ci_high", "p_value", "significant", "n_examples", "n_seeds"]
+            rows.append(
+                dict(
+                    model=model,
+                    variant=variant,
+                    task=task,
+                    method=method,
+                    baseline=baseline,
+                    metric=metric,
+                    mean_method=mean_a,
+                    mean_baseline=mean_b,
+                    diff=float(defined.mean()) if defined.size else np.nan,
+                    ci_low=float(low),
+                    ci_high=float(high),
+                    p_value=p,
+                    significant=bool(p < significance),
+                    n_examples=int(defined.size),
+                    n_seeds=len(seeds),
+                )
+            )
+    columns = [
+        "model",
+        "variant",
+        "task",
+        "method",
+        "baseline",
+        "metric",
+        "mean_method",
+        "mean_baseline",
+        "diff",
+        "ci_low",
+        "ci_high",
+        "p_value",
+        "significant",
+        "n_examples",
+        "n_seeds",
+    ]
     return pd.DataFrame(rows, columns=columns)
 
 
-def write_comparisons(example_paths: list[str], parquet_path: str, csv_path: str, baseline: str | None, **kwargs) -> pd.DataFrame:
+def write_comparisons(
+    example_paths: list[str], parquet_path: str, csv_path: str, baseline: str | None, **kwargs
+) -> pd.DataFrame:
     """The paired comparisons of every method with the baseline, as parquet and CSV."""
     examples = [read_examples(p) for p in example_paths] if baseline else []
     table = compare_methods(examples, baseline, **kwargs)

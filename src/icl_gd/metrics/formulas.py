@@ -131,7 +131,10 @@ def _warn_undefined(values: np.ndarray, what: str, where: str) -> None:
     if n_bad:
         log.warning(
             "%s: %d of %d %s undefined (zero-norm vector); excluded from the mean",
-            what, n_bad, values.size, where,
+            what,
+            n_bad,
+            values.size,
+            where,
         )
 
 
@@ -448,7 +451,8 @@ def _map_cosines(pairs, maps, names, query_len, what: str, per_example: bool) ->
         log.warning(
             "%s: %d key scores are NaN in some inputs but not in others; those keys were dropped "
             "from every input (the valid keys of an example should agree across settings)",
-            what, mismatched,
+            what,
+            mismatched,
         )
     _warn_undefined(per_head, what, "per-head cosines")
     per_ex = _nan_mean0(np.moveaxis(per_head, -1, 0))  # mean over heads, (n, L)
@@ -473,16 +477,19 @@ def simam(m_a, m_b, query_len=None, per_example: bool = False) -> np.ndarray:
     (or (n, L) with ``per_example``). Padding: NaN past each example's query length, or an
     explicit ``query_len`` (n,) (keys ``q >= query_len[i]`` ignored).
     """
-    return _map_cosines(
-        lambda c: (c[0], c[1]), (m_a, m_b), ("m_a", "m_b"), query_len, "simam", per_example
-    )
+    return _map_cosines(lambda c: (c[0], c[1]), (m_a, m_b), ("m_a", "m_b"), query_len, "simam", per_example)
 
 
 def simam_delta(m_zsl, m_icl, m_ft, query_len=None, per_example: bool = False) -> np.ndarray:
     """Similarity of attention-map updates (paper 001), SimAM_delta_l =
     mean_i mean_h cos(m_ICL − m_ZSL, m_FT − m_ZSL), averaged like :func:`simam`."""
     return _map_cosines(
-        _deltas, (m_zsl, m_icl, m_ft), ("m_zsl", "m_icl", "m_ft"), query_len, "simam_delta", per_example,
+        _deltas,
+        (m_zsl, m_icl, m_ft),
+        ("m_zsl", "m_icl", "m_ft"),
+        query_len,
+        "simam_delta",
+        per_example,
     )
 
 
@@ -490,7 +497,12 @@ def alpha(m_zsl, m_lcgd, m_gd, query_len=None, per_example: bool = False) -> np.
     """alpha of paper 001 (Fig. 2): how aligned layer-causal GD is with vanilla GD,
     alpha_l = mean_i mean_h cos(m_LCGD − m_ZSL, m_GD − m_ZSL), averaged like :func:`simam`."""
     return _map_cosines(
-        _deltas, (m_zsl, m_lcgd, m_gd), ("m_zsl", "m_lcgd", "m_gd"), query_len, "alpha", per_example,
+        _deltas,
+        (m_zsl, m_lcgd, m_gd),
+        ("m_zsl", "m_lcgd", "m_gd"),
+        query_len,
+        "alpha",
+        per_example,
     )
 
 
@@ -573,8 +585,19 @@ def update_similarities(h_zsl, dh_icl, dh_ft, *, scale_icl=None, scale_ft=None, 
     return out
 
 
-def map_similarities(m_zsl, dm_icl, dm_ft, query_len, n_layers: int, n_heads: int, *, dm_base=None,
-                     scale_icl=None, scale_ft=None, scale_base=None) -> dict[str, np.ndarray]:
+def map_similarities(
+    m_zsl,
+    dm_icl,
+    dm_ft,
+    query_len,
+    n_layers: int,
+    n_heads: int,
+    *,
+    dm_base=None,
+    scale_icl=None,
+    scale_ft=None,
+    scale_base=None,
+) -> dict[str, np.ndarray]:
     """SimAM before and after, SimAM_delta and, given the baseline method's change ``dm_base``,
     alpha, of every example and layer, (n, L) each: the values of :func:`simam`,
     :func:`simam_delta` and :func:`alpha` (tests/unit/metrics/test_formulas.py), in one pass.

@@ -64,9 +64,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
-from icl_gd.metrics import formulas
-
-from icl_gd.metrics import resampling
+from icl_gd.metrics import formulas, resampling
 
 __all__ = [
     "MARGINS",
@@ -82,10 +80,28 @@ __all__ = [
     "needed_factor",
 ]
 
-_SHARES = ("acc_zsl", "acc_icl", "acc_ft", "jaccard_all", "jaccard_correct", "jaccard_incorrect", "tv_icl_ft",
-           "order_changed_icl", "order_changed_ft", "order_change_gap")
-_COSINES = ("simaou", "simaou_norm", "simaou_random", "simaou_random_gaussian", "simam_before", "simam_after",
-            "simam_delta", "alpha")
+_SHARES = (
+    "acc_zsl",
+    "acc_icl",
+    "acc_ft",
+    "jaccard_all",
+    "jaccard_correct",
+    "jaccard_incorrect",
+    "tv_icl_ft",
+    "order_changed_icl",
+    "order_changed_ft",
+    "order_change_gap",
+)
+_COSINES = (
+    "simaou",
+    "simaou_norm",
+    "simaou_random",
+    "simaou_random_gaussian",
+    "simam_before",
+    "simam_after",
+    "simam_delta",
+    "alpha",
+)
 MARGINS = {
     **dict.fromkeys(_SHARES, 0.01),
     "rec2ftp": 1.0,  # held in percent
@@ -132,7 +148,9 @@ class Spread:
     def between(self):
         """The variance of the mean that the seeds' spread gives: s^2 / S (0 with one seed)."""
         with np.errstate(invalid="ignore", divide="ignore"):
-            return np.where(np.asarray(self.n_seeds) >= 2, np.asarray(self.seeds_var) / np.maximum(self.n_seeds, 1), 0.0)
+            return np.where(
+                np.asarray(self.n_seeds) >= 2, np.asarray(self.seeds_var) / np.maximum(self.n_seeds, 1), 0.0
+            )
 
     @property
     def within(self):
@@ -170,14 +188,20 @@ def crossed_replicates(points, replicates, uniforms: np.ndarray | None = None) -
     """
     points, reps = formulas._f64(points), formulas._f64(replicates)
     if reps.shape[:1] + reps.shape[2:] != points.shape:
-        raise ValueError(f"replicates {reps.shape} do not match the seeds' points {points.shape}: (S, R, ...) and (S, ...)")
+        raise ValueError(
+            f"replicates {reps.shape} do not match the seeds' points {points.shape}: (S, R, ...) and (S, ...)"
+        )
     defined = np.isfinite(points)
     n = defined.sum(axis=0)
     reps = np.where(defined[:, None], reps, np.nan)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # a cell undefined in every seed stays NaN
         pbar = np.nanmean(np.where(defined, points, np.nan), axis=0)
-        seeds_var = np.nanvar(np.where(defined, points, np.nan), axis=0, ddof=1) if points.shape[0] > 1 else np.full_like(pbar, np.nan)
+        seeds_var = (
+            np.nanvar(np.where(defined, points, np.nan), axis=0, ddof=1)
+            if points.shape[0] > 1
+            else np.full_like(pbar, np.nan)
+        )
         m = np.nanmean(reps, axis=0)  # (R, ...)
         ddof = 1 if reps.shape[1] > 1 else 0
         v_mean = np.nanvar(m, axis=0, ddof=ddof)
@@ -275,8 +299,9 @@ def mean_variance(spreads: list[Spread], seeds: float = 1.0, examples: float = 1
     return variance, (variance**2 / denominator if denominator > 0 else math.inf)
 
 
-def power_reached(effect: float, level: float, spreads: list[Spread], seeds: float = 1.0, examples: float = 1.0,
-                  power: float = POWER) -> bool:
+def power_reached(
+    effect: float, level: float, spreads: list[Spread], seeds: float = 1.0, examples: float = 1.0, power: float = POWER
+) -> bool:
     """Whether a two-sided interval at ``level`` of the mean of ``spreads``' means excludes zero with
     probability ``power`` when the truth is ``effect``: |effect| >= (t_{1-(1-level)/2} + t_power) sd,
     with Hillis's degrees of freedom."""
@@ -287,8 +312,9 @@ def power_reached(effect: float, level: float, spreads: list[Spread], seeds: flo
     return abs(effect) >= quantile * math.sqrt(variance)
 
 
-def needed_factor(effect: float, level: float, spreads: list[Spread], *, currency: str, power: float = POWER,
-                  limit: int = 10**6) -> float:
+def needed_factor(
+    effect: float, level: float, spreads: list[Spread], *, currency: str, power: float = POWER, limit: int = 10**6
+) -> float:
     """The smallest factor on the seeds (``currency`` "seeds") or on the examples per seed
     ("examples") at which a test at ``level`` has ``power`` to find ``effect`` (:func:`power_reached`),
     from the run's own variance parts; at least 1; inf where no size up to ``limit`` times the
@@ -305,8 +331,14 @@ def needed_factor(effect: float, level: float, spreads: list[Spread], *, currenc
 
     def reached(size: int) -> bool:
         factor = size / base
-        return power_reached(effect, level, spreads, seeds=factor if currency == "seeds" else 1.0,
-                             examples=factor if currency == "examples" else 1.0, power=power)
+        return power_reached(
+            effect,
+            level,
+            spreads,
+            seeds=factor if currency == "seeds" else 1.0,
+            examples=factor if currency == "examples" else 1.0,
+            power=power,
+        )
 
     if reached(base):
         return 1.0

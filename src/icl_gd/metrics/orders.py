@@ -16,11 +16,19 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from icl_gd.metrics import formulas
 from icl_gd.common.frames import atomic_write_frame, write_csv
+from icl_gd.metrics import formulas
 from icl_gd.metrics.scoring import (
-    GROUP_KEYS, ORDER_METRICS, RunExamples, layer_mean, positions_of, read_examples, run_key,
-    runs_provenance, seed_mean_intervals, write_examples,
+    GROUP_KEYS,
+    ORDER_METRICS,
+    RunExamples,
+    layer_mean,
+    positions_of,
+    read_examples,
+    run_key,
+    runs_provenance,
+    seed_mean_intervals,
+    write_examples,
 )
 
 SPREAD_OF = ("simaou_norm", "simam_delta")  # the similarities whose spread over the orders is reported
@@ -48,22 +56,41 @@ def order_sensitivity(orders: list[RunExamples]) -> RunExamples:
             raise ValueError(f"the orders of run {key} include another run's values, {run_key(run.meta)}")
         missing = np.setdiff1d(first.example_id, run.example_id)
         if missing.size:
-            raise ValueError(f"run {key}: an order lacks {missing.size} of the run's evaluation examples "
-                             f"(e.g. id {int(missing[0])}); extract its caches again with the run's config")
+            raise ValueError(
+                f"run {key}: an order lacks {missing.size} of the run's evaluation examples "
+                f"(e.g. id {int(missing[0])}); extract its caches again with the run's config"
+            )
         rows = positions_of(run.example_id, first.example_id)
         icl.append(np.asarray(run.pred_icl)[rows])
         ft.append(np.asarray(run.pred_ft)[rows])
     icl, ft = np.stack(icl), np.stack(ft)  # (orders, n)
     changed_icl = (icl != icl[0]).any(axis=0).astype(np.float64)
     changed_ft = (ft != ft[0]).any(axis=0).astype(np.float64)
-    per_example = {**first.per_example, "order_changed_icl": changed_icl, "order_changed_ft": changed_ft,
-                   "order_change_gap": changed_icl - changed_ft}
-    meta = {**first.meta, "orders": len(orders),
-            "order_scores": {name: [_layer_mean_score(run.similarities[name]) for run in orders]
-                             for name in SPREAD_OF if all(name in run.similarities for run in orders)}}
-    return RunExamples(meta=meta, example_id=first.example_id, gold=first.gold, pred_zsl=first.pred_zsl,
-                       pred_icl=first.pred_icl, pred_ft=first.pred_ft, similarities=first.similarities,
-                       per_example=per_example)
+    per_example = {
+        **first.per_example,
+        "order_changed_icl": changed_icl,
+        "order_changed_ft": changed_ft,
+        "order_change_gap": changed_icl - changed_ft,
+    }
+    meta = {
+        **first.meta,
+        "orders": len(orders),
+        "order_scores": {
+            name: [_layer_mean_score(run.similarities[name]) for run in orders]
+            for name in SPREAD_OF
+            if all(name in run.similarities for run in orders)
+        },
+    }
+    return RunExamples(
+        meta=meta,
+        example_id=first.example_id,
+        gold=first.gold,
+        pred_zsl=first.pred_zsl,
+        pred_icl=first.pred_icl,
+        pred_ft=first.pred_ft,
+        similarities=first.similarities,
+        per_example=per_example,
+    )
 
 
 def write_order_sensitivity(order_paths: list[str], out_path: str) -> RunExamples:
@@ -79,10 +106,19 @@ def order_table(runs: list[RunExamples], *, n_boot: int = 1000, level: float = 0
     (seeds and examples crossed, as the summary's), and each similarity's spread
     over the orders (``<similarity>_order_sd``: the mean over seeds of its sample std over the
     orders; no interval)."""
-    light = [RunExamples(meta=r.meta, example_id=r.example_id, gold=r.gold, pred_zsl=r.pred_zsl, pred_icl=r.pred_icl,
-                         pred_ft=r.pred_ft, similarities={},
-                         per_example={m: r.per_example[m] for m in ORDER_METRICS if m in r.per_example})
-             for r in runs]
+    light = [
+        RunExamples(
+            meta=r.meta,
+            example_id=r.example_id,
+            gold=r.gold,
+            pred_zsl=r.pred_zsl,
+            pred_icl=r.pred_icl,
+            pred_ft=r.pred_ft,
+            similarities={},
+            per_example={m: r.per_example[m] for m in ORDER_METRICS if m in r.per_example},
+        )
+        for r in runs
+    ]
     intervals = seed_mean_intervals(light, n_boot=n_boot, level=level, ci_seed=ci_seed)
     intervals = intervals[intervals["metric"].isin(ORDER_METRICS)].set_index(GROUP_KEYS[:-1])
     rows = []
@@ -93,22 +129,47 @@ def order_table(runs: list[RunExamples], *, n_boot: int = 1000, level: float = 0
         n_orders = int(min(r.meta["orders"] for r in group))
         for metric in ORDER_METRICS:
             values = [float(np.mean(r.per_example[metric])) for r in group if metric in r.per_example]
-            low, high = (intervals.loc[(*key, metric), ["ci_low", "ci_high"]].tolist()
-                         if (*key, metric) in intervals.index else (np.nan, np.nan))
-            rows.append(dict(zip(("model", "variant", "task", "method"), key), metric=metric, **_stats(values),
-                             ci_low=float(low), ci_high=float(high), n_orders=n_orders))
+            low, high = (
+                intervals.loc[(*key, metric), ["ci_low", "ci_high"]].tolist()
+                if (*key, metric) in intervals.index
+                else (np.nan, np.nan)
+            )
+            rows.append(
+                dict(
+                    zip(("model", "variant", "task", "method"), key),
+                    metric=metric,
+                    **_stats(values),
+                    ci_low=float(low),
+                    ci_high=float(high),
+                    n_orders=n_orders,
+                )
+            )
         for name in SPREAD_OF:
-            spreads = [float(np.std(r.meta["order_scores"][name], ddof=1)) for r in group
-                       if name in r.meta.get("order_scores", {})]
-            rows.append(dict(zip(("model", "variant", "task", "method"), key), metric=f"{name}_order_sd",
-                             **_stats(spreads), ci_low=np.nan, ci_high=np.nan, n_orders=n_orders))
+            spreads = [
+                float(np.std(r.meta["order_scores"][name], ddof=1))
+                for r in group
+                if name in r.meta.get("order_scores", {})
+            ]
+            rows.append(
+                dict(
+                    zip(("model", "variant", "task", "method"), key),
+                    metric=f"{name}_order_sd",
+                    **_stats(spreads),
+                    ci_low=np.nan,
+                    ci_high=np.nan,
+                    n_orders=n_orders,
+                )
+            )
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
 def _stats(values: list[float]) -> dict:
     values = [v for v in values if np.isfinite(v)]
-    return {"mean": float(np.mean(values)) if values else np.nan,
-            "std": float(np.std(values, ddof=1)) if len(values) > 1 else np.nan, "n": len(values)}
+    return {
+        "mean": float(np.mean(values)) if values else np.nan,
+        "std": float(np.std(values, ddof=1)) if len(values) > 1 else np.nan,
+        "n": len(values),
+    }
 
 
 def write_order_table(paths: list[str], parquet_path: str, csv_path: str, **kwargs) -> pd.DataFrame:

@@ -16,14 +16,10 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from icl_gd.metrics import inference, formulas
-
-from icl_gd.metrics import resampling
-
-from icl_gd.metrics import units
-from icl_gd.common import provenance
 from icl_gd.activations.cache import METADATA_KEY, RunCache
+from icl_gd.common import provenance
 from icl_gd.common.frames import atomic_write_frame, atomic_write_table, read_frame, read_table, write_csv
+from icl_gd.metrics import formulas, inference, resampling, units
 
 log = logging.getLogger(__name__)
 
@@ -52,7 +48,14 @@ MEANS = DIVERGENCES + ORDER_METRICS
 # Scores that are ratios of per-example sums: accuracy, Rec2FTP (percent) and the Jaccard indices;
 # then the means a run has.
 RATIOS = (
-    "acc_zsl", "acc_icl", "acc_ft", "rec2ftp", "jaccard_all", "jaccard_correct", "jaccard_incorrect", *MEANS,
+    "acc_zsl",
+    "acc_icl",
+    "acc_ft",
+    "rec2ftp",
+    "jaccard_all",
+    "jaccard_correct",
+    "jaccard_incorrect",
+    *MEANS,
 )
 
 
@@ -92,8 +95,10 @@ class RunExamples:
             return (pred == self.gold).astype(np.float64), np.ones(len(pred))
         if name in MEANS:
             if name not in self.per_example:
-                raise ValueError(f"{name}: this run has no such per-example values (its file was written before "
-                                 "they were recorded, or its demonstrations ran in one order); rerun score_run")
+                raise ValueError(
+                    f"{name}: this run has no such per-example values (its file was written before "
+                    "they were recorded, or its demonstrations ran in one order); rerun score_run"
+                )
             return self.per_example[name], np.ones(len(self.gold))
         if name == "rec2ftp":
             num, den = formulas.rec2ftp_terms(*preds)
@@ -127,8 +132,16 @@ def run_examples(
     (dm_icl, t_icl), (dm_ft, t_ft) = icl.score_change(zsl), ft.score_change(zsl)
     dm_base, t_base = base.score_change(zsl) if base is not None else (None, None)
     maps = formulas.map_similarities(
-        zsl.score_values(), dm_icl, dm_ft, zsl.query_len, zsl.meta["n_layers"], zsl.meta["n_heads"],
-        dm_base=dm_base, scale_icl=t_icl, scale_ft=t_ft, scale_base=t_base,
+        zsl.score_values(),
+        dm_icl,
+        dm_ft,
+        zsl.query_len,
+        zsl.meta["n_layers"],
+        zsl.meta["n_heads"],
+        dm_base=dm_base,
+        scale_icl=t_icl,
+        scale_ft=t_ft,
+        scale_base=t_base,
     )
     sims = {name: outputs[name] for name in ("simaou", "simaou_norm")}
     sims.update({name: maps[name] for name in ("simam_before", "simam_after", "simam_delta")})
@@ -255,8 +268,15 @@ def score_examples(ex: RunExamples, *, n_boot: int = 1000, level: float = 0.95, 
 
 
 def score_run(
-    zsl: RunCache, icl: RunCache, ft: RunCache, base: RunCache | None = None, *,
-    random_seed: int = 0, n_boot: int = 1000, level: float = 0.95, ci_seed: int = 0,
+    zsl: RunCache,
+    icl: RunCache,
+    ft: RunCache,
+    base: RunCache | None = None,
+    *,
+    random_seed: int = 0,
+    n_boot: int = 1000,
+    level: float = 0.95,
+    ci_seed: int = 0,
 ) -> pd.DataFrame:
     """Every metric of one run, per layer and as the layer mean, with bootstrap intervals."""
     ex = run_examples(zsl, icl, ft, base, random_seed=random_seed)
@@ -297,8 +317,9 @@ def read_examples(path) -> RunExamples:
         elif name not in fixed:
             column = table.column(name).combine_chunks()
             sims[name] = column.values.to_numpy().reshape(n, column.type.list_size)
-    return RunExamples(meta=meta, **{k: table.column(k).to_numpy() for k in fixed}, similarities=sims,
-                       per_example=per_example)
+    return RunExamples(
+        meta=meta, **{k: table.column(k).to_numpy() for k in fixed}, similarities=sims, per_example=per_example
+    )
 
 
 def tidy(table: pd.DataFrame) -> pd.DataFrame:
@@ -355,9 +376,17 @@ def seed_mean_intervals(
                 combined, spread = inference.crossed_replicates(value, block, uniforms)
                 combined = resampling.within_range(combined, *units.metric_range(name))
                 low, high = resampling.percentile_interval(combined, level)
-                rows.append(dict(zip(("model", "variant", "task", "method"), key), metric=name, layer=layer,
-                                 ci_low=float(low), ci_high=float(high), between=float(spread.between),
-                                 within=float(spread.within)))
+                rows.append(
+                    dict(
+                        zip(("model", "variant", "task", "method"), key),
+                        metric=name,
+                        layer=layer,
+                        ci_low=float(low),
+                        ci_high=float(high),
+                        between=float(spread.between),
+                        within=float(spread.within),
+                    )
+                )
     columns = ["model", "variant", "task", "method", "metric", "layer", "ci_low", "ci_high", "between", "within"]
     table = pd.DataFrame(rows, columns=columns)
     table["layer"] = table["layer"].astype("Int64")
@@ -385,13 +414,22 @@ def aggregate(runs: pd.DataFrame, intervals: pd.DataFrame | None = None) -> pd.D
 def runs_provenance(examples: list[RunExamples]) -> dict:
     """What a table computed from ``examples`` records: the different software that made their
     caches (``caches``; several where a run mixed versions) and this process's (``computed``)."""
-    return {"caches": provenance.distinct(r for ex in examples for r in ex.meta.get("provenance", [])),
-            "computed": provenance.software()}
+    return {
+        "caches": provenance.distinct(r for ex in examples for r in ex.meta.get("provenance", [])),
+        "computed": provenance.software(),
+    }
 
 
 def write_aggregates(
-    run_paths: list[str], runs_path: str, summary_path: str, csv_path: str, example_paths: list[str] = (),
-    *, n_boot: int = 1000, level: float = 0.95, ci_seed: int = 0,
+    run_paths: list[str],
+    runs_path: str,
+    summary_path: str,
+    csv_path: str,
+    example_paths: list[str] = (),
+    *,
+    n_boot: int = 1000,
+    level: float = 0.95,
+    ci_seed: int = 0,
 ) -> pd.DataFrame:
     """All runs in one tidy table, and their aggregate over seeds as parquet and CSV."""
 
@@ -415,5 +453,3 @@ def positions_of(example_id: np.ndarray, ids: np.ndarray) -> np.ndarray:
     example_id = np.asarray(example_id)
     order = np.argsort(example_id, kind="stable")
     return order[np.searchsorted(example_id[order], ids)]
-
-

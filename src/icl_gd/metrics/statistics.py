@@ -27,16 +27,18 @@ def data_statistics(tasks: dict[str, dict[str, str]]) -> pd.DataFrame:
         query_len = zsl.query_len.astype(np.float64)
         icl_query = icl.query_len.astype(np.float64)
         icl_len = icl_query - label_word + icl_meta["n_context"]
-        rows.append({
-            "task": task,
-            "n_train": pq.read_metadata(paths["train"]).num_rows,
-            "n_eval": pq.read_metadata(paths["eval"]).num_rows,
-            "n_evaluated": zsl_meta["n_examples"],
-            "prompt_tokens": float(np.mean(query_len - label_word)),
-            "icl_tokens": float(np.mean(icl_len)),
-            "true_k": icl_meta.get("true_k"),
-            "k": icl_meta.get("k"),
-            "seed": zsl_meta["seed"],
-            "model": zsl_meta["model"],
-        })
+        rows.append(
+            {
+                "task": task,
+                "n_train": pq.read_metadata(paths["train"]).num_rows,
+                "n_eval": pq.read_metadata(paths["eval"]).num_rows,
+                "n_evaluated": zsl_meta["n_examples"],
+                "prompt_tokens": float(np.mean(query_len - label_word)),
+                "icl_tokens": float(np.mean(icl_len)),
+                "true_k": icl_meta.get("true_k"),
+                "k": icl_meta.get("k"),
+                "seed": zsl_meta["seed"],
+                "model": zsl_meta["model"],
+            }
+        )
     return pd.DataFrame(rows)

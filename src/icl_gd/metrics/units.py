@@ -12,8 +12,19 @@ import numpy as np
 
 # Scores held as fractions of examples: tables and figures show them in percent, claims read them
 # in points (Rec2FTP is held in percent already).
-FRACTION_METRICS = frozenset({"acc_zsl", "acc_ft", "acc_icl", "jaccard_all", "jaccard_correct", "jaccard_incorrect",
-                              "order_changed_icl", "order_changed_ft", "order_change_gap"})
+FRACTION_METRICS = frozenset(
+    {
+        "acc_zsl",
+        "acc_ft",
+        "acc_icl",
+        "jaccard_all",
+        "jaccard_correct",
+        "jaccard_incorrect",
+        "order_changed_icl",
+        "order_changed_ft",
+        "order_change_gap",
+    }
+)
 
 
 def in_percent(metric: str) -> bool:
@@ -34,14 +45,28 @@ def display_scale(metric: str) -> float:
 # (three seeds at 0%, 40% and 100% give replicates below 0), so its replicates are clipped to them
 # (:func:`within_range`).
 RANGES = {
-    **dict.fromkeys(("acc_zsl", "acc_icl", "acc_ft", "jaccard_all", "jaccard_correct", "jaccard_incorrect",
-                     "tv_icl_ft", "order_changed_icl", "order_changed_ft"), (0.0, 1.0)),
+    **dict.fromkeys(
+        (
+            "acc_zsl",
+            "acc_icl",
+            "acc_ft",
+            "jaccard_all",
+            "jaccard_correct",
+            "jaccard_incorrect",
+            "tv_icl_ft",
+            "order_changed_icl",
+            "order_changed_ft",
+        ),
+        (0.0, 1.0),
+    ),
     "rec2ftp": (0.0, 100.0),
     "order_change_gap": (-1.0, 1.0),
     "kl_icl_ft": (0.0, np.inf),
     "kl_icl_zsl": (0.0, np.inf),
-    **dict.fromkeys(("simaou", "simaou_norm", "simaou_random", "simaou_random_gaussian", "simam_before",
-                     "simam_after", "alpha"), (-1.0, 1.0)),
+    **dict.fromkeys(
+        ("simaou", "simaou_norm", "simaou_random", "simaou_random_gaussian", "simam_before", "simam_after", "alpha"),
+        (-1.0, 1.0),
+    ),
     "simam_delta": (-2.0, 2.0),
 }
 

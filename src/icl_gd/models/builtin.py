@@ -21,8 +21,8 @@ import torch
 from torch import nn
 
 from icl_gd.config import resolve as cfg
-from icl_gd.models import loading
 from icl_gd.data import prompts
+from icl_gd.models import loading
 
 log = logging.getLogger(__name__)
 
@@ -46,8 +46,9 @@ def _corpus(frames: dict[str, pd.DataFrame]) -> list[str]:
     return texts
 
 
-def _episodes(tokenizer, frames: dict[str, pd.DataFrame], n_episodes: int, max_len: int, seed: int,
-              mapping: str = "canonical") -> list[list[int]]:
+def _episodes(
+    tokenizer, frames: dict[str, pd.DataFrame], n_episodes: int, max_len: int, seed: int, mapping: str = "canonical"
+) -> list[list[int]]:
     """Token sequences of <s> + a few random demonstrations of one task, each ending in </s>.
 
     ``mapping`` says which label word stands for which class in an episode: ``canonical`` (the
@@ -102,8 +103,13 @@ def _check_label_words(tokenizer, spec: dict, name: str) -> None:
 
 
 def _architecture(tokenizer, spec: dict):
-    shape = dict(n_layer=spec["n_layer"], n_embd=spec["n_embd"], n_head=spec["n_head"],
-                 n_positions=spec["n_positions"], seed=spec["seed"])
+    shape = dict(
+        n_layer=spec["n_layer"],
+        n_embd=spec["n_embd"],
+        n_head=spec["n_head"],
+        n_positions=spec["n_positions"],
+        seed=spec["seed"],
+    )
     # .get: the schema's defaults, for specs that did not pass through it (tests, scripts)
     if spec.get("architecture", "gpt2") == "gpt2":
         return build_gpt2(tokenizer, **shape)
@@ -112,7 +118,9 @@ def _architecture(tokenizer, spec: dict):
     )
 
 
-def build(train_paths: dict[str, str], out_dir: str | Path, spec: dict, device: str = "auto", name: str = "<name>") -> dict:
+def build(
+    train_paths: dict[str, str], out_dir: str | Path, spec: dict, device: str = "auto", name: str = "<name>"
+) -> dict:
     """Train the tokenizer and the model on the twins' train splits; save both in ``out_dir``.
 
     The weights are initialised on the CPU (the same on every machine) and pretrained on
@@ -120,23 +128,38 @@ def build(train_paths: dict[str, str], out_dir: str | Path, spec: dict, device: 
     """
     out_dir = Path(out_dir)
     frames = {task: pd.read_parquet(path) for task, path in sorted(train_paths.items())}
-    tokenizer = train_tokenizer(
-        _corpus(frames), spec["vocab_size"], out_dir, model_max_length=spec["n_positions"]
-    )
+    tokenizer = train_tokenizer(_corpus(frames), spec["vocab_size"], out_dir, model_max_length=spec["n_positions"])
     _check_label_words(tokenizer, spec, name)
     model = _architecture(tokenizer, spec).to(loading.pick_device(device))
     max_len = min(spec["pretrain_len"], spec["n_positions"])
-    episodes = _episodes(tokenizer, frames, n_episodes=4000, max_len=max_len, seed=spec["seed"],
-                         mapping=spec.get("pretrain_label_mapping", "canonical"))
+    episodes = _episodes(
+        tokenizer,
+        frames,
+        n_episodes=4000,
+        max_len=max_len,
+        seed=spec["seed"],
+        mapping=spec.get("pretrain_label_mapping", "canonical"),
+    )
     label_ids = sorted({i for task in frames for i in prompts.label_token_ids(tokenizer, _preset(task))})
     losses = pretrain(
-        model, episodes, steps=spec["pretrain_steps"], batch_size=8, lr=spec["pretrain_lr"], seed=spec["seed"],
-        weighted_ids=label_ids, weight=spec.get("pretrain_label_weight", 1.0),
+        model,
+        episodes,
+        steps=spec["pretrain_steps"],
+        batch_size=8,
+        lr=spec["pretrain_lr"],
+        seed=spec["seed"],
+        weighted_ids=label_ids,
+        weight=spec.get("pretrain_label_weight", 1.0),
     )
     model.save_pretrained(out_dir)
-    summary = {"spec": spec, "device": str(next(model.parameters()).device), "n_params": sum(p.numel() for p in model.parameters()),
-               "vocab_size": len(tokenizer), "first_loss": losses[0] if losses else None,
-               "final_loss": float(np.mean(losses[-20:])) if losses else None}
+    summary = {
+        "spec": spec,
+        "device": str(next(model.parameters()).device),
+        "n_params": sum(p.numel() for p in model.parameters()),
+        "vocab_size": len(tokenizer),
+        "first_loss": losses[0] if losses else None,
+        "final_loss": float(np.mean(losses[-20:])) if losses else None,
+    }
     (out_dir / "pretraining.json").write_text(json.dumps(summary, indent=2))
     log.info("built-in model: %s", summary)
     return summary
@@ -187,8 +210,15 @@ def build_gpt2(tokenizer, *, n_layer: int, n_embd: int, n_head: int, n_positions
 
 
 def build_qwen2(
-    tokenizer, *, n_layer: int, n_embd: int, n_head: int, n_positions: int, seed: int,
-    sliding_window: int | None = None, sliding_layers: int = 0,
+    tokenizer,
+    *,
+    n_layer: int,
+    n_embd: int,
+    n_head: int,
+    n_positions: int,
+    seed: int,
+    sliding_window: int | None = None,
+    sliding_layers: int = 0,
 ):
     """A randomly initialised Qwen2-architecture model (RoPE, RMSNorm, SwiGLU, tied embeddings) whose
     first ``sliding_layers`` layers attend only to the last ``sliding_window`` tokens.
@@ -223,8 +253,15 @@ def build_qwen2(
 
 
 def pretrain(
-    model: nn.Module, sequences: list[list[int]], *, steps: int, batch_size: int, lr: float, seed: int,
-    weighted_ids: list[int] = (), weight: float = 1.0,
+    model: nn.Module,
+    sequences: list[list[int]],
+    *,
+    steps: int,
+    batch_size: int,
+    lr: float,
+    seed: int,
+    weighted_ids: list[int] = (),
+    weight: float = 1.0,
 ):
     """AdamW language-model training on token sequences (the built-in model's 'pretraining'), on the
     model's device. Zero steps leave the model as initialised (a random model of a chosen shape, as

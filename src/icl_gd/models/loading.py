@@ -70,9 +70,7 @@ def load_model(path: str | Path, *, dtype: str = "float32", device: str = "auto"
     from transformers import AutoModelForCausalLM
 
     try:
-        model = AutoModelForCausalLM.from_pretrained(
-            path, dtype=DTYPES[dtype], attn_implementation=attn_implementation
-        )
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=DTYPES[dtype], attn_implementation=attn_implementation)
     except ValueError as err:
         if attn_implementation != "sdpa":
             raise
@@ -271,8 +269,15 @@ def convert_gguf(path: str | Path, out_dir: str | Path, name: str = "<name>") ->
     plain.load_state_dict(model.state_dict(), strict=True)
     plain.save_pretrained(out_dir)
     tokenizer.save_pretrained(out_dir)
-    log.info("%s: %s (%s, %d layers, %.0fM parameters) saved to %s", name, path.name, config.model_type,
-             config.num_hidden_layers, sum(p.numel() for p in plain.parameters()) / 1e6, out_dir)
+    log.info(
+        "%s: %s (%s, %d layers, %.0fM parameters) saved to %s",
+        name,
+        path.name,
+        config.model_type,
+        config.num_hidden_layers,
+        sum(p.numel() for p in plain.parameters()) / 1e6,
+        out_dir,
+    )
 
 
 def parameter_count(path: str | Path) -> int:
@@ -303,5 +308,10 @@ def model_statistics(name: str, path: str | Path) -> dict:
     from transformers import AutoConfig
 
     config = AutoConfig.from_pretrained(path)
-    return {"model": name, "n_parameters": parameter_count(path), "n_layers": int(config.num_hidden_layers),
-            "hidden_size": int(config.hidden_size), "model_type": config.model_type}
+    return {
+        "model": name,
+        "n_parameters": parameter_count(path),
+        "n_layers": int(config.num_hidden_layers),
+        "hidden_size": int(config.hidden_size),
+        "model_type": config.model_type,
+    }

@@ -13,9 +13,15 @@ import pandas as pd
 
 from icl_gd.common import names
 from icl_gd.metrics.claims import (
-    CLAIMS, MAX_REPLICATES, MEAN, QUANTIFIERS, VERDICTS, Claim, against_label, cell_label,
+    CLAIMS,
+    MAX_REPLICATES,
+    MEAN,
+    QUANTIFIERS,
+    VERDICTS,
+    Claim,
+    against_label,
+    cell_label,
 )
-
 
 # --------------------------------------------------------------------------------------------
 # the report's table
@@ -74,8 +80,12 @@ def needed_text(row) -> str:
 def status_counts(statuses) -> dict[str, int]:
     """How many tasks hold (or are equivalent), break, are negligible, or are open (or incomplete)."""
     statuses = list(statuses)
-    return {"hold": sum(s in ("holds", "equivalent") for s in statuses), "break": statuses.count("breaks"),
-            "negligible": statuses.count("negligible"), "open": sum(s in ("open", "incomplete") for s in statuses)}
+    return {
+        "hold": sum(s in ("holds", "equivalent") for s in statuses),
+        "break": statuses.count("breaks"),
+        "negligible": statuses.count("negligible"),
+        "open": sum(s in ("open", "incomplete") for s in statuses),
+    }
 
 
 def _read_on(claim: Claim, level: float, margin: float, unit: str) -> str:
@@ -95,8 +105,14 @@ def claims_table(tests: pd.DataFrame, model: str, roles: dict[str, str], *, ci_l
     would need. Footnotes count the verdicts and state the rule."""
     tests = tests[tests["model"] == model]
     tasks = names.order_tasks(t for t in tests["task"] if t not in ("", MEAN))
-    columns = ["Read on", *map(names.task_label, tasks), "Mean over tasks", "Tasks: hold / break / negligible / open",
-               "Verdict", "Needed for a verdict (80% power)"]
+    columns = [
+        "Read on",
+        *map(names.task_label, tasks),
+        "Mean over tasks",
+        "Tasks: hold / break / negligible / open",
+        "Verdict",
+        "Needed for a verdict (80% power)",
+    ]
     rows, keys, verdict_of = [], [], verdicts(tests)
     for claim in CLAIMS:
         found = tests[tests["claim"] == claim.id]
@@ -117,27 +133,39 @@ def claims_table(tests: pd.DataFrame, model: str, roles: dict[str, str], *, ci_l
             level = by_task[MEAN].level if claim.quantifier == "mean" else first.level
             read = _read_on(claim, level, float(by_task[MEAN].margin), part["unit"].iloc[0])
             needed = needed_text(first) if j == 0 else ""
-            rows.append([read, *[_interval(by_task[t], decimals) if t in by_task else "—" for t in tasks],
-                         _interval(by_task[MEAN], decimals), " / ".join(map(str, counts)),
-                         verdict if _settled(first) else f"{verdict} (bootstrap-limited)", needed])
+            rows.append(
+                [
+                    read,
+                    *[_interval(by_task[t], decimals) if t in by_task else "—" for t in tasks],
+                    _interval(by_task[MEAN], decimals),
+                    " / ".join(map(str, counts)),
+                    verdict if _settled(first) else f"{verdict} (bootstrap-limited)",
+                    needed,
+                ]
+            )
     index = pd.MultiIndex.from_tuples(keys, names=["Paper", "Table", "Claim", "Test"])
     table = pd.DataFrame(rows, index=index, columns=columns, dtype=object)
-    table.attrs.update(best=[], table="claims", blank_levels=3, footnotes=[
-        counts_text(verdict_of) + ".",
-        interval_text(tests) + f" Quantifiers over tasks read each task's interval at 1 - alpha/m (Bonferroni over "
-        f"the m tasks x cells b; alpha = {1 - ci_level:.3g}); 'on the mean' reads the interval of the mean over "
-        f"tasks at {percent_text(ci_level)} (1 - alpha/m for m cells b).",
-        "A superiority claim holds where an interval lies on the claimed side of 0, breaks where it lies on the "
-        "other, is negligible where it lies within the margin (the smallest effect of interest, docs/metrics.md) of 0; "
-        "a non-inferiority claim (this project's reading where a paper states no direction) holds where the "
-        "interval's end on the other side lies within the margin of 0, and is equivalent where the whole interval "
-        "does. Supported (equivalent): enough tasks hold for the quantifier; contradicted: enough break to defeat "
-        "it; negligible: breaks and negligible tasks together defeat it (no effect of interest where the claim "
-        "needs one); else inconclusive. A task with a seed not run or undefined is incomplete: counted, and read as "
-        "open; a task undefined in every seed is not counted. No correction across claims.",
-        replicates_text(tests),
-        needed_footnote(tests),
-    ])
+    table.attrs.update(
+        best=[],
+        table="claims",
+        blank_levels=3,
+        footnotes=[
+            counts_text(verdict_of) + ".",
+            interval_text(tests) + f" Quantifiers over tasks read each task's interval at 1 - alpha/m (Bonferroni over "
+            f"the m tasks x cells b; alpha = {1 - ci_level:.3g}); 'on the mean' reads the interval of the mean over "
+            f"tasks at {percent_text(ci_level)} (1 - alpha/m for m cells b).",
+            "A superiority claim holds where an interval lies on the claimed side of 0, breaks where it lies on the "
+            "other, is negligible where it lies within the margin (the smallest effect of interest, docs/metrics.md) of 0; "
+            "a non-inferiority claim (this project's reading where a paper states no direction) holds where the "
+            "interval's end on the other side lies within the margin of 0, and is equivalent where the whole interval "
+            "does. Supported (equivalent): enough tasks hold for the quantifier; contradicted: enough break to defeat "
+            "it; negligible: breaks and negligible tasks together defeat it (no effect of interest where the claim "
+            "needs one); else inconclusive. A task with a seed not run or undefined is incomplete: counted, and read as "
+            "open; a task undefined in every seed is not counted. No correction across claims.",
+            replicates_text(tests),
+            needed_footnote(tests),
+        ],
+    )
     return table
 
 
@@ -157,14 +185,18 @@ def interval_text(tests: pd.DataFrame) -> str:
     with one, the examples only."""
     seeds = tests["n_seeds"].dropna()
     if len(seeds) and int(seeds.max()) > 1:
-        return ("Per task: a - b, mean over seeds (points for a percentage), with its paired interval on the crossed "
-                "seeds x examples design: one resample of the task's examples applied to a and b in every seed (by "
-                "example id), and the seeds' spread as a Student t with seeds - 1 degrees of freedom, so that the "
-                "interval carries both which demonstrations were drawn and which examples were evaluated (its "
-                "coverage measured by benchmarks/coverage.py).")
-    return ("Per task: a - b (points for a percentage), with its paired percentile bootstrap interval over the "
-            "evaluation examples (a and b resampled by example id). One seed: the interval covers the examples "
-            "only, not the spread between seeds (which demonstrations were drawn).")
+        return (
+            "Per task: a - b, mean over seeds (points for a percentage), with its paired interval on the crossed "
+            "seeds x examples design: one resample of the task's examples applied to a and b in every seed (by "
+            "example id), and the seeds' spread as a Student t with seeds - 1 degrees of freedom, so that the "
+            "interval carries both which demonstrations were drawn and which examples were evaluated (its "
+            "coverage measured by benchmarks/coverage.py)."
+        )
+    return (
+        "Per task: a - b (points for a percentage), with its paired percentile bootstrap interval over the "
+        "evaluation examples (a and b resampled by example id). One seed: the interval covers the examples "
+        "only, not the spread between seeds (which demonstrations were drawn)."
+    )
 
 
 def replicates_text(tests: pd.DataFrame) -> str:
@@ -172,9 +204,11 @@ def replicates_text(tests: pd.DataFrame) -> str:
     claims = tests[tests["verdict"] != "not run"].drop_duplicates(["model", "claim"])
     more = [r.claim for r in claims.itertuples(index=False) if r.redrawn is True or r.redrawn is np.True_]
     unsettled = [r.claim for r in claims.itertuples(index=False) if not _settled(r)]
-    text = ("Monte Carlo error: where an end of an interval that a verdict reads lay within 3 binomial standard "
-            "errors of zero (the share of replicates beyond zero against the tail), the claim drew twice the "
-            f"replicates, up to {MAX_REPLICATES}")
+    text = (
+        "Monte Carlo error: where an end of an interval that a verdict reads lay within 3 binomial standard "
+        "errors of zero (the share of replicates beyond zero against the tail), the claim drew twice the "
+        f"replicates, up to {MAX_REPLICATES}"
+    )
     text += f"; {len(more)} claim(s) needed more" if more else "; none needed more"
     if unsettled:
         text += f"; left unsettled at the cap (marked 'bootstrap-limited'): {', '.join(unsettled)}"
@@ -185,12 +219,14 @@ def needed_footnote(tests: pd.DataFrame) -> str:
     n_examples, seeds = tests["n_examples"].dropna(), tests["n_seeds"].dropna()
     now = f"now {int(n_examples.max())}" if len(n_examples) else "none run"
     seeds_now = f"now {int(seeds.max())}" if len(seeds) else "none run"
-    return (f"Needed for a verdict: the seeds ({seeds_now}), or the evaluation examples per task and seed ({now}), at "
-            f"which the claim's test would have 80% power at its own level to find an effect the size of the larger "
-            f"of the margin and the observed difference (on the claimed side where the observed one is smaller than "
-            f"the margin), from the run's own variance parts, and the verdict it would then give: more seeds narrow "
-            f"the seeds' part (and the t quantile's), more examples the examples' part, so none suffice where the "
-            f"other part alone is too wide; with one seed, the seeds' spread is unknown.")
+    return (
+        f"Needed for a verdict: the seeds ({seeds_now}), or the evaluation examples per task and seed ({now}), at "
+        f"which the claim's test would have 80% power at its own level to find an effect the size of the larger "
+        f"of the margin and the observed difference (on the claimed side where the observed one is smaller than "
+        f"the margin), from the run's own variance parts, and the verdict it would then give: more seeds narrow "
+        f"the seeds' part (and the t quantile's), more examples the examples' part, so none suffice where the "
+        f"other part alone is too wide; with one seed, the seeds' spread is unknown."
+    )
 
 
 def verdicts(tests: pd.DataFrame) -> dict[str, str]:

@@ -12,12 +12,8 @@ from pathlib import Path
 import pandas as pd
 
 from icl_gd.activations import cache
-
-from icl_gd.common import frames
-from icl_gd.report import claims_text
-from icl_gd.report import figures, published, summary, tables
-from icl_gd.report import render
-from icl_gd.common import names
+from icl_gd.common import frames, names
+from icl_gd.report import claims_text, figures, published, render, summary, tables
 
 log = logging.getLogger(__name__)
 # The papers' published numbers (published.py), shipped with the workflow.
@@ -32,9 +28,24 @@ def _stems(outputs: list[str]) -> dict[str, Path]:
     return stems
 
 
-def build_table(name: str, inputs: dict, *, model: str, variant: str, methods: list[str], n_seeds: int,
-                baseline: str | None = None, layer_causal=(), clipped=(), paper002=(), roles=None, k_sweep=(),
-                significance: float = 0.05, ci_level: float = 0.95, **_) -> pd.DataFrame:
+def build_table(
+    name: str,
+    inputs: dict,
+    *,
+    model: str,
+    variant: str,
+    methods: list[str],
+    n_seeds: int,
+    baseline: str | None = None,
+    layer_causal=(),
+    clipped=(),
+    paper002=(),
+    roles=None,
+    k_sweep=(),
+    significance: float = 0.05,
+    ci_level: float = 0.95,
+    **_,
+) -> pd.DataFrame:
     """The table ``name`` of the report, from the files in ``inputs`` (summary, comparisons,
     data statistics; the published numbers come from :data:`PUBLISHED`). ``roles``: published
     method -> the run's
@@ -42,8 +53,9 @@ def build_table(name: str, inputs: dict, *, model: str, variant: str, methods: l
     if name == "data":
         return tables.data_table(frames.read_frame(inputs["data"]), made_by=frames.read_provenance(inputs["data"]))
     if name == "comparisons":
-        return tables.comparisons_table(frames.read_frame(inputs["comparisons"]), model, variant,
-                                        significance=significance, ci_level=ci_level)
+        return tables.comparisons_table(
+            frames.read_frame(inputs["comparisons"]), model, variant, significance=significance, ci_level=ci_level
+        )
     if name == "orders":
         return tables.orders_table(frames.read_frame(inputs["orders"]), model, variant, methods)
     if name == "claims":
@@ -58,25 +70,36 @@ def build_table(name: str, inputs: dict, *, model: str, variant: str, methods: l
     builders = {
         "accuracy": lambda: tables.accuracy_table(summary, model, variant=variant, method=first, **common),
         "methods": lambda: tables.methods_table(
-            summary, model, variant=variant, methods=methods,
+            summary,
+            model,
+            variant=variant,
+            methods=methods,
             metrics=("simaou_norm", "simaou", "simam_after", "simam_delta", *tables.DIVERGENCE_METRICS),
-            baselines=(*tables.RANDOM_BASELINES, *tables.DIVERGENCE_BASELINES), **common),
+            baselines=(*tables.RANDOM_BASELINES, *tables.DIVERGENCE_BASELINES),
+            **common,
+        ),
         "variants": lambda: tables.variants_table(summary, model, method=first, **common),
         "layer_causal": lambda: tables.layer_causal_table(summary, model, variant, first, layer_causal, **common),
         "clipping": lambda: tables.layer_causal_table(summary, model, variant, first, clipped, **common),
         "paper002": lambda: tables.methods_table(
-            summary, model, variant=variant, methods=list(paper002),
-            metrics=("acc_icl", "acc_ft", "simaou_norm", "simam_after", "simam_delta"), **common),
+            summary,
+            model,
+            variant=variant,
+            methods=list(paper002),
+            metrics=("acc_icl", "acc_ft", "simaou_norm", "simam_after", "simam_delta"),
+            **common,
+        ),
         "intervals": lambda: tables.intervals_table(summary, model, variant, methods),
         "k_sweep": lambda: tables.k_sweep_table(summary, model, variant, list(k_sweep)),
     }
     if name not in builders:
-        raise ValueError(f"unknown table {name!r}; known: {sorted([*builders, 'data', 'comparisons', 'reproduction', 'claims', 'orders'])}")
+        raise ValueError(
+            f"unknown table {name!r}; known: {sorted([*builders, 'data', 'comparisons', 'reproduction', 'claims', 'orders'])}"
+        )
     return builders[name]()
 
 
-def write_table(name: str, inputs: dict, output: str, *, configfiles=(), caption: str | None = None,
-                **params) -> None:
+def write_table(name: str, inputs: dict, output: str, *, configfiles=(), caption: str | None = None, **params) -> None:
     """Build the table ``name`` and write its .md, .tex and .csv beside ``output``. ``caption``:
     the one the Snakemake report shows (the table rule's parameter); by default
     :func:`names.table_caption` at ``params["ci_level"]``, which is what the rule passes."""
@@ -140,29 +163,56 @@ def write_figures(
     runs = functools.cache(lambda: frames.read_frame(runs_path))
     summary = functools.cache(lambda: frames.read_frame(summary_path))
     builders = {
-        "per_layer": lambda: figures.per_layer_figure(runs(), model, variant=variant, methods=methods, ci_level=ci_level, kinds=kinds),
-        "accuracy": lambda: figures.accuracy_figure(summary(), model, variant=variant, method=methods[0], ci_level=ci_level),
+        "per_layer": lambda: figures.per_layer_figure(
+            runs(), model, variant=variant, methods=methods, ci_level=ci_level, kinds=kinds
+        ),
+        "accuracy": lambda: figures.accuracy_figure(
+            summary(), model, variant=variant, method=methods[0], ci_level=ci_level
+        ),
         "alpha": lambda: figures.alpha_figure(
-            summary(), model, variant=variant, methods=[m for m in methods if m != baseline],
-            baseline=baseline, ci_level=ci_level, kinds=kinds),
+            summary(),
+            model,
+            variant=variant,
+            methods=[m for m in methods if m != baseline],
+            baseline=baseline,
+            ci_level=ci_level,
+            kinds=kinds,
+        ),
         "grad_norms": lambda: _grad_norm_figure(list(train_logs), model=model, variant=variant),
-        "prediction_changes": lambda: figures.prediction_changes_figure(summary(), model, variant=variant, methods=methods),
+        "prediction_changes": lambda: figures.prediction_changes_figure(
+            summary(), model, variant=variant, methods=methods
+        ),
         "lr_sweep": lambda: figures.lr_sweep_figure(
-            summary(), model, pd.DataFrame(list(lr_sweep), columns=["group", "method", "task", "lr"]),
-            variant=variant, ci_level=ci_level),
+            summary(),
+            model,
+            pd.DataFrame(list(lr_sweep), columns=["group", "method", "task", "lr"]),
+            variant=variant,
+            ci_level=ci_level,
+        ),
         "k_sweep": lambda: figures.k_sweep_figure(
-            summary(), model, pd.DataFrame(list(k_sweep), columns=["group", "method", "task", "k"]),
-            variant=variant, ci_level=ci_level),
-        "models": lambda: figures.models_figure(runs(), models, variant=variant, methods=methods, ci_level=ci_level, kinds=kinds),
-        "sizes": lambda: figures.sizes_figure(summary(), frames.read_frame(sizes_path), variant=variant,
-                                              methods=methods, ci_level=ci_level),
+            summary(),
+            model,
+            pd.DataFrame(list(k_sweep), columns=["group", "method", "task", "k"]),
+            variant=variant,
+            ci_level=ci_level,
+        ),
+        "models": lambda: figures.models_figure(
+            runs(), models, variant=variant, methods=methods, ci_level=ci_level, kinds=kinds
+        ),
+        "sizes": lambda: figures.sizes_figure(
+            summary(), frames.read_frame(sizes_path), variant=variant, methods=methods, ci_level=ci_level
+        ),
         "reproduction": lambda: figures.reproduction_figure(
             published.reproduction(published.read_published(PUBLISHED), summary(), model, roles or {}),
-            model, ci_level=ci_level),
+            model,
+            ci_level=ci_level,
+        ),
         "output_distributions": lambda: figures.output_distributions_figure(
-            summary(), model, variant=variant, methods=methods, ci_level=ci_level, kinds=kinds),
-        "orders": lambda: figures.orders_figure(frames.read_frame(orders_path), model, variant=variant, methods=methods,
-                                                ci_level=ci_level, kinds=kinds),
+            summary(), model, variant=variant, methods=methods, ci_level=ci_level, kinds=kinds
+        ),
+        "orders": lambda: figures.orders_figure(
+            frames.read_frame(orders_path), model, variant=variant, methods=methods, ci_level=ci_level, kinds=kinds
+        ),
         "claims": lambda: figures.claims_figure(frames.read_frame(claims_path), model, roles or {}, ci_level=ci_level),
     }
     for name, stem in _stems(outputs).items():
@@ -170,9 +220,19 @@ def write_figures(
         log.info("wrote figure %s", stem)
 
 
-def write_first_page(inputs: dict, md_path: str, rst_path: str, *, model: str, variant: str, about: dict,
-                     tables: list[str], figures: list[str], roles: dict[str, str] | None = None,
-                     ci_level: float = 0.95) -> None:
+def write_first_page(
+    inputs: dict,
+    md_path: str,
+    rst_path: str,
+    *,
+    model: str,
+    variant: str,
+    about: dict,
+    tables: list[str],
+    figures: list[str],
+    roles: dict[str, str] | None = None,
+    ci_level: float = 0.95,
+) -> None:
     """The report's first page (``summary``) from the run's files: the data statistics, and where
     the report sets the run beside the papers, the claims' tests and the summary."""
     claim_tests = cells = None
@@ -183,8 +243,17 @@ def write_first_page(inputs: dict, md_path: str, rst_path: str, *, model: str, v
         cells = published.reproduction(table, frames.read_frame(inputs["summary"]), model, roles or {})
         n_published = published.n_results(table)
     blocks = summary.first_page(
-        model=model, variant=variant, about=about, data=frames.read_frame(inputs["data"]), claim_tests=claim_tests,
-        reproduction=cells, n_published=n_published, tables=list(tables), figures=list(figures), ci_level=ci_level,
-        made_by=frames.read_provenance(inputs["summary"]))
+        model=model,
+        variant=variant,
+        about=about,
+        data=frames.read_frame(inputs["data"]),
+        claim_tests=claim_tests,
+        reproduction=cells,
+        n_published=n_published,
+        tables=list(tables),
+        figures=list(figures),
+        ci_level=ci_level,
+        made_by=frames.read_provenance(inputs["summary"]),
+    )
     summary.write(blocks, md_path, rst_path)
     log.info("wrote the first page %s", md_path)

@@ -32,10 +32,24 @@ PROTOCOL_METHODS = {
     "gd_linearized": {"kind": "linearized", "demo_labels": "gold", "clip_grad_norm": None},
 }
 # Run-level metrics of the summary table (scoring) that a published cell may name.
-RUN_METRICS = frozenset({
-    "acc_zsl", "acc_icl", "acc_ft", "rec2ftp", "jaccard_all", "jaccard_correct", "jaccard_incorrect",
-    "simaou", "simaou_norm", "simaou_random", "simam_before", "simam_after", "simam_delta", "alpha",
-})
+RUN_METRICS = frozenset(
+    {
+        "acc_zsl",
+        "acc_icl",
+        "acc_ft",
+        "rec2ftp",
+        "jaccard_all",
+        "jaccard_correct",
+        "jaccard_incorrect",
+        "simaou",
+        "simaou_norm",
+        "simaou_random",
+        "simam_before",
+        "simam_after",
+        "simam_delta",
+        "alpha",
+    }
+)
 # Data statistics (paper 001 Table 3): columns of data_statistics.parquet, described, not compared
 # (the reference counted characters and listed the splits' full sizes).
 DATA_STATISTICS = {"n_train": "n_train", "n_eval": "n_eval", "avg_tokens": "prompt_tokens"}
@@ -49,13 +63,20 @@ def read_published(path: str | Path) -> pd.DataFrame:
     table = pd.read_csv(path, dtype=str, keep_default_na=False)
     if list(table.columns) != COLUMNS:
         raise ValueError(f"{path}: columns must be {COLUMNS}, got {list(table.columns)}")
-    allowed = {"task": set(cfg.TASK_PRESETS) | {AVERAGE}, "variant": set(VARIANTS), "method": set(PROTOCOL_METHODS),
-               "metric": RUN_METRICS | set(DATA_STATISTICS), "unit": set(UNITS)}
+    allowed = {
+        "task": set(cfg.TASK_PRESETS) | {AVERAGE},
+        "variant": set(VARIANTS),
+        "method": set(PROTOCOL_METHODS),
+        "metric": RUN_METRICS | set(DATA_STATISTICS),
+        "unit": set(UNITS),
+    }
     for line, row in zip(range(2, len(table) + 2), table.itertuples(index=False)):
         for column, known in allowed.items():
             if getattr(row, column) not in known:
-                raise ValueError(f"{path}, line {line}: {column} {getattr(row, column)!r} is not one of "
-                                 f"{sorted(known)}; use the workflow's name for it")
+                raise ValueError(
+                    f"{path}, line {line}: {column} {getattr(row, column)!r} is not one of "
+                    f"{sorted(known)}; use the workflow's name for it"
+                )
         for column in ("value", "spread"):
             text = getattr(row, column)
             try:
@@ -84,9 +105,12 @@ def protocol_roles(config: dict, methods: list[str]) -> dict[str, str]:
     for role, wanted in PROTOCOL_METHODS.items():
         for method in methods:
             spec = cfg.method_spec(config, method)
-            if spec.get("lr") is None and float(spec.get("lr_scale") or 1.0) == 1.0 and spec.get("k") in (
-                    None, config["k"]) and all(
-                    spec.get(key) == value for key, value in wanted.items()):
+            if (
+                spec.get("lr") is None
+                and float(spec.get("lr_scale") or 1.0) == 1.0
+                and spec.get("k") in (None, config["k"])
+                and all(spec.get(key) == value for key, value in wanted.items())
+            ):
                 roles[role] = method
                 break
     return roles
@@ -114,33 +138,74 @@ def reproduction(published: pd.DataFrame, summary: pd.DataFrame, model: str, rol
         method = roles.get(cell.method)
         if not method:
             continue
-        tasks = row_tasks.get((cell.paper, cell.table, cell.variant, cell.method, cell.metric), []) \
-            if cell.task == AVERAGE else [cell.task]
+        tasks = (
+            row_tasks.get((cell.paper, cell.table, cell.variant, cell.method, cell.metric), [])
+            if cell.task == AVERAGE
+            else [cell.task]
+        )
         found = [lookup.get((cell.variant, task, method, cell.metric)) for task in tasks]
         if not found or any(f is None or math.isnan(f.mean) for f in found):
             continue
         scale = 100.0 if cell.unit == "percent" else 1.0
         means = np.array([f.mean for f in found], dtype=float)
-        lows, highs = np.array([f.ci_low for f in found], dtype=float), np.array([f.ci_high for f in found], dtype=float)
+        lows, highs = (
+            np.array([f.ci_low for f in found], dtype=float),
+            np.array([f.ci_high for f in found], dtype=float),
+        )
         mean = scale * float(means.mean())
         if len(found) == 1:
             low, high = scale * lows[0], scale * highs[0]
         else:
             low = mean - scale * math.sqrt(float(np.sum((means - lows) ** 2))) / len(found)
             high = mean + scale * math.sqrt(float(np.sum((highs - means) ** 2))) / len(found)
-        half_digit = 0.5 * 10.0 ** -cell.decimals
+        half_digit = 0.5 * 10.0**-cell.decimals
         spread = 0.0 if math.isnan(cell.spread) else float(cell.spread)
         toward = max(high - mean, 0.0) if cell.value >= mean else max(mean - low, 0.0)
         allowed = math.hypot(toward, spread) + half_digit
-        rows.append({
-            "paper": cell.paper, "table": cell.table, "task": cell.task, "variant": cell.variant,
-            "method": cell.method, "run_method": method, "metric": cell.metric, "unit": cell.unit,
-            "published": cell.value, "published_spread": cell.spread, "published_decimals": cell.decimals,
-            "published_model": cell.model, "mean": mean, "ci_low": low, "ci_high": high,
-            "n_seeds": int(min(f.n for f in found)), "n_tasks": len(found), "difference": mean - cell.value,
-            "allowed": allowed, "within": bool(abs(mean - cell.value) <= allowed + 1e-12),
-        })
-    columns = ["paper", "table", "task", "variant", "method", "run_method", "metric", "unit", "published",
-               "published_spread", "published_decimals", "published_model", "mean", "ci_low", "ci_high",
-               "n_seeds", "n_tasks", "difference", "allowed", "within"]
+        rows.append(
+            {
+                "paper": cell.paper,
+                "table": cell.table,
+                "task": cell.task,
+                "variant": cell.variant,
+                "method": cell.method,
+                "run_method": method,
+                "metric": cell.metric,
+                "unit": cell.unit,
+                "published": cell.value,
+                "published_spread": cell.spread,
+                "published_decimals": cell.decimals,
+                "published_model": cell.model,
+                "mean": mean,
+                "ci_low": low,
+                "ci_high": high,
+                "n_seeds": int(min(f.n for f in found)),
+                "n_tasks": len(found),
+                "difference": mean - cell.value,
+                "allowed": allowed,
+                "within": bool(abs(mean - cell.value) <= allowed + 1e-12),
+            }
+        )
+    columns = [
+        "paper",
+        "table",
+        "task",
+        "variant",
+        "method",
+        "run_method",
+        "metric",
+        "unit",
+        "published",
+        "published_spread",
+        "published_decimals",
+        "published_model",
+        "mean",
+        "ci_low",
+        "ci_high",
+        "n_seeds",
+        "n_tasks",
+        "difference",
+        "allowed",
+        "within",
+    ]
     return pd.DataFrame(rows, columns=columns)

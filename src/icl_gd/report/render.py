@@ -14,7 +14,6 @@ import pandas as pd
 from icl_gd.common.atomic import write_text
 from icl_gd.report.tables import PARTIAL_MARK, SEEDS_MARK
 
-
 # -------------------------------------------------------------------------------- rendering
 
 
@@ -61,9 +60,7 @@ def to_markdown(table_df: pd.DataFrame, caption: str | None = None) -> str:
     if caption:
         lines += [f"**{caption}**", ""]
     lines.append("| " + " | ".join(h.ljust(w) for h, w in zip(header, widths)) + " |")
-    rule = [
-        "-" * w if j < nlev else "-" * (w - 1) + ":" for j, w in enumerate(widths)
-    ]
+    rule = ["-" * w if j < nlev else "-" * (w - 1) + ":" for j, w in enumerate(widths)]
     lines.append("| " + " | ".join(rule) + " |")
     for row in body:
         cells = [c.ljust(w) if j < nlev else c.rjust(w) for j, (c, w) in enumerate(zip(row, widths))]
@@ -163,18 +160,31 @@ def to_html(table_df: pd.DataFrame, caption: str | None = None, title: str | Non
         return html.escape(text).replace("\x00", "<strong>").replace("\x01", "</strong>")
 
     nlev = table_df.index.nlevels
-    lines = ["<!DOCTYPE html>", '<html lang="en">', "<head>", '<meta charset="utf-8">',
-             f"<title>{html.escape(title or caption or 'table')}</title>", f"<style>{_HTML_STYLE}</style>",
-             "</head>", "<body>", "<table>"]
+    lines = [
+        "<!DOCTYPE html>",
+        '<html lang="en">',
+        "<head>",
+        '<meta charset="utf-8">',
+        f"<title>{html.escape(title or caption or 'table')}</title>",
+        f"<style>{_HTML_STYLE}</style>",
+        "</head>",
+        "<body>",
+        "<table>",
+    ]
     if caption:
         lines.append(f"<caption>{cell(caption)}</caption>")
     value = ' class="value"'
-    lines.append("<thead><tr>" + "".join(
-        f'<th scope="col"{"" if j < nlev else value}>{cell(h)}</th>' for j, h in enumerate(header)) + "</tr></thead>")
+    lines.append(
+        "<thead><tr>"
+        + "".join(f'<th scope="col"{"" if j < nlev else value}>{cell(h)}</th>' for j, h in enumerate(header))
+        + "</tr></thead>"
+    )
     lines.append("<tbody>")
     for i, row in enumerate(body):
-        cells = [f'<th scope="row">{cell(c)}</th>' if j < nlev else f'<td class="value">{cell(c)}</td>'
-                 for j, c in enumerate(row)]
+        cells = [
+            f'<th scope="row">{cell(c)}</th>' if j < nlev else f'<td class="value">{cell(c)}</td>'
+            for j, c in enumerate(row)
+        ]
         lines.append(('<tr class="group">' if i in group_starts else "<tr>") + "".join(cells) + "</tr>")
     lines += ["</tbody>", "</table>"]
     lines += [f'<p class="note">{cell(note)}</p>' for note in table_df.attrs.get("footnotes", [])]
@@ -185,9 +195,7 @@ def to_html(table_df: pd.DataFrame, caption: str | None = None, title: str | Non
 # ---------------------------------------------------------------------------------- writing
 
 
-def write_table(
-    table_df: pd.DataFrame, stem: str | os.PathLike, caption: str | None = None
-) -> list[Path]:
+def write_table(table_df: pd.DataFrame, stem: str | os.PathLike, caption: str | None = None) -> list[Path]:
     """Write ``stem.md``, ``stem.tex``, ``stem.csv`` (plain cell strings, no markup) and
     ``stem.html`` (what the Snakemake report shows), each atomically; returns the four paths."""
     stem = Path(stem)

@@ -28,8 +28,9 @@ def model_rows(df: pd.DataFrame, required: Sequence[str], what: str, model: str 
     return out
 
 
-def run_level(df: pd.DataFrame, model: str | None = None, *, required: Sequence[str] = SUMMARY_COLUMNS,
-              what: str = "summary") -> pd.DataFrame:
+def run_level(
+    df: pd.DataFrame, model: str | None = None, *, required: Sequence[str] = SUMMARY_COLUMNS, what: str = "summary"
+) -> pd.DataFrame:
     """The run-level rows of ``model`` (:func:`model_rows`): those whose ``layer`` is empty."""
     out = model_rows(df, required, what, model)
     return out[out["layer"].isna()] if "layer" in out.columns else out

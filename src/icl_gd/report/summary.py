@@ -12,11 +12,10 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from icl_gd.metrics import claims as claims_module
-
-from icl_gd.report import claims_text
 from icl_gd.common import names, provenance
 from icl_gd.common.atomic import write_text
+from icl_gd.metrics import claims as claims_module
+from icl_gd.report import claims_text
 
 
 @dataclass(frozen=True)
@@ -50,8 +49,10 @@ def _claim_line(claim: claims_module.Claim, verdict: str, rows: pd.DataFrame) ->
     tasks = rows[rows["task"] != claims_module.MEAN]
     if claim.quantifier == "mean":
         decimals = 1 if unit else 3
-        line.append(f"; mean a - b {mean.difference:+.{decimals}f}{unit} "
-                    f"[{mean.ci_low:+.{decimals}f}, {mean.ci_high:+.{decimals}f}]")
+        line.append(
+            f"; mean a - b {mean.difference:+.{decimals}f}{unit} "
+            f"[{mean.ci_low:+.{decimals}f}, {mean.ci_high:+.{decimals}f}]"
+        )
     else:
         counts = claims_text.status_counts(s for s in tasks["status"] if s != "undefined")
         line.append(f"; {counts['hold']} of {sum(counts.values())} tasks hold, {counts['break']} break")
@@ -59,8 +60,10 @@ def _claim_line(claim: claims_module.Claim, verdict: str, rows: pd.DataFrame) ->
             line.append(f", {counts['negligible']} negligible")
     incomplete = rows[(rows["status"] == "incomplete") & (rows["task"] != claims_module.MEAN)]
     if len(incomplete):
-        line.append("; incomplete: " + ", ".join(f"{names.task_label(r.task)} ({r.incomplete})"
-                                                 for r in incomplete.itertuples(index=False)))
+        line.append(
+            "; incomplete: "
+            + ", ".join(f"{names.task_label(r.task)} ({r.incomplete})" for r in incomplete.itertuples(index=False))
+        )
     first = rows.iloc[0]
     if verdict == "inconclusive":
         needed = claims_text.needed_text(first)
@@ -76,9 +79,20 @@ def _seeds(tests: pd.DataFrame) -> int:
     return int(seeds.max()) if len(seeds) else 0
 
 
-def first_page(*, model: str, variant: str, about: dict, data: pd.DataFrame | None, claim_tests: pd.DataFrame | None,
-               reproduction: pd.DataFrame | None, n_published: int, tables: list[str], figures: list[str],
-               ci_level: float = 0.95, made_by: dict | None = None) -> list[Block]:
+def first_page(
+    *,
+    model: str,
+    variant: str,
+    about: dict,
+    data: pd.DataFrame | None,
+    claim_tests: pd.DataFrame | None,
+    reproduction: pd.DataFrame | None,
+    n_published: int,
+    tables: list[str],
+    figures: list[str],
+    ci_level: float = 0.95,
+    made_by: dict | None = None,
+) -> list[Block]:
     """The blocks of the first page. ``about``: what was run (models, variants, tasks -> seeds, k,
     max_eval, config files, and ``data``: each task's source, for which ran on real text and which
     on the synthetic twins, ``names.data_sources_text``), from the config; ``data``: the data statistics (examples evaluated);
@@ -92,20 +106,31 @@ def first_page(*, model: str, variant: str, about: dict, data: pd.DataFrame | No
     if data is not None and len(data):
         counts = sorted(set(int(n) for n in data["n_evaluated"]))
         evaluated = f"; {'/'.join(map(str, counts))} evaluation examples per task and seed"
-    tasks = ", ".join(f"{names.task_label(t)} (seed{'s' if len(s) > 1 else ''} {', '.join(map(str, s))})"
-                      for t, s in about["seeds"].items())
+    tasks = ", ".join(
+        f"{names.task_label(t)} (seed{'s' if len(s) > 1 else ''} {', '.join(map(str, s))})"
+        for t, s in about["seeds"].items()
+    )
     models = ", ".join(f"{name} ({source})" for name, source in about["models"].items())
     config = ", ".join(about["configfiles"]) or "config.yaml"
     if about.get("overrides"):
         config += f" with --config {about['overrides']}"
-    blocks.append(("p", [
-        f"Models: {models}; variants: {', '.join(about['variants'])}; tasks: {tasks}; "
-        f"k = {', '.join(map(str, about['k']))} demonstrations{evaluated}; config: {config}. "
-        f"The tables and figures show model {model}, variant {variant}."]))
+    blocks.append(
+        (
+            "p",
+            [
+                f"Models: {models}; variants: {', '.join(about['variants'])}; tasks: {tasks}; "
+                f"k = {', '.join(map(str, about['k']))} demonstrations{evaluated}; config: {config}. "
+                f"The tables and figures show model {model}, variant {variant}."
+            ],
+        )
+    )
     if about.get("data"):  # which tasks ran on real text, and which on the synthetic twins
         real = any(source["source"] == "package" for source in about["data"].values())
-        link = ([" Origin, label rules and sizes: " if real else " Sizes: ", _table("data", "the data table"), "."]
-                if "data" in tables else [])
+        link = (
+            [" Origin, label rules and sizes: " if real else " Sizes: ", _table("data", "the data table"), "."]
+            if "data" in tables
+            else []
+        )
         blocks.append(("p", [f"Data: {names.data_sources_text(about['data'], brief=True)}", *link]))
 
     if claim_tests is not None:
@@ -113,20 +138,40 @@ def first_page(*, model: str, variant: str, about: dict, data: pd.DataFrame | No
         verdicts = claims_text.verdicts(tests)
         counts = claims_text.counts_text(verdicts)
         blocks.append(("h2", "The papers' claims"))
-        blocks.append(("p", [
-            f"{counts}, each read on paired intervals "
-            f"({'seeds and examples crossed' if _seeds(tests) > 1 else 'over the examples only: one seed'}) at "
-            f"{names.percent(ci_level)} (per-task intervals Bonferroni-corrected where a claim counts tasks): ",
-            _table("claims", "the claims table"), ", ", _figure("claims", "the forest plot"), "."]))
-        blocks.append(("ul", [_claim_line(c, verdicts[c.id], tests[tests["claim"] == c.id]) for c in claims_module.CLAIMS]))
+        blocks.append(
+            (
+                "p",
+                [
+                    f"{counts}, each read on paired intervals "
+                    f"({'seeds and examples crossed' if _seeds(tests) > 1 else 'over the examples only: one seed'}) at "
+                    f"{names.percent(ci_level)} (per-task intervals Bonferroni-corrected where a claim counts tasks): ",
+                    _table("claims", "the claims table"),
+                    ", ",
+                    _figure("claims", "the forest plot"),
+                    ".",
+                ],
+            )
+        )
+        blocks.append(
+            ("ul", [_claim_line(c, verdicts[c.id], tests[tests["claim"] == c.id]) for c in claims_module.CLAIMS])
+        )
     if reproduction is not None:
         within = int(reproduction["within"].sum())
         blocks.append(("h2", "Against the published numbers"))
-        blocks.append(("p", [
-            f"{within} of the {len(reproduction)} published cells this run covers are within its uncertainty "
-            f"(the run's interval and the published ± combined), of {n_published} published result cells; the "
-            f"papers' model is the fairseq 1.3B, so another model's run reads as a comparison: ",
-            _table("reproduction", "the reproduction table"), ", ", _figure("reproduction", "its figure"), "."]))
+        blocks.append(
+            (
+                "p",
+                [
+                    f"{within} of the {len(reproduction)} published cells this run covers are within its uncertainty "
+                    f"(the run's interval and the published ± combined), of {n_published} published result cells; the "
+                    f"papers' model is the fairseq 1.3B, so another model's run reads as a comparison: ",
+                    _table("reproduction", "the reproduction table"),
+                    ", ",
+                    _figure("reproduction", "its figure"),
+                    ".",
+                ],
+            )
+        )
     blocks.append(("h2", "Software"))
     records = (made_by or {}).get("caches") or []
     if not records:
@@ -134,8 +179,15 @@ def first_page(*, model: str, variant: str, about: dict, data: pd.DataFrame | No
     elif len(records) == 1:
         blocks.append(("p", [f"Caches made with {provenance.describe(records[0])}."]))
     else:
-        blocks.append(("p", [f"The caches of this run come from {len(records)} different software versions, so "
-                             "a difference between runs may be the libraries' rather than the code's:"]))
+        blocks.append(
+            (
+                "p",
+                [
+                    f"The caches of this run come from {len(records)} different software versions, so "
+                    "a difference between runs may be the libraries' rather than the code's:"
+                ],
+            )
+        )
         blocks.append(("ul", [[provenance.describe(r)] for r in records]))
     if made_by and made_by.get("computed"):
         blocks.append(("p", [f"Metrics computed with {provenance.describe(made_by['computed'])}."]))
@@ -154,9 +206,13 @@ def to_markdown(blocks: list[Block]) -> str:
     """The page as Markdown, linking each table's .md and each figure's .png beside it."""
 
     def inline(parts: Inline) -> str:
-        return "".join(p if isinstance(p, str) else
-                       f"[{p.label}]({'tables' if p.kind == 'table' else 'figures'}/{p.name}."
-                       f"{'md' if p.kind == 'table' else 'png'})" for p in parts)
+        return "".join(
+            p
+            if isinstance(p, str)
+            else f"[{p.label}]({'tables' if p.kind == 'table' else 'figures'}/{p.name}."
+            f"{'md' if p.kind == 'table' else 'png'})"
+            for p in parts
+        )
 
     out = []
     for kind, content in blocks:
@@ -196,8 +252,10 @@ def to_rst(blocks: list[Block]) -> str:
     figure's .png by the link targets the report defines for its results."""
 
     def inline(parts: Inline) -> str:
-        return "".join(_rst_text(p) if isinstance(p, str) else
-                       f"`{p.label} <{p.name}.{'html' if p.kind == 'table' else 'png'}_>`_" for p in parts)
+        return "".join(
+            _rst_text(p) if isinstance(p, str) else f"`{p.label} <{p.name}.{'html' if p.kind == 'table' else 'png'}_>`_"
+            for p in parts
+        )
 
     out = []
     for kind, content in blocks:

@@ -77,7 +77,13 @@ PAPER_VARIANTS: tuple[str, ...] = ("trained", "trained_embeddings", "untrained")
 
 # Paper 003 Table 1 rows, in order.
 ACCURACY_METRICS: tuple[str, ...] = (
-    "acc_zsl", "acc_ft", "acc_icl", "jaccard_all", "jaccard_correct", "jaccard_incorrect", "rec2ftp",
+    "acc_zsl",
+    "acc_ft",
+    "acc_icl",
+    "jaccard_all",
+    "jaccard_correct",
+    "jaccard_incorrect",
+    "rec2ftp",
 )
 # The random SimAOU baselines shown above the similarity rows (they depend on ZSL and ICL only).
 RANDOM_BASELINES: tuple[str, ...] = ("simaou_random", "simaou_random_gaussian")
@@ -91,7 +97,6 @@ DIVERGENCE_METRICS: tuple[str, ...] = ("kl_icl_ft", "tv_icl_ft")
 DIVERGENCE_BASELINES: tuple[str, ...] = ("kl_icl_zsl",)
 # Rows where the lowest value is the one that stands out: distances from ICL's output distribution.
 _LOWER_IS_CLOSER = frozenset(DIVERGENCE_METRICS + DIVERGENCE_BASELINES)
-
 
 
 # ------------------------------------------------------------------------------- formatting
@@ -125,9 +130,7 @@ def _lookup(df: pd.DataFrame) -> dict[tuple, tuple[float, float, float]]:
     std = df["std"] if "std" in df.columns else pd.Series(np.nan, index=df.index)
     n = df["n"] if "n" in df.columns else pd.Series(np.nan, index=df.index)
     out = {}
-    for key, m, s, k in zip(
-        df[keys].itertuples(index=False, name=None), df["mean"], std, n, strict=True
-    ):
+    for key, m, s, k in zip(df[keys].itertuples(index=False, name=None), df["mean"], std, n, strict=True):
         out[key] = (
             float(m) if not pd.isna(m) else math.nan,
             float(s) if not pd.isna(s) else math.nan,
@@ -180,12 +183,7 @@ def _build(
             mean, std, n = lookup.get((*spec["lookup"], task), (math.nan, math.nan, math.nan))
             mean, std = mean * spec["scale"], std * spec["scale"]
             text = format_cell(mean, std, decimals)
-            if (
-                n_seeds_expected is not None
-                and text != MISSING
-                and not pd.isna(n)
-                and n < n_seeds_expected
-            ):
+            if n_seeds_expected is not None and text != MISSING and not pd.isna(n) and n < n_seeds_expected:
                 text += SEEDS_MARK
                 short_ns.add(int(n))
             row_cells.append(text)
@@ -400,13 +398,25 @@ def layer_causal_table(
         for m in methods
     ]
     return _build(
-        _lookup(df), rows, _tasks_for(df, tasks), decimals=decimals, n_seeds_expected=n_seeds_expected,
-        average_decimals=average_decimals, index_names=("Metric",), caption_hint="layer_causal",
+        _lookup(df),
+        rows,
+        _tasks_for(df, tasks),
+        decimals=decimals,
+        n_seeds_expected=n_seeds_expected,
+        average_decimals=average_decimals,
+        index_names=("Metric",),
+        caption_hint="layer_causal",
     )
 
 
-def _keyed_table(rows: list[list[str]], keys: list[tuple], names: Sequence[str], tasks: Sequence[str], kind: str,
-                 footnotes: Sequence[str] = ()) -> pd.DataFrame:
+def _keyed_table(
+    rows: list[list[str]],
+    keys: list[tuple],
+    names: Sequence[str],
+    tasks: Sequence[str],
+    kind: str,
+    footnotes: Sequence[str] = (),
+) -> pd.DataFrame:
     """Display cells with a (metric, row) index and task columns; nothing marked best."""
     index = pd.MultiIndex.from_tuples(keys, names=list(names)) if keys else None
     table = pd.DataFrame(rows, index=index, columns=[task_label(t) for t in tasks], dtype=object)
@@ -431,8 +441,18 @@ def intervals_table(
     model: str,
     variant: str = "trained",
     methods: Sequence[str] = ("gd",),
-    metrics: Sequence[str] = ("acc_ft", "acc_icl", "rec2ftp", "simaou_norm", "simaou", "simam_after", "simam_delta",
-                              "kl_icl_ft", "kl_icl_zsl", "tv_icl_ft"),
+    metrics: Sequence[str] = (
+        "acc_ft",
+        "acc_icl",
+        "rec2ftp",
+        "simaou_norm",
+        "simaou",
+        "simam_after",
+        "simam_delta",
+        "kl_icl_ft",
+        "kl_icl_zsl",
+        "tv_icl_ft",
+    ),
     *,
     tasks: Sequence[str] | None = None,
     decimals: int = 2,
@@ -464,8 +484,15 @@ ORDER_ROWS: tuple[tuple[str, str], ...] = (
 )
 
 
-def orders_table(orders: pd.DataFrame, model: str, variant: str = "trained", methods: Sequence[str] = ("gd",), *,
-                 tasks: Sequence[str] | None = None, decimals: int = 2) -> pd.DataFrame:
+def orders_table(
+    orders: pd.DataFrame,
+    model: str,
+    variant: str = "trained",
+    methods: Sequence[str] = ("gd",),
+    *,
+    tasks: Sequence[str] | None = None,
+    decimals: int = 2,
+) -> pd.DataFrame:
     """Order sensitivity (``orders.order_table``): rows (method, what), columns tasks, cells
     "mean [low, high]" over seeds (the order metrics' intervals, seeds and examples crossed; the spreads over orders
     have none). ICL's row is the ICL each method is compared with (its own demonstrations)."""
@@ -475,15 +502,22 @@ def orders_table(orders: pd.DataFrame, model: str, variant: str = "trained", met
     rows, keys = [], []
     for method in methods:
         for metric, what in ORDER_ROWS:
-            rows.append([_interval_cell(index, (method, metric, task), display_scale(metric), decimals) for task in tasks])
+            rows.append(
+                [_interval_cell(index, (method, metric, task), display_scale(metric), decimals) for task in tasks]
+            )
             keys.append((method_label(method), what))
     n_orders = sorted({int(n) for n in df["n_orders"].dropna()}) if "n_orders" in df.columns else []
     notes = [f"{' or '.join(map(str, n_orders))} orders of each run's demonstrations"] if n_orders else []
     return _keyed_table(rows, keys, ("Method", "Metric"), tasks, "orders", footnotes=notes)
 
 
-def k_sweep_table(summary: pd.DataFrame, model: str, variant: str, sweep: Sequence[dict],
-                  metrics: Sequence[str] = ("acc_zsl", "acc_icl", "acc_ft", "simaou_norm", "simam_delta")) -> pd.DataFrame:
+def k_sweep_table(
+    summary: pd.DataFrame,
+    model: str,
+    variant: str,
+    sweep: Sequence[dict],
+    metrics: Sequence[str] = ("acc_zsl", "acc_icl", "acc_ft", "simaou_norm", "simam_delta"),
+) -> pd.DataFrame:
     """The k sweep (``plan.k_sweeps`` rows: group, method, task, k) as :func:`intervals_table`
     cells: rows (metric, "group, k = n") in increasing k, columns tasks."""
     members = sorted({(r["group"], int(r["k"]), r["method"]) for r in sweep})
@@ -534,8 +568,10 @@ def comparisons_table(
                 cells.append(text)
             rows.append(cells)
             keys.append((metric_label(metric), f"{method_label(method)} − {method_label(baseline)}"))
-    notes = [f"{SIGNIFICANT_MARK} p < {significance:g}, two-sided paired sign-flip test over examples "
-             f"(per-example differences averaged over seeds); [{percent(ci_level)} bootstrap interval]"]
+    notes = [
+        f"{SIGNIFICANT_MARK} p < {significance:g}, two-sided paired sign-flip test over examples "
+        f"(per-example differences averaged over seeds); [{percent(ci_level)} bootstrap interval]"
+    ]
     return _keyed_table(rows, keys, ("Metric", "Comparison"), tasks, "comparisons", notes if keys else [])
 
 
@@ -552,11 +588,14 @@ def data_table(stats: pd.DataFrame, made_by: dict | None = None) -> pd.DataFrame
         "# Evaluated": lambda r: f"{int(r['n_evaluated']):,}",
         "Avg. # of Tokens": lambda r: f"{r['prompt_tokens']:.2f}",
         "Avg. ICL Prompt Tokens": lambda r: MISSING if pd.isna(r["icl_tokens"]) else f"{r['icl_tokens']:.1f}",
-        "Demonstrations (true k / k)": lambda r: MISSING if pd.isna(r["true_k"]) else f"{int(r['true_k'])} / {int(r['k'])}",
+        "Demonstrations (true k / k)": lambda r: (
+            MISSING if pd.isna(r["true_k"]) else f"{int(r['true_k'])} / {int(r['k'])}"
+        ),
     }
     body = [[fmt(by_task.loc[t]) for fmt in columns.values()] for t in tasks]
-    table = pd.DataFrame(body, index=pd.Index([task_label(t) for t in tasks], name="Task"),
-                         columns=list(columns), dtype=object)
+    table = pd.DataFrame(
+        body, index=pd.Index([task_label(t) for t in tasks], name="Task"), columns=list(columns), dtype=object
+    )
     table.attrs.update(best=[], footnotes=provenance_notes(made_by), table="data")
     return table
 
@@ -567,9 +606,15 @@ def provenance_notes(made_by: dict | None) -> list[str]:
     if not made_by or not made_by.get("caches"):
         return ["Caches made by software that recorded no versions (written before the workflow recorded them)."]
     records = made_by["caches"]
-    notes = [f"Caches made with {describe(records[0])}."] if len(records) == 1 else [
-        f"The caches of this run come from {len(records)} different software versions; compare with care: "
-        + " | ".join(describe(r) for r in records) + "."]
+    notes = (
+        [f"Caches made with {describe(records[0])}."]
+        if len(records) == 1
+        else [
+            f"The caches of this run come from {len(records)} different software versions; compare with care: "
+            + " | ".join(describe(r) for r in records)
+            + "."
+        ]
+    )
     return notes
 
 
@@ -582,28 +627,38 @@ def reproduction_table(cells: pd.DataFrame, n_published: int, *, ci_level: float
     for c in cells.itertuples(index=False):
         decimals = max(int(c.published_decimals), 1 if c.unit == "percent" else 2)
         spread = "" if pd.isna(c.published_spread) else f" ± {c.published_spread:.{decimals}f}"
-        rows.append([
-            f"{c.published:.{int(c.published_decimals)}f}{spread}",
-            f"{c.mean:.{decimals}f} [{c.ci_low:.{decimals}f}, {c.ci_high:.{decimals}f}]",
-            f"{c.difference:+.{decimals}f}",
-            "yes" if c.within else "no",
-        ])
+        rows.append(
+            [
+                f"{c.published:.{int(c.published_decimals)}f}{spread}",
+                f"{c.mean:.{decimals}f} [{c.ci_low:.{decimals}f}, {c.ci_high:.{decimals}f}]",
+                f"{c.difference:+.{decimals}f}",
+                "yes" if c.within else "no",
+            ]
+        )
         setting = f"{method_label(c.method)}, {variant_label(c.variant, in_text=True)}"
         if c.run_method != c.method:
             setting += f" (run: {c.run_method})"
         task = f"Average ({c.n_tasks} tasks)" if c.task == "average" else task_label(c.task)
         keys.append((f"{c.paper} {c.table}", metric_label(c.metric), setting, task))
     index = pd.MultiIndex.from_tuples(keys, names=["Source", "Metric", "Setting", "Task"]) if keys else None
-    table = pd.DataFrame(rows, index=index, columns=["Published", f"This run [{percent(ci_level)} interval]",
-                                                     "Difference", "Within"], dtype=object)
+    table = pd.DataFrame(
+        rows,
+        index=index,
+        columns=["Published", f"This run [{percent(ci_level)} interval]", "Difference", "Within"],
+        dtype=object,
+    )
     models = ", ".join(sorted(set(cells["published_model"]))) if len(cells) else "—"
     within = int(cells["within"].sum()) if len(cells) else 0
-    table.attrs.update(best=[], table="reproduction", footnotes=[
-        f"Cells covered: {len(cells)} of {n_published} published result cells; within (|run - published| at "
-        f"most this run's interval on the published value's side and the published ± combined in quadrature, "
-        f"plus half the last printed digit): {within} of {len(cells)}. An average is the printed mean over the "
-        f"row's tasks, set beside this run's mean over the same tasks (interval: the tasks' half-widths in "
-        f"quadrature over their number).",
-        f"Published numbers: {models}, the papers' model; a run on another model reads as a comparison.",
-    ])
+    table.attrs.update(
+        best=[],
+        table="reproduction",
+        footnotes=[
+            f"Cells covered: {len(cells)} of {n_published} published result cells; within (|run - published| at "
+            f"most this run's interval on the published value's side and the published ± combined in quadrature, "
+            f"plus half the last printed digit): {within} of {len(cells)}. An average is the printed mean over the "
+            f"row's tasks, set beside this run's mean over the same tasks (interval: the tasks' half-widths in "
+            f"quadrature over their number).",
+            f"Published numbers: {models}, the papers' model; a run on another model reads as a comparison.",
+        ],
+    )
     return table

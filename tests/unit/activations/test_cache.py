@@ -15,7 +15,6 @@ import pyarrow.parquet as pq  # noqa: E402
 import pytest  # noqa: E402
 
 from icl_gd.activations import cache  # noqa: E402
-
 from icl_gd.common import frames
 
 N, L, D, H, Q, C, K = 5, 3, 8, 2, 4, 6, 3
@@ -54,7 +53,9 @@ def root_base(array: np.ndarray):
     return array
 
 
-@pytest.mark.parametrize("layout, np_dtype", [("float16", np.float16), ("float32", np.float32), ("compact", np.float32)])
+@pytest.mark.parametrize(
+    "layout, np_dtype", [("float16", np.float16), ("float32", np.float32), ("compact", np.float32)]
+)
 def test_a_cache_of_values_round_trips(tmp_path, layout, np_dtype):
     rec = records()
     path = tmp_path / "zsl.arrow"
@@ -84,8 +85,11 @@ def test_a_cache_of_values_round_trips(tmp_path, layout, np_dtype):
     np.testing.assert_array_equal(rows, rec["attn_scores"].astype(np_dtype).astype(np.float32))  # NaNs equal
     assert back.context_scores.shape == (N, L, C) and back.context().shape == (N, L, C)
     context_error = np.abs(back.context() - rec["context_scores"]).max(-1)
-    assert (context_error <= (2**-11 if layout == "compact" else 2**-10 if layout == "float16" else 0)
-            * np.abs(rec["context_scores"]).max(-1)).all()
+    assert (
+        context_error
+        <= (2**-11 if layout == "compact" else 2**-10 if layout == "float16" else 0)
+        * np.abs(rec["context_scores"]).max(-1)
+    ).all()
 
     meta = back.meta
     assert {k: meta[k] for k in META if k != "setting"} == {k: META[k] for k in META if k != "setting"}
@@ -150,22 +154,40 @@ def test_compact_caches_take_about_half_the_bytes_of_float32(tmp_path):
     query_len = rng.integers(keys // 2, keys + 1, size=n)
     sizes = {}
     for layout in ("float32", "compact"):
-        base = dict(example_id=np.arange(n), gold=np.zeros(n), label_logprobs=np.zeros((n, 2), np.float32),
-                    query_len=query_len, context_scores=np.zeros((n, layers, 1), np.float32),
-                    attn_out=rng.normal(size=(n, layers, width)).astype(np.float32),
-                    attn_scores=rng.normal(size=(n, layers, heads, keys)).astype(np.float32))
+        base = dict(
+            example_id=np.arange(n),
+            gold=np.zeros(n),
+            label_logprobs=np.zeros((n, 2), np.float32),
+            query_len=query_len,
+            context_scores=np.zeros((n, layers, 1), np.float32),
+            attn_out=rng.normal(size=(n, layers, width)).astype(np.float32),
+            attn_scores=rng.normal(size=(n, layers, heads, keys)).astype(np.float32),
+        )
         cache.write_cache(tmp_path / f"{layout}-zsl.arrow", {"setting": "zsl"}, layout=layout, **base)
         reference = cache.read_cache(tmp_path / f"{layout}-zsl.arrow")
         other = {**base, "attn_out": base["attn_out"] + 0.01, "attn_scores": base["attn_scores"] * 1.01}
-        cache.write_cache(tmp_path / f"{layout}-gd.arrow", {"setting": "gd"}, layout=layout, reference=reference, **other)
+        cache.write_cache(
+            tmp_path / f"{layout}-gd.arrow", {"setting": "gd"}, layout=layout, reference=reference, **other
+        )
         sizes[layout] = (tmp_path / f"{layout}-gd.arrow").stat().st_size
     assert sizes["compact"] <= 0.52 * sizes["float32"], sizes
 
 
 def test_read_does_not_copy(tmp_path):
     _, _, _, back = compact_pair(tmp_path, 0.1)
-    for name in ("example_id", "gold", "pred", "label_logprobs", "query_len", "attn_out", "attn_scores",
-                 "context_scores", "attn_out_scale", "attn_scores_scale", "context_scores_scale"):
+    for name in (
+        "example_id",
+        "gold",
+        "pred",
+        "label_logprobs",
+        "query_len",
+        "attn_out",
+        "attn_scores",
+        "context_scores",
+        "attn_out_scale",
+        "attn_scores_scale",
+        "context_scores_scale",
+    ):
         array = getattr(back, name)
         assert not array.flags.owndata, name
         # a view all the way down onto the Arrow buffer of the mapped file, not onto a numpy copy

@@ -17,7 +17,6 @@ from torch import nn  # noqa: E402
 
 from icl_gd.activations import capture  # noqa: E402
 from icl_gd.models.loading import UnsupportedModelError  # noqa: E402
-
 from tests.conftest import ARCHS, TINY_HEADS, TINY_HIDDEN  # noqa: E402
 
 HEAD_DIM = TINY_HIDDEN // TINY_HEADS
@@ -52,11 +51,13 @@ def hook_modules(modules, store: dict, *, inputs: bool = False):
     handles = []
     for i, module in enumerate(modules):
         if inputs:
+
             def pre(mod, args, kwargs, i=i):
                 store[i] = (args[0] if args else kwargs["hidden_states"]).detach().clone()
 
             handles.append(module.register_forward_pre_hook(pre, with_kwargs=True))
         else:
+
             def post(mod, args, output, i=i):
                 store[i] = (output[0] if isinstance(output, tuple) else output).detach().clone()
 
@@ -109,9 +110,18 @@ def runs(load_tiny, tokenizer):
             plain_hidden = plain.base_model(ids).last_hidden_state
             plain_logits = plain(ids).logits
         return dict(
-            model=model, rec=rec, hidden=hidden, attn_out=attn_out, scores=scores, own_out=own_out,
-            own_in=own_in, logits_outside=logits_outside, eager_attn=eager_res.attentions,
-            eager_out=eager_out, plain_hidden=plain_hidden, plain_logits=plain_logits,
+            model=model,
+            rec=rec,
+            hidden=hidden,
+            attn_out=attn_out,
+            scores=scores,
+            own_out=own_out,
+            own_in=own_in,
+            logits_outside=logits_outside,
+            eager_attn=eager_res.attentions,
+            eager_out=eager_out,
+            plain_hidden=plain_hidden,
+            plain_logits=plain_logits,
             plain_impl=plain.config._attn_implementation,
         )
 

@@ -5,11 +5,10 @@ import pandas as pd
 import pytest
 import torch
 
-from icl_gd.common import checksums
 from icl_gd.activations import cache, capture, extract
+from icl_gd.common import checksums
 from icl_gd.config import resolve as cfg
 from icl_gd.data import prompts
-
 from tests.conftest import run_extraction  # noqa: E402
 
 SPEC = cfg.task_spec({"tasks": {"sst2": {}}}, "sst2")
@@ -68,7 +67,9 @@ def test_the_cache_keeps_the_query_keys_per_head_and_the_context_keys_summed_ove
             _, raw = rec.stacked()  # (1, layers, heads, keys)
         raw = raw[0].numpy()
         q_len = query.record_offset + 1
-        np.testing.assert_allclose(out["attn_scores"][i, :, :, :q_len], raw[:, :, n_ctx : n_ctx + q_len], rtol=1e-4, atol=1e-5)
+        np.testing.assert_allclose(
+            out["attn_scores"][i, :, :, :q_len], raw[:, :, n_ctx : n_ctx + q_len], rtol=1e-4, atol=1e-5
+        )
         assert np.isnan(out["attn_scores"][i, :, :, q_len:]).all()
         np.testing.assert_allclose(out["context_scores"][i], raw[:, :, :n_ctx].sum(axis=1), rtol=1e-4, atol=1e-4)
 
@@ -85,9 +86,19 @@ def test_batching_does_not_change_results(load_tiny, tokenizer):
 
 
 def _config(**overrides):
-    base = {"tasks": {"sst2": {}}, "methods": {"gd": {"kind": "gd", "lr": 0.5}}, "k": 3, "max_eval": 5,
-            "record_position": "label_word", "ft_demos": "all", "dtype": "float32", "cache_dtype": "float32",
-            "batch_size": 2, "device": "cpu", "min_true_k": 1}
+    base = {
+        "tasks": {"sst2": {}},
+        "methods": {"gd": {"kind": "gd", "lr": 0.5}},
+        "k": 3,
+        "max_eval": 5,
+        "record_position": "label_word",
+        "ft_demos": "all",
+        "dtype": "float32",
+        "cache_dtype": "float32",
+        "batch_size": 2,
+        "device": "cpu",
+        "min_true_k": 1,
+    }
     return {**base, **overrides}
 
 
@@ -103,16 +114,29 @@ def test_run_writes_caches_that_identify_the_run(tmp_path, model_dirs, task_file
     """The compact layout (the default): ZSL's values, and the other settings' changes from them."""
     torch.manual_seed(0)
     train, evaluation = task_files
-    common = dict(model_name="tiny", variant="trained", task="sst2", seed=2, model_dir=str(model_dirs["gpt2"]),
-                  train_path=train, eval_path=evaluation)
+    common = dict(
+        model_name="tiny",
+        variant="trained",
+        task="sst2",
+        seed=2,
+        model_dir=str(model_dirs["gpt2"]),
+        train_path=train,
+        eval_path=evaluation,
+    )
     config = _config(cache_dtype="compact")
     reference = str(tmp_path / "zsl.arrow")
     run_extraction(config, setting="zsl", out_path=reference, **common)
     with pytest.raises(ValueError, match="change from the zsl cache"):
         run_extraction(config, setting="icl", out_path=str(tmp_path / "icl.arrow"), **common)
     run_extraction(config, setting="icl", out_path=str(tmp_path / "icl.arrow"), reference_path=reference, **common)
-    run_extraction(config, setting="gd", out_path=str(tmp_path / "gd.arrow"), reference_path=reference,
-                   train_log_path=str(tmp_path / "gd_log.parquet"), **common)
+    run_extraction(
+        config,
+        setting="gd",
+        out_path=str(tmp_path / "gd.arrow"),
+        reference_path=reference,
+        train_log_path=str(tmp_path / "gd_log.parquet"),
+        **common,
+    )
     zsl, icl, gd = (cache.read_cache(tmp_path / f"{s}.arrow") for s in ("zsl", "icl", "gd"))
     assert zsl.n_examples == 5 and zsl.meta["setting"] == "zsl" and gd.meta["lr"] == 0.5
     assert not zsl.is_change and icl.is_change and gd.is_change and zsl.attn_out.dtype == np.float32
@@ -140,9 +164,18 @@ def test_run_rejects_a_query_longer_than_the_context(tmp_path, model_dirs):
     long.to_parquet(tmp_path / "eval.parquet")
     rows(12, 3).to_parquet(tmp_path / "train.parquet")
     with pytest.raises(prompts.PromptError, match="longest evaluation prompt"):
-        run_extraction(_config(), model_name="tiny", variant="trained", task="sst2", seed=2, setting="zsl",
-                    model_dir=str(model_dirs["gpt2"]), train_path=str(tmp_path / "train.parquet"),
-                    eval_path=str(tmp_path / "eval.parquet"), out_path=str(tmp_path / "zsl.arrow"))
+        run_extraction(
+            _config(),
+            model_name="tiny",
+            variant="trained",
+            task="sst2",
+            seed=2,
+            setting="zsl",
+            model_dir=str(model_dirs["gpt2"]),
+            train_path=str(tmp_path / "train.parquet"),
+            eval_path=str(tmp_path / "eval.parquet"),
+            out_path=str(tmp_path / "zsl.arrow"),
+        )
     assert not (tmp_path / "zsl.arrow").exists()
 
 
@@ -171,8 +204,16 @@ def test_out_of_memory_halves_the_batch_and_keeps_the_results(load_tiny, tokeniz
 @pytest.mark.parametrize("arch, setting", [("gpt2", "gd"), ("xglm", "gd"), ("xglm", "icl")])
 def test_two_runs_with_one_seed_give_identical_caches(tmp_path, model_dirs, task_files, arch, setting):
     train, evaluation = task_files
-    common = dict(model_name="tiny", variant="trained", task="sst2", seed=3, model_dir=str(model_dirs[arch]),
-                  train_path=train, eval_path=evaluation, setting=setting)
+    common = dict(
+        model_name="tiny",
+        variant="trained",
+        task="sst2",
+        seed=3,
+        model_dir=str(model_dirs[arch]),
+        train_path=train,
+        eval_path=evaluation,
+        setting=setting,
+    )
     for name in ("a", "b"):
         run_extraction(_config(), out_path=str(tmp_path / f"{name}.arrow"), **common)
     a, b = cache.read_cache(tmp_path / "a.arrow"), cache.read_cache(tmp_path / "b.arrow")
@@ -195,17 +236,41 @@ def test_a_cache_says_how_to_rebuild_every_token_sequence_it_was_computed_from(t
     from icl_gd.models import loading
 
     train, evaluation = task_files
-    run_extraction(_config(methods={"gd": {"kind": "gd", "lr": 0.5, "demo_labels": "switched"}}), task="sst2",
-                   seed=3, setting="gd", model_name="tiny", variant="trained", model_dir=str(model_dirs["gpt2"]),
-                   train_path=train, eval_path=evaluation, out_path=str(tmp_path / "gd.arrow"))
-    run_extraction(_config(), task="sst2", seed=3, setting="icl", model_name="tiny", variant="trained",
-                   model_dir=str(model_dirs["gpt2"]), train_path=train, eval_path=evaluation,
-                   out_path=str(tmp_path / "icl.arrow"))
+    run_extraction(
+        _config(methods={"gd": {"kind": "gd", "lr": 0.5, "demo_labels": "switched"}}),
+        task="sst2",
+        seed=3,
+        setting="gd",
+        model_name="tiny",
+        variant="trained",
+        model_dir=str(model_dirs["gpt2"]),
+        train_path=train,
+        eval_path=evaluation,
+        out_path=str(tmp_path / "gd.arrow"),
+    )
+    run_extraction(
+        _config(),
+        task="sst2",
+        seed=3,
+        setting="icl",
+        model_name="tiny",
+        variant="trained",
+        model_dir=str(model_dirs["gpt2"]),
+        train_path=train,
+        eval_path=evaluation,
+        out_path=str(tmp_path / "icl.arrow"),
+    )
     icl, gd = cache.read_cache(tmp_path / "icl.arrow"), cache.read_cache(tmp_path / "gd.arrow")
     meta = icl.meta
     tokenizer = loading.load_tokenizer(meta["tokenizer"]["model_dir"])
-    assert tokenizer.bos_token_id == meta["tokenizer"]["bos_token_id"] and len(tokenizer) == meta["tokenizer"]["vocab_size"]
-    assert meta["data"]["train_sha256"] == checksums.sha256_of(train) and meta["data"]["splits"] == {"train": "train", "eval": "validation"}
+    assert (
+        tokenizer.bos_token_id == meta["tokenizer"]["bos_token_id"]
+        and len(tokenizer) == meta["tokenizer"]["vocab_size"]
+    )
+    assert meta["data"]["train_sha256"] == checksums.sha256_of(train) and meta["data"]["splits"] == {
+        "train": "train",
+        "eval": "validation",
+    }
     assert set(meta["prompt_rules"]) >= {"example_id", "eval_set", "demonstrations", "prompt", "icl", "finetuning"}
 
     def encode(row):  # the prompt rule: template, newlines as EOS
@@ -241,10 +306,21 @@ def test_a_run_where_no_demonstration_fits_stops_and_says_why(tmp_path, model_di
     long = rows(4, 5)
     long.loc[0, "sentence"] = " ".join(WORDS * 5)
     long.to_parquet(tmp_path / "eval.parquet")
-    common = dict(task="sst2", seed=2, setting="icl", model_name="tiny", variant="trained",
-                  model_dir=str(model_dirs["gpt2"]), train_path=train, eval_path=str(tmp_path / "eval.parquet"))
-    with pytest.raises(prompts.PromptError, match=r"'sst2', seed 2: only 0 of k = 3 demonstrations fit \(min_true_k = 1\)"
-                                                  r".*longest evaluation prompt is \d+ tokens and the model's context 64"):
+    common = dict(
+        task="sst2",
+        seed=2,
+        setting="icl",
+        model_name="tiny",
+        variant="trained",
+        model_dir=str(model_dirs["gpt2"]),
+        train_path=train,
+        eval_path=str(tmp_path / "eval.parquet"),
+    )
+    with pytest.raises(
+        prompts.PromptError,
+        match=r"'sst2', seed 2: only 0 of k = 3 demonstrations fit \(min_true_k = 1\)"
+        r".*longest evaluation prompt is \d+ tokens and the model's context 64",
+    ):
         run_extraction(_config(), out_path=str(tmp_path / "icl.arrow"), **common)
     assert not (tmp_path / "icl.arrow").exists()
     run_extraction(_config(min_true_k=0), out_path=str(tmp_path / "icl.arrow"), **common)  # on purpose

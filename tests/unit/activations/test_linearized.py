@@ -5,7 +5,6 @@ import pytest
 import torch
 
 from icl_gd.activations import capture, extract, training
-
 from tests.conftest import run_extraction  # noqa: E402
 
 
@@ -78,18 +77,29 @@ def test_recording_a_linearized_model(load_tiny, tokenizer, sentences):
 
 
 def test_extraction_job_with_a_linearized_method(tmp_path, model_dirs):
-    from tests.unit.activations.test_extract import _config, rows
-
     from icl_gd.activations import cache
+    from tests.unit.activations.test_extract import _config, rows
 
     rows(12, 3).to_parquet(tmp_path / "train.parquet")
     rows(6, 4).to_parquet(tmp_path / "eval.parquet")
     config = _config(methods={"lin": {"kind": "linearized", "lr": 0.5}})
-    common = dict(model_name="tiny", variant="trained", task="sst2", seed=2, model_dir=str(model_dirs["gpt2"]),
-                  train_path=str(tmp_path / "train.parquet"), eval_path=str(tmp_path / "eval.parquet"))
+    common = dict(
+        model_name="tiny",
+        variant="trained",
+        task="sst2",
+        seed=2,
+        model_dir=str(model_dirs["gpt2"]),
+        train_path=str(tmp_path / "train.parquet"),
+        eval_path=str(tmp_path / "eval.parquet"),
+    )
     run_extraction(config, setting="zsl", out_path=str(tmp_path / "zsl.arrow"), **common)
-    run_extraction(config, setting="lin", out_path=str(tmp_path / "lin.arrow"),
-                train_log_path=str(tmp_path / "lin_log.parquet"), **common)
+    run_extraction(
+        config,
+        setting="lin",
+        out_path=str(tmp_path / "lin.arrow"),
+        train_log_path=str(tmp_path / "lin_log.parquet"),
+        **common,
+    )
     zsl, lin = cache.read_cache(tmp_path / "zsl.arrow"), cache.read_cache(tmp_path / "lin.arrow")
     assert (lin.meta["method"], lin.meta["kind"]) == ("lin", "linearized") and lin.meta["n_train_steps"] == 3
     assert np.array_equal(zsl.example_id, lin.example_id)

@@ -51,18 +51,25 @@ def test_every_installed_peer_records_what_the_workflow_records(arch, model_dirs
 
 def test_agreement_catches_a_peer_that_records_something_else(model_dirs, tokenizer):
     context, queries, label_ids = prompts_of(tokenizer, n_queries=3)
-    out = peers.record("workflow", peers.load(model_dirs["llama"], "workflow"), context, queries, label_ids, batch_size=3)
+    out = peers.record(
+        "workflow", peers.load(model_dirs["llama"], "workflow"), context, queries, label_ids, batch_size=3
+    )
     shifted = {key: value.copy() for key, value in out.items()}
     shifted["attn_scores"][0, 0, 0, 0] += 1.0  # one score of one head
     errors = peers.agreement(shifted, out)
     assert errors["attn_scores"] > TOLERANCE and errors["attn_out"] == 0.0
-    longer = {**out, "attn_scores": np.concatenate([out["attn_scores"], np.zeros_like(out["attn_scores"][..., :1])], -1)}
+    longer = {
+        **out,
+        "attn_scores": np.concatenate([out["attn_scores"], np.zeros_like(out["attn_scores"][..., :1])], -1),
+    }
     assert peers.agreement(longer, out)["attn_scores"] == float("inf")  # a score where the query has no key
 
 
 def test_a_missing_peer_says_what_to_install(monkeypatch):
     real = peers.importlib.util.find_spec
-    monkeypatch.setattr(peers.importlib.util, "find_spec", lambda name: None if name == "transformer_lens" else real(name))
+    monkeypatch.setattr(
+        peers.importlib.util, "find_spec", lambda name: None if name == "transformer_lens" else real(name)
+    )
     assert "pip install -e '.[peers]'" in peers.missing("transformer_lens")
     assert peers.missing("hooks") is None
     with pytest.raises(RuntimeError, match=r"\.\[peers\]"):

@@ -17,14 +17,13 @@ from pathlib import Path  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 import yaml  # noqa: E402
-from tests.conftest import run_extraction  # noqa: E402
 
 from icl_gd.activations import cache  # noqa: E402
-from icl_gd.data import twins
-from icl_gd.data import sources
-from icl_gd.metrics import formulas, scoring
-from icl_gd.config import validation
 from icl_gd.config import resolve as cfg  # noqa: E402
+from icl_gd.config import validation
+from icl_gd.data import sources, twins
+from icl_gd.metrics import formulas, scoring
+from tests.conftest import run_extraction  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -58,16 +57,35 @@ def twin_splits(tmp_path_factory) -> dict[str, dict[str, str]]:
 
 def _config(smollm2_dir, task: str, dtype: str) -> dict:
     schema = yaml.safe_load((ROOT / "workflow/schemas/config.schema.yaml").read_text())
-    return validation.validate({
-        "models": {"smollm2": {"source": "local", "path": str(smollm2_dir)}}, "tasks": {task: {}},
-        "methods": {"gd": {"kind": "gd"}, "lcgd": {"kind": "lcgd"}}, "variants": {"trained": ["gd", "lcgd"]},
-        "k": 8, "max_eval": 8, "dtype": dtype, "cache_dtype": "float32", "device": "cpu"}, schema)
+    return validation.validate(
+        {
+            "models": {"smollm2": {"source": "local", "path": str(smollm2_dir)}},
+            "tasks": {task: {}},
+            "methods": {"gd": {"kind": "gd"}, "lcgd": {"kind": "lcgd"}},
+            "variants": {"trained": ["gd", "lcgd"]},
+            "k": 8,
+            "max_eval": 8,
+            "dtype": dtype,
+            "cache_dtype": "float32",
+            "device": "cpu",
+        },
+        schema,
+    )
 
 
 def _extract(smollm2_dir, twin_splits, task: str, dtype: str, setting: str, path: Path) -> cache.RunCache:
     seed = cfg.task_seeds({"tasks": {task: {}}}, task)[0]
-    run_extraction(_config(smollm2_dir, task, dtype), task=task, seed=seed, setting=setting, model_name="smollm2",
-                   variant="trained", model_dir=str(smollm2_dir), out_path=str(path), **twin_splits[task])
+    run_extraction(
+        _config(smollm2_dir, task, dtype),
+        task=task,
+        seed=seed,
+        setting=setting,
+        model_name="smollm2",
+        variant="trained",
+        model_dir=str(smollm2_dir),
+        out_path=str(path),
+        **twin_splits[task],
+    )
     return cache.read_cache(path)
 
 
@@ -79,8 +97,10 @@ def float32_runs(smollm2_dir, twin_splits, tmp_path_factory):
 
     def runs(task: str) -> dict[str, cache.RunCache]:
         if task not in done:
-            done[task] = {s: _extract(smollm2_dir, twin_splits, task, "float32", s, folder / f"{task}-{s}.arrow")
-                          for s in ("zsl", "icl", "gd", "lcgd")}
+            done[task] = {
+                s: _extract(smollm2_dir, twin_splits, task, "float32", s, folder / f"{task}-{s}.arrow")
+                for s in ("zsl", "icl", "gd", "lcgd")
+            }
         return done[task]
 
     return runs
@@ -93,7 +113,8 @@ def float32_runs(smollm2_dir, twin_splits, tmp_path_factory):
 # an AVX-512 machine and gave cosine 0.92, 0.71 of the change on an AVX2-only AMD EPYC.
 @pytest.mark.parametrize("task", ["sst2"])
 def test_float16_finetuning_on_a_real_model_changes_attention_outputs_as_float32_does(
-        smollm2_dir, twin_splits, float32_runs, task, tmp_path, caplog):
+    smollm2_dir, twin_splits, float32_runs, task, tmp_path, caplog
+):
     """SmolLM2-135M (real weights: its activations overflow float16 gradients at a loss scale of
     2^16), eight demonstrations of the task's twin at the task's protocol rate: dh = h_GD - h_ZSL in
     float16 against float32, cosine >= 0.95 and norm ratio 0.9-1.1 (means over layers).
@@ -104,15 +125,19 @@ def test_float16_finetuning_on_a_real_model_changes_attention_outputs_as_float32
     h = {("float32", s): float32_runs(task)[s].outputs() for s in ("zsl", "gd")}
     for setting in ("zsl", "gd"):
         with caplog.at_level(logging.INFO, logger="icl_gd.activations.training"):
-            h["float16", setting] = _extract(smollm2_dir, twin_splits, task, "float16", setting,
-                                             tmp_path / f"float16-{setting}.arrow").outputs()
-    per_layer, ratio = formulas.change_agreement(h["float16", "zsl"], h["float16", "gd"],
-                                                h["float32", "zsl"], h["float32", "gd"])
+            h["float16", setting] = _extract(
+                smollm2_dir, twin_splits, task, "float16", setting, tmp_path / f"float16-{setting}.arrow"
+            ).outputs()
+    per_layer, ratio = formulas.change_agreement(
+        h["float16", "zsl"], h["float16", "gd"], h["float32", "zsl"], h["float32", "gd"]
+    )
     size = np.linalg.norm(h["float32", "gd"] - h["float32", "zsl"]) / np.linalg.norm(h["float32", "zsl"])
     lr = cfg.learning_rate(_config(smollm2_dir, task, "float32"), task, "gd")
     floor = np.linalg.norm(h["float16", "zsl"] - h["float32", "zsl"]) / np.linalg.norm(h["float32", "zsl"])
-    report = (f"{task} lr {lr:g}: cos {per_layer.mean():.4f}, ratio {ratio:.3f}, |dh|/|h| {size:.3g}, "
-              f"float16 floor {floor:.3g}")
+    report = (
+        f"{task} lr {lr:g}: cos {per_layer.mean():.4f}, ratio {ratio:.3f}, |dh|/|h| {size:.3g}, "
+        f"float16 floor {floor:.3g}"
+    )
     assert per_layer.mean() >= 0.95 and 0.9 <= ratio <= 1.1, report
     assert "loss scale now" in caplog.text, "the float16 path's redone steps were not exercised: " + report
 
@@ -127,8 +152,10 @@ def test_compact_caches_give_the_metrics_of_float32_caches_on_a_real_model(float
     its f2t subset, per layer and as the layer mean, within 1e-3 of the float32 caches' value."""
     runs = float32_runs(task)
     reference = cache.rewrite(runs["zsl"], tmp_path / "zsl.arrow", "compact")
-    compact = {s: cache.rewrite(runs[s], tmp_path / f"{s}.arrow", "compact", reference=reference)
-               for s in ("icl", "gd", "lcgd")}
+    compact = {
+        s: cache.rewrite(runs[s], tmp_path / f"{s}.arrow", "compact", reference=reference)
+        for s in ("icl", "gd", "lcgd")
+    }
     assert all(c.is_change for c in compact.values())
     exact = scoring.score_run(runs["zsl"], runs["icl"], runs["lcgd"], runs["gd"])
     stored = scoring.score_run(reference, compact["icl"], compact["lcgd"], compact["gd"])

@@ -16,7 +16,6 @@ from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, AttentionMa
 
 from icl_gd.activations import training  # noqa: E402
 from icl_gd.models.loading import UnsupportedModelError  # noqa: E402
-
 from tests.conftest import ARCHS, TINY_HEADS, TINY_HIDDEN  # noqa: E402
 
 D = TINY_HIDDEN
@@ -29,7 +28,10 @@ KV_NAMES = {
     "opt": [f"model.decoder.layers.{{l}}.self_attn.{p}_proj.{w}" for p in "kv" for w in ("weight", "bias")],
     "xglm": [f"model.layers.{{l}}.self_attn.{p}_proj.{w}" for p in "kv" for w in ("weight", "bias")],
     "llama": ["model.layers.{l}.self_attn.k_proj.weight", "model.layers.{l}.self_attn.v_proj.weight"],
-    "neox": ["gpt_neox.layers.{l}.attention.query_key_value.weight", "gpt_neox.layers.{l}.attention.query_key_value.bias"],
+    "neox": [
+        "gpt_neox.layers.{l}.attention.query_key_value.weight",
+        "gpt_neox.layers.{l}.attention.query_key_value.bias",
+    ],
 }
 
 
@@ -185,7 +187,7 @@ def test_gpt2_gd_keeps_query_part_bit_identical(load_tiny, sentences):
         assert torch.equal(w[:, :D], w0[:, :D]) and torch.equal(b[:D], b0[:D])
         for part in (slice(D, 2 * D), slice(2 * D, 3 * D)):  # K, then V
             assert not torch.equal(w[:, part], w0[:, part])
-        assert not torch.equal(b[2 * D:], b0[2 * D:])  # V bias (a K bias gets no gradient through softmax)
+        assert not torch.equal(b[2 * D :], b0[2 * D :])  # V bias (a K bias gets no gradient through softmax)
 
 
 def test_opt_gd_leaves_q_proj_unchanged(load_tiny, sentences):
@@ -227,7 +229,9 @@ def test_sequence_loss_gd_matches_transformers_loss(load_tiny, sentences):
     model = load_tiny("llama")
     ids = ids_of(sentences[1])
     with torch.no_grad():
-        assert float(training.sequence_loss(model, ids, "gd")) == pytest.approx(float(model(ids, labels=ids).loss), rel=1e-6)
+        assert float(training.sequence_loss(model, ids, "gd")) == pytest.approx(
+            float(model(ids, labels=ids).loss), rel=1e-6
+        )
     with pytest.raises(ValueError, match="unknown training kind"):
         training.sequence_loss(model, ids, "adam")
 
@@ -323,7 +327,7 @@ def test_lcgd_gradient_of_each_block_comes_from_its_own_layer_loss(load_tiny, se
     assert float(loss) == pytest.approx(sum(layer_losses), rel=1e-5)
     got = torch.autograd.grad(loss, kv[0] + kv[1])
     for layer in range(2):
-        for g, e in zip(got[2 * layer: 2 * layer + 2], expected[layer]):
+        for g, e in zip(got[2 * layer : 2 * layer + 2], expected[layer]):
             torch.testing.assert_close(g, e, atol=1e-6, rtol=1e-5)
 
     # vanilla GD: the last block gets the same gradient (its loss term is the model's loss), the
@@ -339,7 +343,10 @@ def test_lcgd_finetune_logs_the_sum_of_layer_losses_and_differs_from_gd(load_tin
     ref = load_tiny("gpt2")
     x = block_inputs(ref, ids)
     with torch.no_grad():
-        hand = sum(float(next_token_ce(ref.lm_head(ref.transformer.ln_f(run_block(ref, "gpt2", l, x[l]))), ids)) for l in range(2))
+        hand = sum(
+            float(next_token_ce(ref.lm_head(ref.transformer.ln_f(run_block(ref, "gpt2", l, x[l]))), ids))
+            for l in range(2)
+        )
 
     gd_model, lcgd_model = load_tiny("gpt2"), load_tiny("gpt2")
     gd_log = training.finetune(gd_model, [sentences[0]], lr=LR, kind="gd")
@@ -399,7 +406,10 @@ def test_half_precision_training_changes_the_model_as_float32_does(load_tiny, to
         assert item.param.dtype == dtype and torch.equal(item.param.detach(), m.to(dtype))
     change = _kv_vector(half) - start
     cosine = float(F.cosine_similarity(change, change32, dim=0))
-    assert cosine > 0.99 and 0.97 < float(change.norm() / change32.norm()) < 1.03, (cosine, change.norm() / change32.norm())
+    assert cosine > 0.99 and 0.97 < float(change.norm() / change32.norm()) < 1.03, (
+        cosine,
+        change.norm() / change32.norm(),
+    )
     master_change = torch.cat([m.flatten() for m in master]) - start
     assert float(F.cosine_similarity(master_change, change32, dim=0)) > 0.995
 
@@ -539,12 +549,20 @@ def test_chunked_head_differentiates_the_logit_postprocessing(family, dtype):
     in float32 to 1e-5, in half precision as close to float64 as the unchunked formula is."""
     import transformers as T
 
+    from icl_gd.models.loading import logit_postprocessing, output_logits
     from tests.unit.models.test_families import FAMILIES, IDS
 
-    from icl_gd.models.loading import logit_postprocessing, output_logits
-
-    configs = {**FAMILIES, "phi": lambda: T.PhiConfig(num_hidden_layers=2, hidden_size=64, num_attention_heads=4,
-                                                      intermediate_size=96, max_position_embeddings=64, **IDS)}
+    configs = {
+        **FAMILIES,
+        "phi": lambda: T.PhiConfig(
+            num_hidden_layers=2,
+            hidden_size=64,
+            num_attention_heads=4,
+            intermediate_size=96,
+            max_position_embeddings=64,
+            **IDS,
+        ),
+    }
     torch.manual_seed(0)
     model = T.AutoModelForCausalLM.from_config(configs[family]()).eval()
     with torch.no_grad():

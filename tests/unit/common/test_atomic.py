@@ -8,11 +8,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from icl_gd.common import atomic
-from icl_gd.common import frames
-from icl_gd.report import figures
-from icl_gd.report import render
+from icl_gd.common import atomic, frames
 from icl_gd.metrics import comparisons
+from icl_gd.report import figures, render
 
 
 @pytest.fixture(params=[0o022, 0o027], ids=["umask022", "umask027"])
@@ -47,9 +45,25 @@ def test_every_writer_gives_a_plain_opens_permissions(tmp_path, umask):
     fig, ax = plt.subplots()
     ax.plot([0, 1])
     written += figures.write_figure(fig, tmp_path / "figures" / "f")  # .png, .pdf
-    rows = [dict(model="m", variant="trained", task="t", method="gd", baseline="gd", metric="acc_ft",
-                 mean_method=0.5, mean_baseline=0.5, diff=0.0, ci_low=0.0, ci_high=0.0, p_value=1.0,
-                 significant=False, n_examples=3, n_seeds=1)]
+    rows = [
+        dict(
+            model="m",
+            variant="trained",
+            task="t",
+            method="gd",
+            baseline="gd",
+            metric="acc_ft",
+            mean_method=0.5,
+            mean_baseline=0.5,
+            diff=0.0,
+            ci_low=0.0,
+            ci_high=0.0,
+            p_value=1.0,
+            significant=False,
+            n_examples=3,
+            n_seeds=1,
+        )
+    ]
     with pytest.MonkeyPatch.context() as mp:  # the comparisons' CSV, without computing any
         mp.setattr(comparisons, "compare_methods", lambda examples, baseline, **kw: pd.DataFrame(rows))
         comparisons.write_comparisons([], tmp_path / "c.parquet", tmp_path / "c.csv", None)

@@ -5,10 +5,16 @@ from icl_gd.common import names
 
 def test_variant_names_in_headings_and_in_text():
     assert [names.variant_label(v) for v in ("trained", "untrained", "layernorm_only")] == [
-        "Trained", "No Training", "LayerNorm Only"]
+        "Trained",
+        "No Training",
+        "LayerNorm Only",
+    ]
     # figure titles: "tiny (no training): ..."; a name with inner capitals keeps them
     assert [names.variant_label(v, in_text=True) for v in ("trained_embeddings", "untrained", "layernorm_only")] == [
-        "trained embeddings", "no training", "LayerNorm only"]
+        "trained embeddings",
+        "no training",
+        "LayerNorm only",
+    ]
     assert names.variant_label("some_variant") == "Some Variant"
     assert names.variant_label("some_variant", in_text=True) == "some variant"
 

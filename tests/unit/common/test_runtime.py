@@ -68,7 +68,10 @@ def test_claims_give_jobs_distinct_devices_and_set_cuda_visible_devices(tmp_path
 
 def test_a_slurm_allocation_keeps_its_devices_and_its_own_locks(tmp_path):
     # SLURM numbers each allocation's GPUs from 0: two jobs on one node may both see "0"
-    one, other = {"CUDA_VISIBLE_DEVICES": "0", "SLURM_JOB_ID": "11"}, {"CUDA_VISIBLE_DEVICES": "0", "SLURM_JOB_ID": "12"}
+    one, other = (
+        {"CUDA_VISIBLE_DEVICES": "0", "SLURM_JOB_ID": "11"},
+        {"CUDA_VISIBLE_DEVICES": "0", "SLURM_JOB_ID": "12"},
+    )
     assert runtime.claim_gpu("auto", environ=one, count=4, lock_root=tmp_path) == "0"
     assert runtime.claim_gpu("auto", environ=other, count=4, lock_root=tmp_path) == "0"
     same_allocation = {"CUDA_VISIBLE_DEVICES": "0", "SLURM_JOB_ID": "11"}
@@ -86,11 +89,15 @@ def test_cpu_and_explicit_devices_are_left_alone(tmp_path):
 
 def test_a_job_waits_for_the_device_another_process_holds(tmp_path):
     holder = subprocess.Popen(
-        [sys.executable, "-c",
-         "import sys, time; from icl_gd.common import runtime\n"
-         f"runtime.claim_gpu('auto', environ={{}}, count=1, lock_root={str(tmp_path)!r})\n"
-         "print('held', flush=True); time.sleep(1.0)"],
-        stdout=subprocess.PIPE, text=True,
+        [
+            sys.executable,
+            "-c",
+            "import sys, time; from icl_gd.common import runtime\n"
+            f"runtime.claim_gpu('auto', environ={{}}, count=1, lock_root={str(tmp_path)!r})\n"
+            "print('held', flush=True); time.sleep(1.0)",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
     )
     assert holder.stdout.readline().strip() == "held"
     started = time.monotonic()
@@ -116,11 +123,16 @@ def test_jobs_per_gpu_below_one_is_refused(tmp_path):
 def hold_gpu(tmp_path, **kwargs):
     """A job in a process of its own that claims a device and holds it until its stdin closes."""
     holder = subprocess.Popen(
-        [sys.executable, "-c",
-         "import sys; from icl_gd.common import runtime\n"
-         f"print(runtime.claim_gpu('auto', environ={{}}, lock_root={str(tmp_path)!r}, **{kwargs!r}), flush=True)\n"
-         "sys.stdin.read()"],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+        [
+            sys.executable,
+            "-c",
+            "import sys; from icl_gd.common import runtime\n"
+            f"print(runtime.claim_gpu('auto', environ={{}}, lock_root={str(tmp_path)!r}, **{kwargs!r}), flush=True)\n"
+            "sys.stdin.read()",
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
     )
     return holder, holder.stdout.readline().strip()
 

@@ -61,12 +61,15 @@ def script(tmp_path, body: str, name: str = "job.py") -> Path:
 
 def client(path, job: Path, *args: str, cwd=None, env=None, **kwargs):
     env = {**os.environ, warm.SOCKET_ENV: path or "", **(env or {})}
-    return subprocess.run([sys.executable, str(job), *args], cwd=cwd, env=env, capture_output=True, text=True,
-                          timeout=60, **kwargs)
+    return subprocess.run(
+        [sys.executable, str(job), *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=60, **kwargs
+    )
 
 
 def test_output_and_exit_codes_are_the_scripts(server, tmp_path):
-    job = script(tmp_path, """
+    job = script(
+        tmp_path,
+        """
         print("out", IN_WORKER)
         print("err", file=sys.stderr)
         what = sys.argv[1]
@@ -76,7 +79,8 @@ def test_output_and_exit_codes_are_the_scripts(server, tmp_path):
             sys.exit("a message")
         if what == "raise":
             raise ValueError("boom")
-    """)
+    """,
+    )
     done = client(server, job, "ok")
     assert (done.returncode, done.stdout, done.stderr) == (0, "out True\n", "err\n")
     assert client(server, job, "exit3").returncode == 3
@@ -88,29 +92,43 @@ def test_output_and_exit_codes_are_the_scripts(server, tmp_path):
 
 
 def test_the_job_gets_the_clients_cwd_argv_environment_and_stdin(server, tmp_path):
-    job = script(tmp_path, """
+    job = script(
+        tmp_path,
+        """
         import json, tempfile
         print(json.dumps([IN_WORKER, os.getcwd(), sys.argv[1:], os.environ.get("MY_VAR"), sys.stdin.read(),
                           tempfile.gettempdir(), __name__]))
-    """)
+    """,
+    )
     workdir = tmp_path / "work"
     (workdir / "tmp").mkdir(parents=True)
-    done = client(server, job, "a", "b c", cwd=workdir, env={"MY_VAR": "42", "TMPDIR": str(workdir / "tmp")},
-                  input="from stdin")
-    assert json.loads(done.stdout) == [True, str(workdir), ["a", "b c"], "42", "from stdin", str(workdir / "tmp"),
-                                       "__main__"]
+    done = client(
+        server, job, "a", "b c", cwd=workdir, env={"MY_VAR": "42", "TMPDIR": str(workdir / "tmp")}, input="from stdin"
+    )
+    assert json.loads(done.stdout) == [
+        True,
+        str(workdir),
+        ["a", "b c"],
+        "42",
+        "from stdin",
+        str(workdir / "tmp"),
+        "__main__",
+    ]
 
 
 @pytest.mark.parametrize("ignores_sigterm", [False, True])
 def test_a_job_whose_client_is_killed_is_killed(server, tmp_path, ignores_sigterm):
     pid_file = tmp_path / "pid"
-    job = script(tmp_path, f"""
+    job = script(
+        tmp_path,
+        f"""
         import signal, time
         if {ignores_sigterm}:
             signal.signal(signal.SIGTERM, signal.SIG_IGN)  # then the worker's SIGKILL ends it
         open({str(pid_file)!r}, "w").write(str(os.getpid()))
         time.sleep(60)
-    """)
+    """,
+    )
     proc = subprocess.Popen([sys.executable, str(job)], env={**os.environ, warm.SOCKET_ENV: server})
     wait_until(pid_file.exists, what="the job")
     time.sleep(0.1)
@@ -122,10 +140,13 @@ def test_a_job_whose_client_is_killed_is_killed(server, tmp_path, ignores_sigter
 
 
 def test_without_a_usable_worker_the_script_runs_in_place(tmp_path):
-    job = script(tmp_path, """
+    job = script(
+        tmp_path,
+        """
         print(IN_WORKER)
         sys.exit(4)
-    """)
+    """,
+    )
     # announced, but nothing there; switched off; not announced
     for path, env in [(str(tmp_path / "none" / "socket"), {}), ("", {}), (str(tmp_path / "x"), {warm.SWITCH_ENV: "0"})]:
         done = client(path, job, env=env)
@@ -155,15 +176,20 @@ def test_a_job_of_another_slurm_allocation_or_python_runs_in_place(server, tmp_p
 
 
 def test_concurrent_jobs_each_get_their_own_result(server, tmp_path):
-    job = script(tmp_path, """
+    job = script(
+        tmp_path,
+        """
         import time
         time.sleep(0.5)
         print(sys.argv[1], IN_WORKER)
         sys.exit(int(sys.argv[1]))
-    """)
+    """,
+    )
     env = {**os.environ, warm.SOCKET_ENV: server}
-    procs = [subprocess.Popen([sys.executable, str(job), str(i)], env=env, stdout=subprocess.PIPE, text=True)
-             for i in (5, 6, 7)]
+    procs = [
+        subprocess.Popen([sys.executable, str(job), str(i)], env=env, stdout=subprocess.PIPE, text=True)
+        for i in (5, 6, 7)
+    ]
     results = [(p.communicate(timeout=30)[0], p.returncode) for p in procs]
     assert results == [("5 True\n", 5), ("6 True\n", 6), ("7 True\n", 7)]
 
@@ -182,14 +208,18 @@ def test_the_worker_exits_when_its_parent_is_gone(tmp_path):
 def test_a_stopped_worker_finishes_its_running_jobs(tmp_path):
     path = start(tmp_path)
     started = tmp_path / "started"
-    job = script(tmp_path, f"""
+    job = script(
+        tmp_path,
+        f"""
         import time
         open({str(started)!r}, "w").close()
         time.sleep(1)
         print("finished", IN_WORKER)
-    """)
-    proc = subprocess.Popen([sys.executable, str(job)], env={**os.environ, warm.SOCKET_ENV: path},
-                            stdout=subprocess.PIPE, text=True)
+    """,
+    )
+    proc = subprocess.Popen(
+        [sys.executable, str(job)], env={**os.environ, warm.SOCKET_ENV: path}, stdout=subprocess.PIPE, text=True
+    )
     wait_until(started.exists, what="the job")
     warm.stop_server(path)
     assert proc.communicate(timeout=30)[0] == "finished True\n" and proc.returncode == 0
@@ -201,7 +231,9 @@ def test_torch_runs_threads_in_a_forked_job(tmp_path):
     two threads. A worker that had started an OpenMP pool would hang here."""
     path = start(tmp_path, preload=("torch", "transformers:GPT2LMHeadModel"), timeout=120)
     try:
-        job = script(tmp_path, """
+        job = script(
+            tmp_path,
+            """
             import torch
             from transformers import GPT2Config, GPT2LMHeadModel
             torch.set_num_threads(2)
@@ -210,7 +242,8 @@ def test_torch_runs_threads_in_a_forked_job(tmp_path):
             model = GPT2LMHeadModel(GPT2Config(n_layer=2, n_embd=32, n_head=2, vocab_size=100, n_positions=64))
             logits = model(torch.randint(0, 100, (4, 16))).logits
             print(IN_WORKER, torch.get_num_threads(), tuple(logits.shape), bool(torch.isfinite(a @ a).all()))
-        """)
+        """,
+        )
         done = client(path, job)
         assert (done.returncode, done.stdout) == (0, "True 2 (4, 16, 100) True\n"), done.stderr[-3000:]
     finally:
@@ -247,6 +280,7 @@ def test_the_worker_serves_its_own_user_alone(tmp_path, monkeypatch, capsys):
     path = str(tmp_path / "socket")
     server = warm._Server(path, os.getpid())
     try:
+
         def connect_and_accept(hang_up=False):
             client = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             client.connect(path)

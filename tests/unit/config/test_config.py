@@ -29,9 +29,16 @@ PROTOCOL = {
     "agnews": (
         "Classify the news articles into the categories of World, Sports, Business, and Technology. "
         "Article: {text} Answer:",
-        ("World", "Sports", "Business", "Technology"), (3, 4, 5), 0.2,
+        ("World", "Sports", "Business", "Technology"),
+        (3, 4, 5),
+        0.2,
     ),
-    "cb": ("{premise} Question: {hypothesis}. True, False, or Neither? Answer:", ("True", "False", "Neither"), (3, 4, 5), 0.08),
+    "cb": (
+        "{premise} Question: {hypothesis}. True, False, or Neither? Answer:",
+        ("True", "False", "Neither"),
+        (3, 4, 5),
+        0.08,
+    ),
 }
 
 
@@ -69,8 +76,24 @@ def test_validate_fills_top_level_and_nested_defaults(schema):
     assert out["models"] == {"tiny": model_defaults(schema)}
     assert out["models"]["tiny"]["source"] == "builtin" and out["models"]["tiny"]["id"] is None
     assert out["methods"] == {
-        "gd": {"kind": "gd", "lr": None, "clip_grad_norm": None, "demo_labels": "gold", "lr_scale": 1.0, "k": None, "tasks": None},
-        "lcgd": {"kind": "lcgd", "lr": None, "clip_grad_norm": None, "demo_labels": "gold", "lr_scale": 1.0, "k": None, "tasks": None},
+        "gd": {
+            "kind": "gd",
+            "lr": None,
+            "clip_grad_norm": None,
+            "demo_labels": "gold",
+            "lr_scale": 1.0,
+            "k": None,
+            "tasks": None,
+        },
+        "lcgd": {
+            "kind": "lcgd",
+            "lr": None,
+            "clip_grad_norm": None,
+            "demo_labels": "gold",
+            "lr_scale": 1.0,
+            "k": None,
+            "tasks": None,
+        },
     }
 
 
@@ -85,8 +108,24 @@ def test_validate_fills_defaults_inside_named_entries(schema):
     assert out["models"]["mine"] == {**defaults, "source": "local", "path": "/m"}
     assert out["models"]["big"] == {**defaults, "n_layer": 8}
     assert defaults["n_layer"] != 8 and defaults["source"] == "builtin"
-    assert out["methods"]["lcgd_clip"] == {"kind": "lcgd", "clip_grad_norm": 12.0, "lr": None, "demo_labels": "gold", "lr_scale": 1.0, "k": None, "tasks": None}
-    assert out["methods"]["gd"] == {"kind": "gd", "lr": None, "clip_grad_norm": None, "demo_labels": "gold", "lr_scale": 1.0, "k": None, "tasks": None}
+    assert out["methods"]["lcgd_clip"] == {
+        "kind": "lcgd",
+        "clip_grad_norm": 12.0,
+        "lr": None,
+        "demo_labels": "gold",
+        "lr_scale": 1.0,
+        "k": None,
+        "tasks": None,
+    }
+    assert out["methods"]["gd"] == {
+        "kind": "gd",
+        "lr": None,
+        "clip_grad_norm": None,
+        "demo_labels": "gold",
+        "lr_scale": 1.0,
+        "k": None,
+        "tasks": None,
+    }
 
 
 def test_validate_keeps_given_values(schema):
@@ -145,7 +184,14 @@ def test_unknown_task_without_template(schema):
 
 
 def test_unknown_task_with_everything_is_accepted(schema):
-    task = {"source": "local", "path": "d", "template": "Q: {question} A:", "label_words": ["no", "yes"], "seeds": [1], "lr": 0.01}
+    task = {
+        "source": "local",
+        "path": "d",
+        "template": "Q: {question} A:",
+        "label_words": ["no", "yes"],
+        "seeds": [1],
+        "lr": 0.01,
+    }
     out = validate(schema, tasks={"mytask": task})
     spec = cfg.task_spec(out, "mytask")
     assert spec.text_fields == ["question"] and spec.n_labels == 2 and spec.path == "d"
@@ -155,7 +201,10 @@ def test_a_task_without_data_says_where_to_get_it(schema):
     """A task that is none of the six twins and names no source is an error at validation (not a
     missing-input error of a synthetic file later), saying which sources to give."""
     task = {"template": "Q: {question} A:", "label_words": ["no", "yes"], "seeds": [1], "lr": 0.01}
-    with pytest.raises(ConfigError, match=r"tasks\.foo: 'foo' is not a built-in synthetic twin.*source: local with a path.*source: hub with a hub_id"):
+    with pytest.raises(
+        ConfigError,
+        match=r"tasks\.foo: 'foo' is not a built-in synthetic twin.*source: local with a path.*source: hub with a hub_id",
+    ):
         validate(schema, tasks={"foo": task})
     with pytest.raises(ConfigError, match=r"tasks\.foo: source hub needs a hub_id"):
         validate(schema, tasks={"foo": {**task, "source": "hub"}})
@@ -201,8 +250,12 @@ def protocol_task_table() -> dict[str, dict]:
         hub_id, _, hub_config = hub.partition(", config ")
         train, eval_ = splits.split(" (")[0].split(" / ")
         rows[task] = dict(
-            hub_id=hub_id.strip("`"), hub_config=hub_config.strip("`") or None, splits={"train": train, "eval": eval_},
-            template=template.strip("`"), label_words=words.split(", "), seeds=[int(x) for x in seeds.split(", ")],
+            hub_id=hub_id.strip("`"),
+            hub_config=hub_config.strip("`") or None,
+            splits={"train": train, "eval": eval_},
+            template=template.strip("`"),
+            label_words=words.split(", "),
+            seeds=[int(x) for x in seeds.split(", ")],
             lr=float(lr),
         )
     return rows
@@ -218,7 +271,11 @@ def test_the_protocol_document_and_the_presets_agree():
 
 def test_task_preset_hub_ids():
     spec = cfg.task_spec({"tasks": {"sst2": {"source": "hub"}}}, "sst2")
-    assert (spec.hub_id, spec.hub_config, spec.splits) == ("nyu-mll/glue", "sst2", {"train": "train", "eval": "validation"})
+    assert (spec.hub_id, spec.hub_config, spec.splits) == (
+        "nyu-mll/glue",
+        "sst2",
+        {"train": "train", "eval": "validation"},
+    )
     assert cfg.task_spec({"tasks": {"subj": None}}, "subj").splits["eval"] == "test"
 
 
@@ -273,8 +330,10 @@ def test_template_fields():
 
 
 def test_lr_scale_sweeps_each_tasks_own_rate():
-    config = {"tasks": {"sst2": {}, "cb": {}}, "methods": {"gd_x2": {"kind": "gd", "lr_scale": 2.0},
-                                                            "fixed": {"kind": "gd", "lr": 0.1, "lr_scale": 0.5}}}
+    config = {
+        "tasks": {"sst2": {}, "cb": {}},
+        "methods": {"gd_x2": {"kind": "gd", "lr_scale": 2.0}, "fixed": {"kind": "gd", "lr": 0.1, "lr_scale": 0.5}},
+    }
     assert cfg.learning_rate(config, "sst2", "gd_x2") == pytest.approx(2 * 5e-4)
     assert cfg.learning_rate(config, "cb", "gd_x2") == pytest.approx(2 * 0.08)
     assert cfg.learning_rate(config, "cb", "fixed") == pytest.approx(0.05)
@@ -283,8 +342,12 @@ def test_lr_scale_sweeps_each_tasks_own_rate():
 def test_baseline_method_must_be_a_method(schema):
     out = validate(schema)
     assert out["statistics"] == {
-        "baseline_method": "gd", "n_boot": 1000, "ci_level": 0.95, "n_permutations": 10000,
-        "significance_level": 0.05, "seed": 0,
+        "baseline_method": "gd",
+        "n_boot": 1000,
+        "ci_level": 0.95,
+        "n_permutations": 10000,
+        "significance_level": 0.05,
+        "seed": 0,
     }
     with pytest.raises(ConfigError, match=r"statistics.baseline_method: 'sgd' is not defined under 'methods'.*or null"):
         validate(schema, statistics={"baseline_method": "sgd"})
@@ -311,9 +374,12 @@ def _numeric_keys(node, schema, path=()):
 
 def _with(path, value):
     """A config that sets one key (in a sample model 'x' / method 'x' / task sst2 where in a map)."""
-    base = {"methods": {"gd": {"kind": "gd"}, "lcgd": {"kind": "lcgd"}, "x": {"kind": "gd"}},
-            "models": {"x": {"source": "builtin", "architecture": "qwen2"}}, "tasks": {"sst2": {}},
-            "k": 1}  # below the twins' smallest size, which another key's bound may set
+    base = {
+        "methods": {"gd": {"kind": "gd"}, "lcgd": {"kind": "lcgd"}, "x": {"kind": "gd"}},
+        "models": {"x": {"source": "builtin", "architecture": "qwen2"}},
+        "tasks": {"sst2": {}},
+        "k": 1,
+    }  # below the twins' smallest size, which another key's bound may set
     node = base
     for part in path[:-1]:
         part = "sst2" if part == "x" and node is base.get("tasks") else part
@@ -329,8 +395,12 @@ def test_every_numeric_key_takes_its_bounds_and_refuses_past_them_by_name(schema
         dotted = ".".join(path)
         integer = "integer" in (sub["type"] if isinstance(sub["type"], list) else [sub["type"]])
         step = 1 if integer else 1e-9
-        for bound, inside, outside in (("minimum", 0, -step), ("exclusiveMinimum", step, 0),
-                                       ("maximum", 0, step), ("exclusiveMaximum", -step, 0)):
+        for bound, inside, outside in (
+            ("minimum", 0, -step),
+            ("exclusiveMinimum", step, 0),
+            ("maximum", 0, step),
+            ("exclusiveMaximum", -step, 0),
+        ):
             if bound not in sub:
                 continue
             edge = sub[bound]
@@ -347,22 +417,34 @@ def test_every_numeric_key_takes_its_bounds_and_refuses_past_them_by_name(schema
 def test_cross_key_limits_of_the_builtin_model_are_named(schema):
     with pytest.raises(ConfigError, match=r"models\.x\.n_embd: 10 does not split into n_head = 4"):
         validate(schema, models={"x": {"source": "builtin", "n_embd": 10, "n_head": 4}})
-    with pytest.raises(ConfigError, match=r"models\.x\.sliding_window: a GPT-2 attends to the whole context; set architecture: qwen2"):
+    with pytest.raises(
+        ConfigError, match=r"models\.x\.sliding_window: a GPT-2 attends to the whole context; set architecture: qwen2"
+    ):
         validate(schema, models={"x": {"source": "builtin", "sliding_window": 24}})
-    with pytest.raises(ConfigError, match=r"models\.x\.sliding_layers: 5 sliding layers, but the model has n_layer = 4"):
-        validate(schema, models={"x": {"source": "builtin", "architecture": "qwen2", "sliding_window": 24, "sliding_layers": 5}})
+    with pytest.raises(
+        ConfigError, match=r"models\.x\.sliding_layers: 5 sliding layers, but the model has n_layer = 4"
+    ):
+        validate(
+            schema,
+            models={"x": {"source": "builtin", "architecture": "qwen2", "sliding_window": 24, "sliding_layers": 5}},
+        )
 
 
 def test_more_demonstrations_than_the_twins_hold_is_named(schema):
-    with pytest.raises(ConfigError, match=r"k: 32 demonstrations a seed, but the synthetic twins \(sst2\) have synthetic.n_train = 8"):
+    with pytest.raises(
+        ConfigError, match=r"k: 32 demonstrations a seed, but the synthetic twins \(sst2\) have synthetic.n_train = 8"
+    ):
         validate(schema, tasks={"sst2": {"source": "synthetic"}}, synthetic={"n_train": 8})
     validate(schema, tasks={"sst2": {"source": "synthetic"}}, synthetic={"n_train": 8}, k=8)
 
 
 def test_a_precision_that_departs_from_float32_is_named_with_what_it_shifts_and_where_to_read(schema):
     assert validation.precision_warnings(validation.validate({}, schema)) == []  # the default: float32
-    for key, value, words in [("dtype", "float16", "SimAM_delta"), ("dtype", "bfloat16", "half precision"),
-                              ("cache_dtype", "float16", "SimAM_delta")]:
+    for key, value, words in [
+        ("dtype", "float16", "SimAM_delta"),
+        ("dtype", "bfloat16", "half precision"),
+        ("cache_dtype", "float16", "SimAM_delta"),
+    ]:
         messages = validation.precision_warnings(validation.validate({key: value}, schema))
         assert len(messages) == 1 and messages[0].startswith(f"{key}: {value}"), messages
         assert words in messages[0] and "docs/precision.md" in messages[0]

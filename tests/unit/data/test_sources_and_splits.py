@@ -38,9 +38,7 @@ def spec_for(task: str, **overrides) -> TaskSpec:
 
 
 def glue_sst2_frame() -> pd.DataFrame:
-    return pd.DataFrame(
-        {"sentence": ["a fine film ", "dull ."], "label": [1, 0], "idx": [7, 3]}
-    )
+    return pd.DataFrame({"sentence": ["a fine film ", "dull ."], "label": [1, 0], "idx": [7, 3]})
 
 
 def test_normalise_glue_sst2_uses_idx():
@@ -53,8 +51,11 @@ def test_normalise_glue_sst2_uses_idx():
 
 def test_normalise_setfit_sst5_drops_extra_columns_and_numbers_rows():
     raw = pd.DataFrame(
-        {"text": ["awful", "great", "ok"], "label": np.array([0, 4, 2], dtype=np.int32),
-         "label_text": ["very negative", "very positive", "neutral"]},
+        {
+            "text": ["awful", "great", "ok"],
+            "label": np.array([0, 4, 2], dtype=np.int32),
+            "label_text": ["very negative", "very positive", "neutral"],
+        },
         index=[10, 11, 12],
     )
     out = normalise_split(raw, spec_for("sst5"), "train")
@@ -65,9 +66,7 @@ def test_normalise_setfit_sst5_drops_extra_columns_and_numbers_rows():
 
 
 def test_normalise_super_glue_cb_keeps_template_order():
-    raw = pd.DataFrame(
-        {"hypothesis": ["it rained"], "idx": [0], "label": [2], "premise": ["Maybe it rained."]}
-    )
+    raw = pd.DataFrame({"hypothesis": ["it rained"], "idx": [0], "label": [2], "premise": ["Maybe it rained."]})
     out = normalise_split(raw, spec_for("cb"), "validation")
     assert list(out.columns) == ["premise", "hypothesis", "label", "example_id"]
 
@@ -216,8 +215,11 @@ def test_load_package_errors(tmp_path):
     with pytest.raises(ValueError, match=r"label rule 'sst5' has 5 classes, the task 2 label words"):
         load_task_splits(spec_for("sst2", source="package", corpus="vader_movie_reviews", label_rule="sst5"))
     missing = tmp_path / "vaderSentiment-3.3.2.tar.gz"
-    with pytest.raises(FileNotFoundError, match=r"is not at .*Fix: run the README's set-up line `pip download "
-                                                r"--no-deps --no-binary :all: vaderSentiment==3.3.2 -d "):
+    with pytest.raises(
+        FileNotFoundError,
+        match=r"is not at .*Fix: run the README's set-up line `pip download "
+        r"--no-deps --no-binary :all: vaderSentiment==3.3.2 -d ",
+    ):
         load_task_splits(spec_for("sst2", source="package", corpus="vader_movie_reviews"), archive=str(missing))
 
 

@@ -11,19 +11,10 @@ import pandas as pd
 import pytest
 import yaml
 
-from icl_gd.metrics import claims, inference, units, scoring
-
-from icl_gd.metrics import claim_tests
-
-from icl_gd.metrics import statistics
-
-from icl_gd.report import claims_text
-
-from icl_gd.metrics import resampling
 from icl_gd import plan
-from icl_gd.report import published, outputs, tables
-from icl_gd.report import render
 from icl_gd.config import validation
+from icl_gd.metrics import claim_tests, claims, inference, resampling, scoring, statistics, units
+from icl_gd.report import claims_text, outputs, published, render, tables
 
 ROOT = Path(__file__).resolve().parents[3]
 SCHEMA = yaml.safe_load((ROOT / "workflow/schemas/config.schema.yaml").read_text())
@@ -41,8 +32,13 @@ def test_every_published_row_names_what_the_workflow_computes():
     table = published.read_published(ROOT / "docs/published.csv")
     assert set(table["task"]) == set(TASKS) | {published.AVERAGE}
     assert set(table[["paper", "table"]].itertuples(index=False, name=None)) == {
-        ("001", "Table 1"), ("001", "Table 2"), ("001", "Table 3"), ("003", "Table 1"), ("003", "Table 2"),
-        ("003", "Table 3")}
+        ("001", "Table 1"),
+        ("001", "Table 2"),
+        ("001", "Table 3"),
+        ("003", "Table 1"),
+        ("003", "Table 2"),
+        ("003", "Table 3"),
+    }
     # every published method is one that configs/paper.yaml runs, matched by what it does
     roles = published.protocol_roles(_config(), list(_config()["methods"]))
     assert set(table["method"]) <= set(roles) and all(roles[m] == m for m in table["method"])
@@ -55,8 +51,14 @@ def test_every_published_row_names_what_the_workflow_computes():
     assert all(f'"{column}":' in source for column in published.DATA_STATISTICS.values())
     # the cells each table prints: 001 Table 1 has no AGNews column, 003 Table 3 is Subj only
     counts = table.groupby(["paper", "table"]).size().to_dict()
-    assert counts == {("001", "Table 1"): 30, ("001", "Table 2"): 48 + 8, ("001", "Table 3"): 18,
-                      ("003", "Table 1"): 36, ("003", "Table 2"): 36 + 6, ("003", "Table 3"): 5}
+    assert counts == {
+        ("001", "Table 1"): 30,
+        ("001", "Table 2"): 48 + 8,
+        ("001", "Table 3"): 18,
+        ("003", "Table 1"): 36,
+        ("003", "Table 2"): 36 + 6,
+        ("003", "Table 3"): 5,
+    }
     # units say what a number counts
     assert set(stats["unit"]) == {"examples", "characters"}
     assert set(table[table["metric"].isin(published.RUN_METRICS)]["unit"]) == {"percent", "score"}
@@ -69,12 +71,17 @@ def test_the_printed_averages_are_the_means_of_their_rows():
     averages = table[table["task"] == published.AVERAGE]
     assert len(averages) == 14 and set(averages["table"]) == {"Table 2"}
     for avg in averages.itertuples():
-        row = table[(table["paper"] == avg.paper) & (table["table"] == avg.table) & (table["method"] == avg.method)
-                    & (table["metric"] == avg.metric) & (table["variant"] == avg.variant)
-                    & (table["task"] != published.AVERAGE)]
+        row = table[
+            (table["paper"] == avg.paper)
+            & (table["table"] == avg.table)
+            & (table["method"] == avg.method)
+            & (table["metric"] == avg.metric)
+            & (table["variant"] == avg.variant)
+            & (table["task"] != published.AVERAGE)
+        ]
         assert set(row["task"]) == set(TASKS)
         rounding = 0.5 * 10.0 ** -row["decimals"].min()
-        assert abs(row["value"].mean() - avg.value) <= rounding + 0.5 * 10.0 ** -avg.decimals, avg
+        assert abs(row["value"].mean() - avg.value) <= rounding + 0.5 * 10.0**-avg.decimals, avg
         assert "Average" in avg.note and "mean over" in avg.note
 
 
@@ -85,8 +92,13 @@ def test_the_notes_say_what_holds():
     for row in table1.itertuples():
         assert ("same values as Table 2" in row.note) == (row.variant == "trained"), row
         if row.variant == "trained":
-            twin = table[(table["table"] == "Table 2") & (table["paper"] == "001") & (table["task"] == row.task)
-                         & (table["method"] == "gd") & (table["metric"] == "simaou")]
+            twin = table[
+                (table["table"] == "Table 2")
+                & (table["paper"] == "001")
+                & (table["task"] == row.task)
+                & (table["method"] == "gd")
+                & (table["metric"] == "simaou")
+            ]
             assert twin["value"].item() == row.value
     # a Subj row of paper 003 Table 2 says it equals Table 3 only where Table 3 prints the same cell
     subj = table[(table["paper"] == "003") & (table["task"] == "subj")]
@@ -103,26 +115,36 @@ def test_the_published_file_agrees_with_the_protocol_document():
     table = published.read_published(ROOT / "docs/published.csv")
     text = (ROOT / "docs/protocol.md").read_text().split("## 9. The published numbers")[1]
     value = {(r.paper, r.table, r.task, r.variant, r.method, r.metric): r.value for r in table.itertuples()}
-    rows = re.findall(r"^\| (agnews|cb|mr|sst2|sst5|subj) \| ([\d.]+) \| ([\d.]+) \| ([\d.]+) \| ([\d.]+) \| ([\d.]+) \|$", text, re.M)
+    rows = re.findall(
+        r"^\| (agnews|cb|mr|sst2|sst5|subj) \| ([\d.]+) \| ([\d.]+) \| ([\d.]+) \| ([\d.]+) \| ([\d.]+) \|$", text, re.M
+    )
     assert len(rows) == 6
     for task, *cells in rows:
-        for (method, metric), cell in zip([("gd", "simaou_norm"), ("lcgd", "simaou_norm"), ("gd", "simam_delta"),
-                                           ("lcgd", "simam_delta")], cells):
+        for (method, metric), cell in zip(
+            [("gd", "simaou_norm"), ("lcgd", "simaou_norm"), ("gd", "simam_delta"), ("lcgd", "simam_delta")], cells
+        ):
             assert value["001", "Table 2", task, "trained", method, metric] == float(cell), (task, method, metric)
-        assert abs(value["003", "Table 2", task, "trained", "gd", "simaou_random"] - float(cells[4])) <= 5e-4 + 1e-12, task
-    accuracy = re.findall(r"^\| (CB|SST2|SST5|Subj|MR|AGNews) \| ([\d.]+) \| ([\d.]+) \| ([\d.]+) \| ([\d.]+) \|$", text, re.M)
+        assert abs(value["003", "Table 2", task, "trained", "gd", "simaou_random"] - float(cells[4])) <= 5e-4 + 1e-12, (
+            task
+        )
+    accuracy = re.findall(
+        r"^\| (CB|SST2|SST5|Subj|MR|AGNews) \| ([\d.]+) \| ([\d.]+) \| ([\d.]+) \| ([\d.]+) \|$", text, re.M
+    )
     assert len(accuracy) == 6
     for task, *cells in accuracy:
         for metric, cell in zip(("acc_zsl", "acc_ft", "acc_icl", "jaccard_all"), cells):
             assert value["003", "Table 1", task.lower(), "trained", "gd", metric] == float(cell), (task, metric)
 
 
-@pytest.mark.parametrize("line, error", [
-    ("001,Table 1,sst2,trained,gd,simaoux,0.05,0.01,score,m,", r"line 2: metric 'simaoux' is not one of"),
-    ("001,Table 1,imdb,trained,gd,simaou,0.05,0.01,score,m,", r"line 2: task 'imdb'"),
-    ("001,Table 1,sst2,trained,sgd,simaou,0.05,0.01,score,m,", r"line 2: method 'sgd'"),
-    ("001,Table 1,sst2,trained,gd,simaou,high,0.01,score,m,", r"line 2: value 'high' is not a number"),
-])
+@pytest.mark.parametrize(
+    "line, error",
+    [
+        ("001,Table 1,sst2,trained,gd,simaoux,0.05,0.01,score,m,", r"line 2: metric 'simaoux' is not one of"),
+        ("001,Table 1,imdb,trained,gd,simaou,0.05,0.01,score,m,", r"line 2: task 'imdb'"),
+        ("001,Table 1,sst2,trained,sgd,simaou,0.05,0.01,score,m,", r"line 2: method 'sgd'"),
+        ("001,Table 1,sst2,trained,gd,simaou,high,0.01,score,m,", r"line 2: value 'high' is not a number"),
+    ],
+)
 def test_a_bad_published_row_is_named_with_its_line(tmp_path, line, error):
     path = tmp_path / "p.csv"
     path.write_text(",".join(published.COLUMNS) + "\n" + line + "\n")
@@ -141,8 +163,21 @@ def _summary(rows):
     out = []
     for variant, task, method, metric, mean, *half in rows:
         h = half[0] if half else 0.02
-        out.append(dict(model="m", variant=variant, task=task, method=method, metric=metric, layer=pd.NA,
-                        mean=mean, std=np.nan, n=1, ci_low=mean - h, ci_high=mean + h))
+        out.append(
+            dict(
+                model="m",
+                variant=variant,
+                task=task,
+                method=method,
+                metric=metric,
+                layer=pd.NA,
+                mean=mean,
+                std=np.nan,
+                n=1,
+                ci_low=mean - h,
+                ci_high=mean + h,
+            )
+        )
     return pd.DataFrame(out)
 
 
@@ -153,20 +188,30 @@ def _published(tmp_path, lines):
 
 
 def test_reproduction_matches_methods_by_what_they_do_and_reads_the_published_unit(tmp_path):
-    table = _published(tmp_path, [
-        "001,Table 2,sst2,trained,lcgd,simaou_norm,0.22,0.01,score,fairseq 1.3B,",
-        "003,Table 1,sst2,trained,gd,acc_icl,92.7,,percent,fairseq 1.3B,",
-        "003,Table 1,cb,trained,gd,acc_icl,50,,percent,fairseq 1.3B,",
-        "003,Table 3,subj,trained,lcgd_clip,simaou_norm,0.3480,,score,fairseq 1.3B,",
-    ])
-    config = _config("config.yaml", methods={"plain": {"kind": "gd"}, "causal": {"kind": "lcgd"},
-                                             "fast": {"kind": "lcgd", "lr_scale": 2.0}},
-                     variants={"trained": ["plain", "causal", "fast"]}, statistics={"baseline_method": "plain"})
+    table = _published(
+        tmp_path,
+        [
+            "001,Table 2,sst2,trained,lcgd,simaou_norm,0.22,0.01,score,fairseq 1.3B,",
+            "003,Table 1,sst2,trained,gd,acc_icl,92.7,,percent,fairseq 1.3B,",
+            "003,Table 1,cb,trained,gd,acc_icl,50,,percent,fairseq 1.3B,",
+            "003,Table 3,subj,trained,lcgd_clip,simaou_norm,0.3480,,score,fairseq 1.3B,",
+        ],
+    )
+    config = _config(
+        "config.yaml",
+        methods={"plain": {"kind": "gd"}, "causal": {"kind": "lcgd"}, "fast": {"kind": "lcgd", "lr_scale": 2.0}},
+        variants={"trained": ["plain", "causal", "fast"]},
+        statistics={"baseline_method": "plain"},
+    )
     roles = published.protocol_roles(config, list(config["methods"]))
     assert roles == {"gd": "plain", "lcgd": "causal"}  # 'fast' trains at another rate: not the paper's LCGD
-    summary = _summary([("trained", "sst2", "causal", "simaou_norm", 0.25, 0.02),   # 0.22 outside [0.23, 0.27]
-                        ("trained", "sst2", "plain", "acc_icl", 0.90, 0.03),       # 92.7 inside [87, 93]
-                        ("trained", "cb", "plain", "acc_icl", 0.45, 0.04)])        # "50": 49.5-50.5, outside [41, 49]
+    summary = _summary(
+        [
+            ("trained", "sst2", "causal", "simaou_norm", 0.25, 0.02),  # 0.22 outside [0.23, 0.27]
+            ("trained", "sst2", "plain", "acc_icl", 0.90, 0.03),  # 92.7 inside [87, 93]
+            ("trained", "cb", "plain", "acc_icl", 0.45, 0.04),
+        ]
+    )  # "50": 49.5-50.5, outside [41, 49]
     cells = published.reproduction(table, summary, "m", roles)
     assert list(cells["task"]) == ["sst2", "sst2", "cb"]  # the clipped cell: not run
     assert list(cells["within"]) == [False, True, False]
@@ -183,15 +228,21 @@ def test_reproduction_matches_methods_by_what_they_do_and_reads_the_published_un
 
 
 def test_within_combines_the_runs_interval_with_the_published_spread(tmp_path):
-    table = _published(tmp_path, [
-        "001,Table 2,sst2,trained,gd,simaou_norm,0.20,0.04,score,fairseq 1.3B,",   # 0.25 ± 0.02 vs 0.20 ± 0.04
-        "001,Table 2,mr,trained,gd,simaou_norm,0.20,,score,fairseq 1.3B,",        # the same without a spread
-    ])
-    summary = _summary([("trained", "sst2", "gd", "simaou_norm", 0.25, 0.02),
-                        ("trained", "mr", "gd", "simaou_norm", 0.25, 0.02)])
+    table = _published(
+        tmp_path,
+        [
+            "001,Table 2,sst2,trained,gd,simaou_norm,0.20,0.04,score,fairseq 1.3B,",  # 0.25 ± 0.02 vs 0.20 ± 0.04
+            "001,Table 2,mr,trained,gd,simaou_norm,0.20,,score,fairseq 1.3B,",  # the same without a spread
+        ],
+    )
+    summary = _summary(
+        [("trained", "sst2", "gd", "simaou_norm", 0.25, 0.02), ("trained", "mr", "gd", "simaou_norm", 0.25, 0.02)]
+    )
     cells = published.reproduction(table, summary, "m", {"gd": "gd"}).set_index("task")
     # |0.25 - 0.20| = 0.05 <= hypot(0.02, 0.04) + 0.005 = 0.0497? no: just outside
-    assert not cells.loc["sst2", "within"] and cells.loc["sst2", "allowed"] == pytest.approx(math.hypot(0.02, 0.04) + 0.005)
+    assert not cells.loc["sst2", "within"] and cells.loc["sst2", "allowed"] == pytest.approx(
+        math.hypot(0.02, 0.04) + 0.005
+    )
     summary.loc[0, "ci_low"] = 0.22  # a wider interval on the published value's side brings it within
     cells = published.reproduction(table, summary, "m", {"gd": "gd"}).set_index("task")
     assert cells.loc["sst2", "within"] and not cells.loc["mr", "within"]  # no spread: the run's interval alone
@@ -204,7 +255,7 @@ def test_a_printed_average_is_compared_with_the_runs_mean_over_the_same_tasks(tm
     cells = published.reproduction(table, _summary(rows), "m", {"gd": "gd"})
     average = cells[cells["task"] == published.AVERAGE].iloc[0]
     assert average["mean"] == pytest.approx(0.15) and average["n_tasks"] == 6
-    assert average["ci_high"] - average["mean"] == pytest.approx(math.sqrt(6 * 0.03 ** 2) / 6)
+    assert average["ci_high"] - average["mean"] == pytest.approx(math.sqrt(6 * 0.03**2) / 6)
     shown = render.to_markdown(tables.reproduction_table(cells, n_published=7))
     assert "Average (6 tasks)" in shown and "0.187" in shown
     # a run without every task of the row does not cover its average
@@ -224,50 +275,71 @@ def _run(task, seed, variant, method, *, icl, zsl=None, ids=None, simaou=None):
     sims = {} if simaou is None else {"simaou": np.asarray(simaou, dtype=np.float64).reshape(n, -1)}
     return scoring.RunExamples(
         meta=dict(model="m", variant=variant, task=task, seed=seed, method=method, baseline=None),
-        example_id=np.arange(n) if ids is None else np.asarray(ids), gold=gold, pred_zsl=wrong(zsl),
-        pred_icl=wrong(icl), pred_ft=wrong(zsl), similarities=sims)
+        example_id=np.arange(n) if ids is None else np.asarray(ids),
+        gold=gold,
+        pred_zsl=wrong(zsl),
+        pred_icl=wrong(icl),
+        pred_ft=wrong(zsl),
+        similarities=sims,
+    )
 
 
 N = 200
 # per task, ICL's correct examples against ZSL's (ZSL right on the first half): the difference
 # ICL - ZSL accuracy clearly above zero, clearly below, exactly zero, or one example above (open)
 PATTERNS = {
-    "up": np.ones(N, dtype=bool),                                   # +50 points
-    "down": np.zeros(N, dtype=bool),                                # -50 points
-    "zero": np.arange(N) < N // 2,                                  # 0, every resample
+    "up": np.ones(N, dtype=bool),  # +50 points
+    "down": np.zeros(N, dtype=bool),  # -50 points
+    "zero": np.arange(N) < N // 2,  # 0, every resample
     "open": np.r_[np.ones(N // 2 + 1, dtype=bool), np.zeros(N // 2 - 1, dtype=bool)],  # +0.5 points
 }
 
 
 def _accuracy_runs(kinds):
-    return [_run(task, 1, "trained", "gd", icl=PATTERNS[kind], zsl=np.arange(N) < N // 2)
-            for task, kind in zip(TASKS, kinds)]
+    return [
+        _run(task, 1, "trained", "gd", icl=PATTERNS[kind], zsl=np.arange(N) < N // 2)
+        for task, kind in zip(TASKS, kinds)
+    ]
 
 
 def _claim(quantifier, **changes):
-    return claims.Claim("t", "003", "Table 1", "ICL beats ZSL", ("trained", "gd", "acc_icl"),
-                        (("trained", "gd", "acc_zsl"),), +1, quantifier, **changes)
+    return claims.Claim(
+        "t",
+        "003",
+        "Table 1",
+        "ICL beats ZSL",
+        ("trained", "gd", "acc_icl"),
+        (("trained", "gd", "acc_zsl"),),
+        +1,
+        quantifier,
+        **changes,
+    )
 
 
-@pytest.mark.parametrize("quantifier, kinds, verdict", [
-    ("every", ["up"] * 6, "supported"),
-    ("every", ["up"] * 5 + ["down"], "contradicted"),
-    ("every", ["up"] * 5 + ["open"], "inconclusive"),
-    ("all_but_one", ["up"] * 5 + ["down"], "supported"),
-    ("all_but_one", ["up"] * 4 + ["down"] * 2, "contradicted"),
-    ("all_but_one", ["up"] * 4 + ["open"] * 2, "inconclusive"),
-    ("most", ["up"] * 4 + ["down"] * 2, "supported"),
-    ("most", ["up"] * 3 + ["down"] * 3, "contradicted"),
-    ("most", ["up"] * 3 + ["open"] * 3, "inconclusive"),
-    ("mean", ["up"] * 3 + ["zero"] * 3, "supported"),
-    ("mean", ["down"] + ["zero"] * 5, "contradicted"),
-    ("mean", ["up", "down"] + ["zero"] * 4, "inconclusive"),
-])
+@pytest.mark.parametrize(
+    "quantifier, kinds, verdict",
+    [
+        ("every", ["up"] * 6, "supported"),
+        ("every", ["up"] * 5 + ["down"], "contradicted"),
+        ("every", ["up"] * 5 + ["open"], "inconclusive"),
+        ("all_but_one", ["up"] * 5 + ["down"], "supported"),
+        ("all_but_one", ["up"] * 4 + ["down"] * 2, "contradicted"),
+        ("all_but_one", ["up"] * 4 + ["open"] * 2, "inconclusive"),
+        ("most", ["up"] * 4 + ["down"] * 2, "supported"),
+        ("most", ["up"] * 3 + ["down"] * 3, "contradicted"),
+        ("most", ["up"] * 3 + ["open"] * 3, "inconclusive"),
+        ("mean", ["up"] * 3 + ["zero"] * 3, "supported"),
+        ("mean", ["down"] + ["zero"] * 5, "contradicted"),
+        ("mean", ["up", "down"] + ["zero"] * 4, "inconclusive"),
+    ],
+)
 def test_each_verdict_comes_out_under_each_quantifier(quantifier, kinds, verdict):
     tests = claim_tests.evaluate_claims(_accuracy_runs(kinds), {"gd": "gd"}, n_boot=400, claims=(_claim(quantifier),))
     assert set(tests["verdict"]) == {verdict}
     per_task = tests[tests["task"] != claims.MEAN].set_index("task")
-    assert per_task.loc["sst2", "difference"] == pytest.approx({"up": 50, "down": -50, "zero": 0, "open": 0.5}[kinds[0]])
+    assert per_task.loc["sst2", "difference"] == pytest.approx(
+        {"up": 50, "down": -50, "zero": 0, "open": 0.5}[kinds[0]]
+    )
     # the per-task intervals are simultaneous (Bonferroni over the six tasks) where the quantifier counts tasks
     assert per_task["level"].iloc[0] == pytest.approx(0.95 if quantifier == "mean" else 1 - 0.05 / 6)
     assert (tests["n_examples"] == N).all() and (tests["unit"] == "points").all()
@@ -282,8 +354,10 @@ def test_order_sensitivity_reads_in_points_as_the_orders_table_shows_it():
     runs = []
     for task in TASKS:
         run = _run(task, 1, "trained", "gd", icl=np.ones(N, dtype=bool))
-        run.per_example.update(order_changed_icl=(np.arange(N) < N // 2).astype(float),  # 50%
-                               order_changed_ft=(np.arange(N) < N // 10).astype(float))  # 10%
+        run.per_example.update(
+            order_changed_icl=(np.arange(N) < N // 2).astype(float),  # 50%
+            order_changed_ft=(np.arange(N) < N // 10).astype(float),
+        )  # 10%
         runs.append(run)
     claim = next(c for c in claims.CLAIMS if c.id == "shen-order-sensitivity")
     tests = claim_tests.evaluate_claims(runs, {"gd": "gd"}, n_boot=400, claims=(claim,))
@@ -300,13 +374,19 @@ def test_order_sensitivity_reads_in_points_as_the_orders_table_shows_it():
 def test_a_claims_differences_stay_within_what_a_minus_b_can_take():
     assert claim_tests._difference_range(("trained", "gd", "acc_icl"), ("trained", "gd", "acc_zsl")) == (-1.0, 1.0)
     assert claim_tests._difference_range(("trained", "gd", "jaccard_all"), 0.5) == (-0.5, 0.5)
-    assert claim_tests._difference_range(("trained", "gd", "simam_delta"), ("untrained", "gd", "simam_delta")) == (-4.0, 4.0)
+    assert claim_tests._difference_range(("trained", "gd", "simam_delta"), ("untrained", "gd", "simam_delta")) == (
+        -4.0,
+        4.0,
+    )
     low, high = claim_tests._difference_range(("trained", "gd", "kl_icl_ft"), ("trained", "gd", "kl_icl_zsl"))
     assert (low, high) == (-np.inf, np.inf)
     # ICL right on every example of one seed and on none of two others, ZSL the reverse: a - b is
     # +100 or -100 points per seed, and the seeds' part would carry replicates past -100
-    runs = [_run(task, seed, "trained", "gd", icl=np.full(N, seed == 1), zsl=np.full(N, seed != 1))
-            for task in TASKS for seed in (1, 2, 3)]
+    runs = [
+        _run(task, seed, "trained", "gd", icl=np.full(N, seed == 1), zsl=np.full(N, seed != 1))
+        for task in TASKS
+        for seed in (1, 2, 3)
+    ]
     tests = claim_tests.evaluate_claims(runs, {"gd": "gd"}, n_boot=400, claims=(_claim("every"),))
     assert (tests["ci_low"] >= -100.0).all() and (tests["ci_high"] <= 100.0).all()
     assert (tests["ci_low"] == -100.0).any()
@@ -314,9 +394,14 @@ def test_a_claims_differences_stay_within_what_a_minus_b_can_take():
 
 def test_a_claim_that_excepts_a_task_or_lacks_a_cell():
     kinds = ["up"] * 4 + ["down", "up"]  # AGNews goes the other way
-    assert set(claim_tests.evaluate_claims(_accuracy_runs(kinds), {"gd": "gd"}, n_boot=200, claims=(
-        _claim("every", except_tasks=("agnews",)),))["verdict"]) == {"supported"}
-    not_run = claim_tests.evaluate_claims(_accuracy_runs(kinds), {"lcgd": "lcgd"}, n_boot=200, claims=(_claim("every"),))
+    assert set(
+        claim_tests.evaluate_claims(
+            _accuracy_runs(kinds), {"gd": "gd"}, n_boot=200, claims=(_claim("every", except_tasks=("agnews",)),)
+        )["verdict"]
+    ) == {"supported"}
+    not_run = claim_tests.evaluate_claims(
+        _accuracy_runs(kinds), {"lcgd": "lcgd"}, n_boot=200, claims=(_claim("every"),)
+    )
     assert list(not_run["verdict"]) == ["not run"]
 
 
@@ -359,9 +444,21 @@ def test_a_cross_variant_claim_is_paired_by_example_id():
     assert set(tests["verdict"]) == {"supported"}
     assert tests["difference"].tolist() == pytest.approx([0.01] * 3)
     assert (tests["ci_high"] - tests["ci_low"]).max() < 1e-9
-    shuffled = [_run(r.meta["task"], 1, r.meta["variant"], "gd", icl=np.ones(N), simaou=r.similarities["simaou"],
-                     ids=np.arange(N)) for r in runs]  # the same values, now (wrongly) aligned by position
-    assert set(claim_tests.evaluate_claims(shuffled, {"gd": "gd"}, n_boot=300, claims=(claim,))["verdict"]) == {"inconclusive"}
+    shuffled = [
+        _run(
+            r.meta["task"],
+            1,
+            r.meta["variant"],
+            "gd",
+            icl=np.ones(N),
+            simaou=r.similarities["simaou"],
+            ids=np.arange(N),
+        )
+        for r in runs
+    ]  # the same values, now (wrongly) aligned by position
+    assert set(claim_tests.evaluate_claims(shuffled, {"gd": "gd"}, n_boot=300, claims=(claim,))["verdict"]) == {
+        "inconclusive"
+    }
 
 
 def _seeded_runs(icl_accuracies, *, rng=None):
@@ -370,8 +467,10 @@ def _seeded_runs(icl_accuracies, *, rng=None):
     different tables."""
     rng = np.random.default_rng(0) if rng is None else rng
     zsl = np.arange(N) < N // 2
-    return [_run("sst2", seed, "trained", "gd", icl=rng.permutation(np.arange(N) < round(accuracy * N)), zsl=zsl)
-            for seed, accuracy in enumerate(icl_accuracies, start=1)]
+    return [
+        _run("sst2", seed, "trained", "gd", icl=rng.permutation(np.arange(N) < round(accuracy * N)), zsl=zsl)
+        for seed, accuracy in enumerate(icl_accuracies, start=1)
+    ]
 
 
 def _mean_row(runs, **kwargs):
@@ -380,8 +479,10 @@ def _mean_row(runs, **kwargs):
 
 
 def test_seeds_are_combined_as_the_summary_combines_them():
-    runs = [_run("sst2", seed, "trained", "gd", icl=PATTERNS[kind], zsl=np.arange(N) < N // 2)
-            for seed, kind in ((1, "up"), (2, "zero"))]
+    runs = [
+        _run("sst2", seed, "trained", "gd", icl=PATTERNS[kind], zsl=np.arange(N) < N // 2)
+        for seed, kind in ((1, "up"), (2, "zero"))
+    ]
     tests = claim_tests.evaluate_claims(runs, {"gd": "gd"}, n_boot=200, claims=(_claim("every"),))
     row = tests[tests["task"] == "sst2"].iloc[0]
     assert row["difference"] == pytest.approx(25.0) and row["n_seeds"] == 2  # the mean over seeds of +50 and 0
@@ -459,13 +560,27 @@ def test_what_an_inconclusive_claim_needs_is_what_resolves_it():
     # one seed says nothing of how far seeds spread: no number of seeds is promised
     assert math.isinf(first["seed_factor"]) and "unknown with one seed" in claims_text.needed_text(first)
     assert "examples per seed" in claims_text.needed_text(first)
-    nothing = pd.Series(dict(verdict="inconclusive", factor=math.inf, n_needed=math.inf, resolves_to="inconclusive",
-                             seed_factor=math.inf, seeds_needed=math.inf, seeds_resolve_to="inconclusive", n_seeds=3))
-    assert "no number of seeds" in claims_text.needed_text(nothing) and "no number of examples" in claims_text.needed_text(nothing)
+    nothing = pd.Series(
+        dict(
+            verdict="inconclusive",
+            factor=math.inf,
+            n_needed=math.inf,
+            resolves_to="inconclusive",
+            seed_factor=math.inf,
+            seeds_needed=math.inf,
+            seeds_resolve_to="inconclusive",
+            n_seeds=3,
+        )
+    )
+    assert "no number of seeds" in claims_text.needed_text(
+        nothing
+    ) and "no number of examples" in claims_text.needed_text(nothing)
 
 
 def test_the_planned_effect_is_the_margin_or_the_observed_difference_where_larger():
-    assert claims.planned_effect(0.0, +1, "superiority", 0.01) == 0.01  # a noise-sized estimate: the margin, claimed side
+    assert (
+        claims.planned_effect(0.0, +1, "superiority", 0.01) == 0.01
+    )  # a noise-sized estimate: the margin, claimed side
     assert claims.planned_effect(-0.004, +1, "superiority", 0.01) == 0.01
     assert claims.planned_effect(-0.2, +1, "superiority", 0.01) == -0.2  # the observed, toward a contradiction
     assert claims.planned_effect(0.0, +1, "non_inferiority", 0.01) == pytest.approx(0.01)  # 0 is 0.01 above -margin
@@ -493,12 +608,34 @@ def test_the_claims_table_and_figure_show_every_claim_with_its_intervals(tmp_pat
     tests = claim_tests.evaluate_claims(runs, {"gd": "gd"}, n_boot=200)
     assert set(tests["claim"]) == {c.id for c in claims.CLAIMS}
     tests.to_parquet(tmp_path / "claims.parquet")
-    outputs.write_table("claims", {"claims": str(tmp_path / "claims.parquet")}, str(tmp_path / "claims.md"),
-                       model="m", variant="trained", methods=["gd"], n_seeds=1, roles={"gd": "gd"})
+    outputs.write_table(
+        "claims",
+        {"claims": str(tmp_path / "claims.parquet")},
+        str(tmp_path / "claims.md"),
+        model="m",
+        variant="trained",
+        methods=["gd"],
+        n_seeds=1,
+        roles={"gd": "gd"},
+    )
     csv = pd.read_csv(tmp_path / "claims.csv", dtype=str, keep_default_na=False)
-    assert list(csv.columns) == ["Paper", "Table", "Claim", "Test", "Read on", "SST2", "SST5", "MR", "Subj", "AGNews",
-                                 "CB", "Mean over tasks", "Tasks: hold / break / negligible / open", "Verdict",
-                                 "Needed for a verdict (80% power)"]
+    assert list(csv.columns) == [
+        "Paper",
+        "Table",
+        "Claim",
+        "Test",
+        "Read on",
+        "SST2",
+        "SST5",
+        "MR",
+        "Subj",
+        "AGNews",
+        "CB",
+        "Mean over tasks",
+        "Tasks: hold / break / negligible / open",
+        "Verdict",
+        "Needed for a verdict (80% power)",
+    ]
     verdicts = dict(zip(csv["Claim"], csv["Verdict"]))
     icl_zsl = next(c for c in verdicts if c.startswith("ICL is more accurate than zero-shot on every task"))
     assert verdicts[icl_zsl] == "inconclusive"  # CB: +0.5 points
@@ -515,8 +652,16 @@ def test_the_claims_table_and_figure_show_every_claim_with_its_intervals(tmp_pat
     both = "In SimAM_delta layer-causal GD is better than the untrained baselines on every task of Table 1"
     assert csv["Claim"].str.startswith(both).sum() == 2 and md.count(both) == 1
     assert "Bonferroni" in md and "\\begin{tabular}" in (tmp_path / "claims.tex").read_text()
-    outputs.write_figures(None, None, [str(tmp_path / "claims.png"), str(tmp_path / "claims.pdf")], model="m",
-                         variant="trained", methods=["gd"], roles={"gd": "gd"}, claims_path=str(tmp_path / "claims.parquet"))
+    outputs.write_figures(
+        None,
+        None,
+        [str(tmp_path / "claims.png"), str(tmp_path / "claims.pdf")],
+        model="m",
+        variant="trained",
+        methods=["gd"],
+        roles={"gd": "gd"},
+        claims_path=str(tmp_path / "claims.parquet"),
+    )
     assert (tmp_path / "claims.png").stat().st_size > 10_000 and (tmp_path / "claims.pdf").read_bytes()[:5] == b"%PDF-"
 
 
@@ -552,15 +697,28 @@ def test_a_non_inferiority_claim_on_equal_data_reads_equivalent():
     claim = next(c for c in claims.CLAIMS if c.id == "002-switch-similarity")
     assert claim.test == "non_inferiority" and "this project's reading" in claim.note and claim.quote
     roles = {"gd": "gd", "gd_switched": "gd_switched"}
-    equal = claim_tests.evaluate_claims(_similarity_runs({("trained", "gd"): values, ("trained", "gd_switched"): values}),
-                                   roles, n_boot=400, claims=(claim,))
+    equal = claim_tests.evaluate_claims(
+        _similarity_runs({("trained", "gd"): values, ("trained", "gd_switched"): values}),
+        roles,
+        n_boot=400,
+        claims=(claim,),
+    )
     assert set(equal["verdict"]) == {"equivalent"} and (equal["status"] == "equivalent").all()
     strict = claims.Claim("strict", "002", "t", "a > b", claim.a, claim.b, +1, "mean")
-    assert set(claim_tests.evaluate_claims(_similarity_runs({("trained", "gd"): values, ("trained", "gd_switched"): values}),
-                                      roles, n_boot=400, claims=(strict,))["verdict"]) == {"negligible"}
+    assert set(
+        claim_tests.evaluate_claims(
+            _similarity_runs({("trained", "gd"): values, ("trained", "gd_switched"): values}),
+            roles,
+            n_boot=400,
+            claims=(strict,),
+        )["verdict"]
+    ) == {"negligible"}
     lower = claim_tests.evaluate_claims(
-        _similarity_runs({("trained", "gd"): values, ("trained", "gd_switched"): values - 0.05}), roles, n_boot=400,
-        claims=(claim,))
+        _similarity_runs({("trained", "gd"): values, ("trained", "gd_switched"): values - 0.05}),
+        roles,
+        n_boot=400,
+        claims=(claim,),
+    )
     assert set(lower["verdict"]) == {"contradicted"}
     shown = claims_text.claims_table(equal, "m", roles).reset_index()
     row = shown[shown["Claim"].str.startswith("With false labels")].iloc[0]
@@ -588,8 +746,12 @@ def test_a_seed_with_an_undefined_score_is_shown_not_dropped():
     assert row["CB"].startswith("incomplete (seed 2: undefined): +0.100")
     assert row["Tasks: hold / break / negligible / open"] == "5 / 0 / 0 / 1"
     # without the NaN the same claim is supported
-    complete = claim_tests.evaluate_claims(_similarity_runs({("trained", "gd"): values, ("trained", "lcgd"): values + 0.1}),
-                                      {"gd": "gd", "lcgd": "lcgd"}, n_boot=400, claims=(claim,))
+    complete = claim_tests.evaluate_claims(
+        _similarity_runs({("trained", "gd"): values, ("trained", "lcgd"): values + 0.1}),
+        {"gd": "gd", "lcgd": "lcgd"},
+        n_boot=400,
+        claims=(claim,),
+    )
     assert set(complete["verdict"]) == {"supported"}
 
 
@@ -617,10 +779,13 @@ def test_what_a_claim_needs_plans_only_for_its_open_intervals():
     level = 1 - 0.05 / 3
     decided = claims.Unit(0.0, level, (inference.Spread(1, math.nan, 0.0, 0.0, 100),), "negligible")
     open_ = claims.Unit(0.004, level, (inference.Spread(1, math.nan, 0.0004, 0.0, 100),), "open")
-    factor, verdict = claims.needed_factor("most", [[decided], [open_], [open_]], [], +1, currency="examples",
-                                           margin=0.01)
+    factor, verdict = claims.needed_factor(
+        "most", [[decided], [open_], [open_]], [], +1, currency="examples", margin=0.01
+    )
     alone = inference.needed_factor(0.01, level, list(open_.spreads), currency="examples")
     assert (factor, verdict) == (alone, "supported") and factor > 10
     # with two of three decided against it, no size makes "most" hold
-    assert claims.needed_factor("most", [[decided], [decided], [open_]], [], +1, currency="examples",
-                                margin=0.01)[1] == "negligible"
+    assert (
+        claims.needed_factor("most", [[decided], [decided], [open_]], [], +1, currency="examples", margin=0.01)[1]
+        == "negligible"
+    )

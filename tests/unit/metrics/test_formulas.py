@@ -9,7 +9,6 @@ import numpy as np
 import pytest
 
 from icl_gd.metrics import formulas as M
-
 from icl_gd.metrics import resampling
 
 SQRT2 = math.sqrt(2.0)
@@ -208,9 +207,7 @@ def test_simaou_float16_and_chunking(monkeypatch):
     z, i, f = (rng.standard_normal((13, 3, 16)).astype(np.float16) for _ in range(3))
     z64, i64, f64 = (x.astype(np.float64) for x in (z, i, f))
     expected = np.mean(
-        np.sum((i64 - z64) * (f64 - z64), -1)
-        / np.linalg.norm(i64 - z64, axis=-1)
-        / np.linalg.norm(f64 - z64, axis=-1),
+        np.sum((i64 - z64) * (f64 - z64), -1) / np.linalg.norm(i64 - z64, axis=-1) / np.linalg.norm(f64 - z64, axis=-1),
         axis=0,
     )
     np.testing.assert_allclose(M.simaou(z, i, f), expected, rtol=1e-12)
@@ -241,9 +238,7 @@ def test_simaou_random_matches_reference_form_and_is_deterministic(monkeypatch):
     np.testing.assert_allclose(M.simaou_random(z, i, np.random.default_rng(42)), expected, rtol=1e-12)
     g = np.random.default_rng(5).standard_normal((7, 2, 10))
     expected_g = np.mean(np.sum(delta * g, -1) / np.linalg.norm(delta, axis=-1) / np.linalg.norm(g, axis=-1), 0)
-    np.testing.assert_allclose(
-        M.simaou_random(z, i, np.random.default_rng(5), kind="gaussian"), expected_g, rtol=1e-12
-    )
+    np.testing.assert_allclose(M.simaou_random(z, i, np.random.default_rng(5), kind="gaussian"), expected_g, rtol=1e-12)
 
 
 def test_simaou_random_gaussian_null_near_zero_uniform_biased():
@@ -462,11 +457,16 @@ def test_update_similarities_are_simaou_and_its_baselines(scaled, monkeypatch):
     for name, values in expected.items():
         assert np.array_equal(np.isnan(out[name]), np.isnan(values)), name
         # example 5 apart: (z + b) - z loses ~7 of float64's digits of a 1e-9 change there
-        np.testing.assert_allclose(np.delete(out[name], 5, 0), np.delete(values, 5, 0), rtol=0, atol=1e-12, err_msg=name)
+        np.testing.assert_allclose(
+            np.delete(out[name], 5, 0), np.delete(values, 5, 0), rtol=0, atol=1e-12, err_msg=name
+        )
         np.testing.assert_allclose(out[name][5], values[5], rtol=0, atol=1e-6, err_msg=name)
     # which the changes keep: SimAOU of example 5 is the cosine of the changes themselves
     np.testing.assert_allclose(out["simaou"][5], M.cosine(a[5], b[5]), rtol=0, atol=1e-12)
-    assert np.isnan(out["simaou_random_gaussian"][3, 1]) and np.isfinite(np.delete(out["simaou_random_gaussian"], 3, 0)).all()
+    assert (
+        np.isnan(out["simaou_random_gaussian"][3, 1])
+        and np.isfinite(np.delete(out["simaou_random_gaussian"], 3, 0)).all()
+    )
     assert set(M.update_similarities(z, a, b)) == {"simaou", "simaou_norm"}  # no rng, no baselines
 
 
@@ -500,8 +500,17 @@ def test_map_similarities_are_simam_simam_delta_and_alpha_on_unpadded_rows(monke
     per_row = lambda s: np.repeat(s.reshape(-1), np.repeat(n_heads * query_len, n_layers))  # noqa: E731
     changes = [flat(m - m_zsl) / per_row(s) for m, s in zip((m_icl, m_ft, m_base), scale)]
     monkeypatch.setattr(M, "_CHUNK_ELEMENTS", 50)  # blocks of a few examples, one example over a block
-    out = M.map_similarities(flat(m_zsl), *changes[:2], query_len, n_layers, n_heads, dm_base=changes[2],
-                             scale_icl=scale[0], scale_ft=scale[1], scale_base=scale[2])
+    out = M.map_similarities(
+        flat(m_zsl),
+        *changes[:2],
+        query_len,
+        n_layers,
+        n_heads,
+        dm_base=changes[2],
+        scale_icl=scale[0],
+        scale_ft=scale[1],
+        scale_base=scale[2],
+    )
     expected = {
         "simam_before": M.simam(m_icl, m_zsl, query_len=query_len, per_example=True),
         "simam_after": M.simam(m_icl, m_ft, query_len=query_len, per_example=True),

@@ -7,11 +7,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from icl_gd.metrics import inference
-
-from icl_gd.metrics import resampling
-
-from icl_gd.metrics import units
+from icl_gd.metrics import inference, resampling, units
 
 
 def _shared_replicates(values: np.ndarray, n_boot: int, rng) -> tuple[np.ndarray, np.ndarray]:
@@ -138,8 +134,11 @@ def test_the_mean_over_tasks_pools_the_seeds_parts_with_welchs_degrees_of_freedo
     combined = inference.mean_of_tasks(list(parts), list(spreads), inference.stratified_uniforms(4000, 0))
     sd = math.sqrt(6 * points.var(ddof=1) / 3) / 6
     low, high = resampling.percentile_interval(combined, 0.95)
-    assert (low, high) == pytest.approx((0.3 - stats.t.ppf(0.975, 12) * sd, 0.3 + stats.t.ppf(0.975, 12) * sd), rel=0.01)
+    assert (low, high) == pytest.approx(
+        (0.3 - stats.t.ppf(0.975, 12) * sd, 0.3 + stats.t.ppf(0.975, 12) * sd), rel=0.01
+    )
     # one seed per task: nothing of the seeds, the examples' parts averaged
-    one = inference.mean_of_tasks([np.arange(5.0)] * 2, [inference.Spread(1, np.nan, 0.1, 0.0)] * 2,
-                                  inference.stratified_uniforms(5, 0))
+    one = inference.mean_of_tasks(
+        [np.arange(5.0)] * 2, [inference.Spread(1, np.nan, 0.1, 0.0)] * 2, inference.stratified_uniforms(5, 0)
+    )
     np.testing.assert_array_equal(one, np.arange(5.0))

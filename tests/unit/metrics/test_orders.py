@@ -10,10 +10,10 @@ import pandas as pd
 import pytest
 import yaml
 
-from icl_gd.data import splits
-from icl_gd.metrics import orders, scoring
 from icl_gd import plan
 from icl_gd.config import validation
+from icl_gd.data import splits
+from icl_gd.metrics import orders, scoring
 
 SCHEMA = yaml.safe_load((Path(__file__).resolve().parents[3] / "workflow/schemas/config.schema.yaml").read_text())
 
@@ -90,9 +90,12 @@ def test_further_orders_shuffle_the_same_demonstrations():
 
 
 def test_the_plan_adds_order_runs_only_where_asked():
-    raw = {"tasks": {"sst2": {"source": "synthetic"}, "cb": {"source": "synthetic"}}, "n_seeds": 2,
-           "variants": {"trained": ["gd", "lcgd"], "untrained": ["gd"]},
-           "methods": {"gd": {"kind": "gd"}, "lcgd": {"kind": "lcgd"}}}
+    raw = {
+        "tasks": {"sst2": {"source": "synthetic"}, "cb": {"source": "synthetic"}},
+        "n_seeds": 2,
+        "variants": {"trained": ["gd", "lcgd"], "untrained": ["gd"]},
+        "methods": {"gd": {"kind": "gd"}, "lcgd": {"kind": "lcgd"}},
+    }
     config = validation.validate(raw, SCHEMA)
     assert plan.order_runs(config) == [] and "orders" not in plan.tables(config) + plan.figures(config)
     three = {**config, "orders": 3}

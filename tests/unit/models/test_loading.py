@@ -12,11 +12,11 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 from transformers import AutoModelForCausalLM, GPT2Config, PreTrainedTokenizerFast  # noqa: E402
 
-from icl_gd.models import loading  # noqa: E402
-
-from icl_gd.models import builtin
+from icl_gd.models import (
+    builtin,
+    loading,  # noqa: E402
+)
 from icl_gd.models.loading import UnsupportedModelError  # noqa: E402
-
 from tests.conftest import ARCHS, LABEL_WORDS, TINY_CONTEXT, corpus  # noqa: E402
 
 
@@ -58,7 +58,9 @@ def test_train_tokenizer_makes_frequent_label_words_single_tokens(tmp_path):
     # saved: loading it back gives the same ids
     loaded = loading.load_tokenizer(tmp_path)
     assert loaded.bos_token_id == tok.bos_token_id and loaded.eos_token_id == tok.eos_token_id
-    assert loaded.encode(" Negative Positive", add_special_tokens=False) == tok.encode(" Negative Positive", add_special_tokens=False)
+    assert loaded.encode(" Negative Positive", add_special_tokens=False) == tok.encode(
+        " Negative Positive", add_special_tokens=False
+    )
 
 
 def test_load_tokenizer_without_bos_is_refused(tmp_path, tokenizer_dir):
@@ -75,7 +77,10 @@ def test_build_gpt2_takes_ids_from_the_tokenizer(tokenizer):
     cfg = a.config
     assert cfg.vocab_size == len(tokenizer)
     assert (cfg.bos_token_id, cfg.eos_token_id, cfg.pad_token_id) == (
-        tokenizer.bos_token_id, tokenizer.eos_token_id, tokenizer.pad_token_id)
+        tokenizer.bos_token_id,
+        tokenizer.eos_token_id,
+        tokenizer.pad_token_id,
+    )
     assert cfg.resid_pdrop == cfg.embd_pdrop == cfg.attn_pdrop == 0.0
     assert torch.equal(a.transformer.wte.weight, b.transformer.wte.weight)
     assert not torch.equal(a.transformer.wte.weight, c.transformer.wte.weight)
@@ -103,7 +108,10 @@ def test_a_checkpoint_whose_weights_hold_nan_or_inf_is_refused_for_that_reason(m
     model.save_pretrained(tmp_path)
     for name in ("tokenizer.json", "tokenizer_config.json"):
         (tmp_path / name).write_bytes((model_dirs["llama"] / name).read_bytes())
-    with pytest.raises(loading.DamagedCheckpointError, match=r"layers\.1\.self_attn\.k_proj\.weight hold NaN or inf.*delete the folder and rerun"):
+    with pytest.raises(
+        loading.DamagedCheckpointError,
+        match=r"layers\.1\.self_attn\.k_proj\.weight hold NaN or inf.*delete the folder and rerun",
+    ):
         loading.load_model(tmp_path, device="cpu")
     loading.load_model(model_dirs["llama"], device="cpu")  # its intact original loads
 
@@ -122,8 +130,11 @@ def gpt2_variants(model_dirs, tmp_path_factory):
     """name -> (returned info, parameters) of GPT-2 variants, built once."""
     out = {}
     for key, variant, seed in [
-        ("trained", "trained", 0), ("untrained", "untrained", 0), ("untrained_again", "untrained", 0),
-        ("untrained_seed1", "untrained", 1), ("trained_embeddings", "trained_embeddings", 0),
+        ("trained", "trained", 0),
+        ("untrained", "untrained", 0),
+        ("untrained_again", "untrained", 0),
+        ("untrained_seed1", "untrained", 1),
+        ("trained_embeddings", "trained_embeddings", 0),
         ("layernorm_only", "layernorm_only", 0),
     ]:
         path = tmp_path_factory.mktemp(key)
@@ -149,7 +160,9 @@ def test_untrained_differs_from_trained_in_every_tensor(gpt2_variants):
     same = [n for n in original if torch.equal(untrained[n], original[n])]
     assert same == []
     # the tokenizer travels with the variant
-    assert loading.load_tokenizer(path).bos_token_id == loading.load_tokenizer(gpt2_variants["original"][2]).bos_token_id
+    assert (
+        loading.load_tokenizer(path).bos_token_id == loading.load_tokenizer(gpt2_variants["original"][2]).bos_token_id
+    )
 
 
 def test_untrained_is_seeded(gpt2_variants):

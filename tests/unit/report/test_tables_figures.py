@@ -10,9 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from icl_gd.report import figures, tables
-
-from icl_gd.report import render
+from icl_gd.report import figures, render, tables
 
 MODEL = "toy-model"
 TASKS = ("cb", "sst2")  # deliberately not in paper order
@@ -21,13 +19,21 @@ LAYERS = (0, 1, 2)
 METHODS = ("gd", "lcgd")
 VARIANTS = ("trained", "untrained", "trained_embeddings")
 LAYER_METRICS = ("simaou", "simaou_norm", "simam_before", "simam_after", "simam_delta")
-SCALAR_METRICS = ("acc_zsl", "acc_ft", "acc_icl", "jaccard_all", "jaccard_correct",
-                  "jaccard_incorrect", "rec2ftp")
+SCALAR_METRICS = ("acc_zsl", "acc_ft", "acc_icl", "jaccard_all", "jaccard_correct", "jaccard_incorrect", "rec2ftp")
 
 
 def _summary_row(variant, task, method, metric, mean, std=0.01, n=2, layer=pd.NA):
-    return {"model": MODEL, "variant": variant, "task": task, "method": method,
-            "metric": metric, "layer": layer, "mean": mean, "std": std, "n": n}
+    return {
+        "model": MODEL,
+        "variant": variant,
+        "task": task,
+        "method": method,
+        "metric": metric,
+        "layer": layer,
+        "mean": mean,
+        "std": std,
+        "n": n,
+    }
 
 
 def _frame(rows):
@@ -59,26 +65,41 @@ def summary() -> pd.DataFrame:
     rows += [_summary_row(v, t, "gd", m, mu, sd) for (v, t, m), (mu, sd) in t1.items()]
     # Table 2 (methods, trained).
     t2 = {
-        ("gd", "sst2", "simaou_norm"): 0.11, ("gd", "cb", "simaou_norm"): 0.21,
-        ("lcgd", "sst2", "simaou_norm"): 0.22, ("lcgd", "cb", "simaou_norm"): 0.34,
+        ("gd", "sst2", "simaou_norm"): 0.11,
+        ("gd", "cb", "simaou_norm"): 0.21,
+        ("lcgd", "sst2", "simaou_norm"): 0.22,
+        ("lcgd", "cb", "simaou_norm"): 0.34,
         ("lcgd", "sst2", "simaou"): 0.13,  # lcgd / cb / simaou missing -> partial average
-        ("gd", "sst2", "simam_after"): 0.59, ("gd", "cb", "simam_after"): 0.20,
-        ("lcgd", "sst2", "simam_after"): 0.58, ("lcgd", "cb", "simam_after"): 0.04,
+        ("gd", "sst2", "simam_after"): 0.59,
+        ("gd", "cb", "simam_after"): 0.20,
+        ("lcgd", "sst2", "simam_after"): 0.58,
+        ("lcgd", "cb", "simam_after"): 0.04,
     }
     rows += [_summary_row("trained", t, me, m, mu) for (me, t, m), mu in t2.items()]
-    rows += [_summary_row("trained", "sst2", "lcgd", "simam_delta", 0.30),
-             _summary_row("trained", "cb", "lcgd", "simam_delta", 0.38)]
+    rows += [
+        _summary_row("trained", "sst2", "lcgd", "simam_delta", 0.30),
+        _summary_row("trained", "cb", "lcgd", "simam_delta", 0.38),
+    ]
     # Table 3 (accuracy, trained, gd): fractions.
     acc = {
-        ("sst2", "acc_zsl"): 0.70, ("sst2", "acc_ft"): 0.74, ("sst2", "acc_icl"): 0.925,
-        ("cb", "acc_zsl"): 0.375, ("cb", "acc_ft"): 0.57, ("cb", "acc_icl"): 0.50,
-        ("sst2", "jaccard_all"): 0.164, ("cb", "jaccard_all"): 0.80,
-        ("sst2", "jaccard_correct"): 0.198, ("cb", "jaccard_correct"): 0.917,
-        ("sst2", "jaccard_incorrect"): 0.018, ("cb", "jaccard_incorrect"): 0.667,
+        ("sst2", "acc_zsl"): 0.70,
+        ("sst2", "acc_ft"): 0.74,
+        ("sst2", "acc_icl"): 0.925,
+        ("cb", "acc_zsl"): 0.375,
+        ("cb", "acc_ft"): 0.57,
+        ("cb", "acc_icl"): 0.50,
+        ("sst2", "jaccard_all"): 0.164,
+        ("cb", "jaccard_all"): 0.80,
+        ("sst2", "jaccard_correct"): 0.198,
+        ("cb", "jaccard_correct"): 0.917,
+        ("sst2", "jaccard_incorrect"): 0.018,
+        ("cb", "jaccard_incorrect"): 0.667,
     }
     rows += [_summary_row("trained", t, "gd", m, mu, 0.01) for (t, m), mu in acc.items()]
-    rows += [_summary_row("trained", "sst2", "gd", "rec2ftp", 85.0, 2.0),
-             _summary_row("trained", "cb", "gd", "rec2ftp", 90.0, np.nan, n=1)]
+    rows += [
+        _summary_row("trained", "sst2", "gd", "rec2ftp", 85.0, 2.0),
+        _summary_row("trained", "cb", "gd", "rec2ftp", 90.0, np.nan, n=1),
+    ]
     # A per-layer row that must not leak into the tables.
     rows.append(_summary_row("trained", "sst2", "gd", "simaou", 0.99, 0.0, layer=0))
     return _frame(rows)
@@ -92,14 +113,44 @@ def runs() -> pd.DataFrame:
     for v, t, s, me in itertools.product(VARIANTS, TASKS, SEEDS, METHODS):
         for metric in LAYER_METRICS:
             vals = rng.uniform(-0.2, 0.6, size=len(LAYERS))
-            rows += [{"model": MODEL, "variant": v, "task": t, "seed": s, "method": me,
-                      "metric": metric, "layer": layer, "value": x}
-                     for layer, x in zip(LAYERS, vals)]
-            rows.append({"model": MODEL, "variant": v, "task": t, "seed": s, "method": me,
-                         "metric": metric, "layer": pd.NA, "value": vals.mean()})
+            rows += [
+                {
+                    "model": MODEL,
+                    "variant": v,
+                    "task": t,
+                    "seed": s,
+                    "method": me,
+                    "metric": metric,
+                    "layer": layer,
+                    "value": x,
+                }
+                for layer, x in zip(LAYERS, vals)
+            ]
+            rows.append(
+                {
+                    "model": MODEL,
+                    "variant": v,
+                    "task": t,
+                    "seed": s,
+                    "method": me,
+                    "metric": metric,
+                    "layer": pd.NA,
+                    "value": vals.mean(),
+                }
+            )
         for metric in SCALAR_METRICS:
-            rows.append({"model": MODEL, "variant": v, "task": t, "seed": s, "method": me,
-                         "metric": metric, "layer": pd.NA, "value": rng.uniform(0.3, 0.9)})
+            rows.append(
+                {
+                    "model": MODEL,
+                    "variant": v,
+                    "task": t,
+                    "seed": s,
+                    "method": me,
+                    "metric": metric,
+                    "layer": pd.NA,
+                    "value": rng.uniform(0.3, 0.9),
+                }
+            )
     df = pd.DataFrame(rows)
     df["layer"] = df["layer"].astype("Int64")
     df["seed"] = df["seed"].astype("int64")
@@ -124,8 +175,11 @@ def test_variants_table_cells_order_and_missing(summary):
     assert list(t.columns) == ["SST2", "CB"]  # paper order, display names
     assert list(t.index.names) == ["Metric", "Setting"]
     assert list(t.index) == [
-        ("SimAOU", "Trained"), ("SimAOU", "Trained Embeddings"), ("SimAOU", "No Training"),
-        ("SimAM_delta", "Trained"), ("SimAM_delta", "Trained Embeddings"),
+        ("SimAOU", "Trained"),
+        ("SimAOU", "Trained Embeddings"),
+        ("SimAOU", "No Training"),
+        ("SimAM_delta", "Trained"),
+        ("SimAM_delta", "Trained Embeddings"),
         ("SimAM_delta", "No Training"),
     ]
     assert t.loc[("SimAOU", "Trained"), "SST2"] == "0.12 ± 0.01"  # layer-mean row, not 0.99
@@ -139,8 +193,7 @@ def test_variants_table_missing_variant_and_extra_variant(summary):
     s = summary[summary["variant"] != "untrained"]
     t = tables.variants_table(s, MODEL)
     assert (t.xs("No Training", level="Setting") == "—").all().all()
-    extra = pd.concat([summary, _frame([_summary_row("layernorm_only", "cb", "gd", "simaou",
-                                                     0.5)])])
+    extra = pd.concat([summary, _frame([_summary_row("layernorm_only", "cb", "gd", "simaou", 0.5)])])
     t = tables.variants_table(extra, MODEL)
     assert t.loc[("SimAOU", "LayerNorm Only"), "CB"] == "0.50 ± 0.01"
     assert t.loc[("SimAOU", "LayerNorm Only"), "SST2"] == "—"
@@ -169,8 +222,14 @@ def test_methods_table_average_and_partial(summary):
     t = tables.methods_table(summary, MODEL)
     assert list(t.columns) == ["SST2", "CB", "Average"]
     assert list(t.index) == [
-        "SimAOU_norm (GD)", "SimAOU_norm (LCGD)", "SimAOU (GD)", "SimAOU (LCGD)",
-        "SimAM_after (GD)", "SimAM_after (LCGD)", "SimAM_delta (GD)", "SimAM_delta (LCGD)",
+        "SimAOU_norm (GD)",
+        "SimAOU_norm (LCGD)",
+        "SimAOU (GD)",
+        "SimAOU (LCGD)",
+        "SimAM_after (GD)",
+        "SimAM_after (LCGD)",
+        "SimAM_delta (GD)",
+        "SimAM_delta (LCGD)",
     ]
     assert t.loc["SimAOU_norm (GD)", "Average"] == "0.160"  # (0.11 + 0.21) / 2
     assert t.loc["SimAOU_norm (LCGD)", "Average"] == "0.280"
@@ -195,8 +254,10 @@ def test_methods_table_average_and_partial(summary):
 
 
 def test_methods_table_random_baseline_rows_come_first(summary):
-    rows = [_summary_row("trained", "sst2", "gd", "simaou_random", 0.0016),
-            _summary_row("trained", "sst2", "lcgd", "simaou_random", 0.5)]  # not read: first method's
+    rows = [
+        _summary_row("trained", "sst2", "gd", "simaou_random", 0.0016),
+        _summary_row("trained", "sst2", "lcgd", "simaou_random", 0.5),
+    ]  # not read: first method's
     t = tables.methods_table(pd.concat([summary, _frame(rows)]), MODEL, baselines=tables.RANDOM_BASELINES)
     assert list(t.index[:2]) == ["Random SimAOU", "Random SimAOU (Gaussian)"]
     assert t.loc["Random SimAOU", "SST2"] == "0.00 ± 0.01" and t.loc["Random SimAOU", "CB"] == "—"
@@ -205,11 +266,19 @@ def test_methods_table_random_baseline_rows_come_first(summary):
 
 def test_layer_causal_table_is_paper_003_table_2(summary):
     rows = [_summary_row("trained", t, "gd", "simaou_random", v) for t, v in (("sst2", 0.0016), ("cb", 0.0037))]
-    rows += [_summary_row("trained", "sst2", "gd", "simam_before", 0.5546),
-             _summary_row("trained", "cb", "gd", "simam_before", 0.1524)]
+    rows += [
+        _summary_row("trained", "sst2", "gd", "simam_before", 0.5546),
+        _summary_row("trained", "cb", "gd", "simam_before", 0.1524),
+    ]
     t = tables.layer_causal_table(pd.concat([summary, _frame(rows)]), MODEL, "trained", "gd", ["lcgd"])
-    assert list(t.index) == ["SimAOU (Random)", "SimAOU (GD)", "SimAOU (LCGD)", "SimAM (ZSL)", "SimAM (GD)",
-                             "SimAM (LCGD)"]
+    assert list(t.index) == [
+        "SimAOU (Random)",
+        "SimAOU (GD)",
+        "SimAOU (LCGD)",
+        "SimAM (ZSL)",
+        "SimAM (GD)",
+        "SimAM (LCGD)",
+    ]
     assert list(t.columns) == ["SST2", "CB", "Average"]
     assert t.loc["SimAOU (GD)", "SST2"] == "0.1100 ± 0.0100"  # SimAOU_norm, 4 decimals
     assert t.loc["SimAM (LCGD)", "CB"] == "0.0400 ± 0.0100"
@@ -221,9 +290,11 @@ def test_layer_causal_table_is_paper_003_table_2(summary):
 
 
 def test_intervals_table_cells():
-    rows = [{**_summary_row("trained", "sst2", "gd", "simaou_norm", 0.11), "ci_low": 0.09, "ci_high": 0.135},
-            {**_summary_row("trained", "sst2", "gd", "acc_ft", 0.74), "ci_low": 0.70, "ci_high": 0.78},
-            {**_summary_row("trained", "cb", "gd", "acc_ft", 0.5), "ci_low": np.nan, "ci_high": np.nan}]
+    rows = [
+        {**_summary_row("trained", "sst2", "gd", "simaou_norm", 0.11), "ci_low": 0.09, "ci_high": 0.135},
+        {**_summary_row("trained", "sst2", "gd", "acc_ft", 0.74), "ci_low": 0.70, "ci_high": 0.78},
+        {**_summary_row("trained", "cb", "gd", "acc_ft", 0.5), "ci_low": np.nan, "ci_high": np.nan},
+    ]
     t = tables.intervals_table(_frame(rows), MODEL, "trained", ["gd", "lcgd"], metrics=("acc_ft", "simaou_norm"))
     assert t.loc[("SimAOU_norm", "GD"), "SST2"] == "0.11 [0.09, 0.14]"
     assert t.loc[("FT Accuracy (%)", "GD"), "SST2"] == "74.00 [70.00, 78.00]"
@@ -235,14 +306,40 @@ def test_intervals_table_cells():
 
 def test_comparisons_table_marks_significant_differences():
     base = {"model": MODEL, "variant": "trained", "method": "lcgd", "baseline": "gd", "n_seeds": 2, "n_examples": 50}
-    frame = pd.DataFrame([
-        {**base, "task": "sst2", "metric": "simaou_norm", "diff": 0.1204, "ci_low": 0.05, "ci_high": 0.2,
-         "p_value": 0.001, "significant": True},
-        {**base, "task": "cb", "metric": "simaou_norm", "diff": -0.01, "ci_low": -0.05, "ci_high": 0.03,
-         "p_value": 0.6, "significant": False},
-        {**base, "task": "sst2", "metric": "acc_ft", "diff": -0.02, "ci_low": -0.04, "ci_high": 0.0,
-         "p_value": 0.2, "significant": False},
-    ])
+    frame = pd.DataFrame(
+        [
+            {
+                **base,
+                "task": "sst2",
+                "metric": "simaou_norm",
+                "diff": 0.1204,
+                "ci_low": 0.05,
+                "ci_high": 0.2,
+                "p_value": 0.001,
+                "significant": True,
+            },
+            {
+                **base,
+                "task": "cb",
+                "metric": "simaou_norm",
+                "diff": -0.01,
+                "ci_low": -0.05,
+                "ci_high": 0.03,
+                "p_value": 0.6,
+                "significant": False,
+            },
+            {
+                **base,
+                "task": "sst2",
+                "metric": "acc_ft",
+                "diff": -0.02,
+                "ci_low": -0.04,
+                "ci_high": 0.0,
+                "p_value": 0.2,
+                "significant": False,
+            },
+        ]
+    )
     t = tables.comparisons_table(frame, MODEL, "trained", metrics=("acc_ft", "simaou_norm"))
     assert list(t.index) == [("FT Accuracy (%)", "LCGD − GD"), ("SimAOU_norm", "LCGD − GD")]
     assert list(t.columns) == ["SST2", "CB"]
@@ -255,12 +352,30 @@ def test_comparisons_table_marks_significant_differences():
 
 
 def test_data_table_is_paper_001_table_3():
-    stats = pd.DataFrame([
-        {"task": "cb", "n_train": 250, "n_eval": 56, "n_evaluated": 56, "prompt_tokens": 80.5,
-         "icl_tokens": 1500.25, "true_k": 20, "k": 32},
-        {"task": "sst2", "n_train": 67349, "n_eval": 872, "n_evaluated": 872, "prompt_tokens": 25.123,
-         "icl_tokens": np.nan, "true_k": np.nan, "k": 32},
-    ])
+    stats = pd.DataFrame(
+        [
+            {
+                "task": "cb",
+                "n_train": 250,
+                "n_eval": 56,
+                "n_evaluated": 56,
+                "prompt_tokens": 80.5,
+                "icl_tokens": 1500.25,
+                "true_k": 20,
+                "k": 32,
+            },
+            {
+                "task": "sst2",
+                "n_train": 67349,
+                "n_eval": 872,
+                "n_evaluated": 872,
+                "prompt_tokens": 25.123,
+                "icl_tokens": np.nan,
+                "true_k": np.nan,
+                "k": 32,
+            },
+        ]
+    )
     t = tables.data_table(stats)
     assert list(t.index) == ["SST2", "CB"]
     assert t.loc["SST2", "# Train"] == "67,349" and t.loc["SST2", "Avg. # of Tokens"] == "25.12"
@@ -312,8 +427,7 @@ def test_latex_escaping_and_structure(summary):
     assert r"\caption{GD \& LCGD: 100\% of runs\_x}" in tex
     assert r"SimAOU\_norm (GD)" in tex
     assert "SimAOU_norm" not in tex
-    for token in (r"\toprule", r"\midrule", r"\bottomrule", r"\begin{tabular}{lccc}",
-                  r"\label{tab:methods}"):
+    for token in (r"\toprule", r"\midrule", r"\bottomrule", r"\begin{tabular}{lccc}", r"\label{tab:methods}"):
         assert token in tex
     acc = render.to_latex(tables.accuracy_table(summary, MODEL))
     assert r"ZSL Accuracy (\%)" in acc
@@ -345,8 +459,12 @@ def test_write_table(tmp_path, summary):
     assert csv.loc[0, "SST2"] == "0.11 ± 0.01"
     assert "**" not in paths[2].read_text()
     assert sorted(x.name for x in (tmp_path / "sub").iterdir()) == [
-        "table2.csv", "table2.html", "table2.md", "table2.tex"]  # no temp files left behind
-    assert "<td class=\"value\">0.11 ± 0.01</td>" in paths[3].read_text()
+        "table2.csv",
+        "table2.html",
+        "table2.md",
+        "table2.tex",
+    ]  # no temp files left behind
+    assert '<td class="value">0.11 ± 0.01</td>' in paths[3].read_text()
 
 
 def test_tables_from_aggregated_runs(runs):
@@ -355,10 +473,14 @@ def test_tables_from_aggregated_runs(runs):
     assert t.shape == (6, 2)
     assert not (t == "—").any().any()
     assert t.attrs["footnotes"] == ["† computed from 2 of 3 seeds"]
-    sel = runs[(runs.variant == "trained") & (runs.method == "gd") & (runs.task == "sst2")
-               & (runs.metric == "simaou") & runs.layer.isna()]["value"]
-    assert t.loc[("SimAOU", "Trained"), "SST2"].startswith(
-        tables.format_cell(sel.mean(), sel.std()))
+    sel = runs[
+        (runs.variant == "trained")
+        & (runs.method == "gd")
+        & (runs.task == "sst2")
+        & (runs.metric == "simaou")
+        & runs.layer.isna()
+    ]["value"]
+    assert t.loc[("SimAOU", "Trained"), "SST2"].startswith(tables.format_cell(sel.mean(), sel.std()))
 
 
 # ----------------------------------------------------------------------------------- figures
@@ -390,8 +512,9 @@ def test_per_layer_figure(tmp_path, runs):
         assert [c.get_label() for c in conts] == ["GD (4 runs)", "LCGD (4 runs)"]
         for cont, method in zip(conts, METHODS):
             line = cont.lines[0]
-            sel = runs[(runs.variant == "trained") & (runs.method == method)
-                       & (runs.metric == metric) & runs.layer.notna()]
+            sel = runs[
+                (runs.variant == "trained") & (runs.method == method) & (runs.metric == metric) & runs.layer.notna()
+            ]
             expect = sel.groupby("layer")["value"].mean().to_numpy()
             np.testing.assert_allclose(line.get_ydata(), expect)
             np.testing.assert_allclose(np.round(line.get_xdata()), LAYERS)
@@ -402,8 +525,7 @@ def test_per_layer_figure(tmp_path, runs):
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 5000
     assert pdf.read_bytes()[:5] == b"%PDF-" and pdf.stat().st_size > 1000
     assert not plt.fignum_exists(fig.number)
-    assert sorted(p.name for p in (tmp_path / "fig").iterdir()) == [
-        "per_layer.pdf", "per_layer.png"]
+    assert sorted(p.name for p in (tmp_path / "fig").iterdir()) == ["per_layer.pdf", "per_layer.png"]
 
 
 def test_per_layer_figure_missing_metric_panel(runs):
@@ -427,8 +549,9 @@ def test_accuracy_figure(tmp_path, runs):
     assert all(len(b.patches) == 2 for b in bars)
     assert [x.get_text() for x in ax.get_xticklabels()] == ["SST2", "CB"]
     assert ax.get_ylabel() == "Accuracy (%)"
-    sel = runs[(runs.variant == "trained") & (runs.method == "gd") & (runs.task == "sst2")
-               & (runs.metric == "acc_icl")]["value"]
+    sel = runs[
+        (runs.variant == "trained") & (runs.method == "gd") & (runs.task == "sst2") & (runs.metric == "acc_icl")
+    ]["value"]
     assert bars[2].patches[0].get_height() == pytest.approx(100 * sel.mean())
     assert np.isnan(bars[1].patches[1].get_height())
     assert any(t.get_text() == "n/a" for t in ax.texts)
@@ -468,16 +591,22 @@ def _texts(ax):
 
 def test_error_bars_rule():
     lower, upper, from_ci = figures.error_bars(
-        mean=[0.5, 0.5, 0.5, 0.5], std=[0.1, np.nan, np.nan, 0.2], n=[3, 1, 1, 1],
-        ci_low=[0.0, 0.4, np.nan, 0.45], ci_high=[1.0, 0.7, np.nan, 0.48])
+        mean=[0.5, 0.5, 0.5, 0.5],
+        std=[0.1, np.nan, np.nan, 0.2],
+        n=[3, 1, 1, 1],
+        ci_low=[0.0, 0.4, np.nan, 0.45],
+        ci_high=[1.0, 0.7, np.nan, 0.48],
+    )
     np.testing.assert_allclose(lower, [0.1, 0.1, np.nan, 0.05])
     np.testing.assert_allclose(upper, [0.1, 0.2, np.nan, 0.0])  # interval below the mean: clipped
     assert from_ci.tolist() == [False, True, False, True]
 
 
 def test_accuracy_figure_one_seed_shows_the_bootstrap_interval():
-    rows = [dict(_summary_row("trained", t, "gd", m, mu, std=np.nan, n=1), ci_low=mu - 0.05, ci_high=mu + 0.1)
-            for t, m, mu in [("sst2", "acc_zsl", 0.5), ("sst2", "acc_ft", 0.6), ("sst2", "acc_icl", 0.7)]]
+    rows = [
+        dict(_summary_row("trained", t, "gd", m, mu, std=np.nan, n=1), ci_low=mu - 0.05, ci_high=mu + 0.1)
+        for t, m, mu in [("sst2", "acc_zsl", 0.5), ("sst2", "acc_ft", 0.6), ("sst2", "acc_icl", 0.7)]
+    ]
     fig = figures.accuracy_figure(_frame(rows), MODEL)
     (ax,) = fig.axes
     segs = _error_segments(ax)
@@ -502,12 +631,15 @@ def test_per_layer_figure_random_baseline_and_single_run_interval(runs):
     assert not [x for x in fig.axes[1].get_lines() if x.get_label().startswith("Random")]  # SimAM: none
     figures.plt.close(fig)
     # one task, one seed: the run's own interval, dashed
-    one = runs[(runs.task == "sst2") & (runs.seed == 1)].assign(ci_low=lambda d: d.value - 0.1,
-                                                               ci_high=lambda d: d.value + 0.3)
+    one = runs[(runs.task == "sst2") & (runs.seed == 1)].assign(
+        ci_low=lambda d: d.value - 0.1, ci_high=lambda d: d.value + 0.3
+    )
     fig = figures.per_layer_figure(one, MODEL, methods=("gd",), metrics=("simaou",))
     (cont,) = fig.axes[0].containers
     seg = cont.lines[2][0].get_segments()[1]
-    value = one[(one.variant == "trained") & (one.method == "gd") & (one.metric == "simaou") & (one.layer == 1)]["value"].item()
+    value = one[(one.variant == "trained") & (one.method == "gd") & (one.metric == "simaou") & (one.layer == 1)][
+        "value"
+    ].item()
     assert (seg[0, 1], seg[1, 1]) == pytest.approx((value - 0.1, value + 0.3))
     assert "bootstrap CI" in fig.get_suptitle() and "one run" in fig.get_suptitle()
     figures.plt.close(fig)
@@ -517,7 +649,9 @@ def test_alpha_figure(tmp_path):
     rows = [
         dict(_summary_row("trained", "sst2", "lcgd", "alpha", 0.15, std=0.03, n=3), ci_low=0.1, ci_high=0.2),
         dict(_summary_row("trained", "cb", "lcgd", "alpha", -0.05, std=np.nan, n=1), ci_low=-0.09, ci_high=0.01),
-        dict(_summary_row("trained", "sst2", "lcgd", "alpha", 0.9, layer=0), ci_low=0.0, ci_high=1.0),  # per layer: not shown
+        dict(
+            _summary_row("trained", "sst2", "lcgd", "alpha", 0.9, layer=0), ci_low=0.0, ci_high=1.0
+        ),  # per layer: not shown
         dict(_summary_row("untrained", "sst2", "lcgd", "alpha", 0.7), ci_low=0.0, ci_high=1.0),
         dict(_summary_row("trained", "sst2", "lcgd_clip", "alpha", 0.3, std=0.01, n=3), ci_low=0.2, ci_high=0.4),
     ]
@@ -553,8 +687,7 @@ def test_grad_norm_figure(tmp_path):
     gd = np.arange(1.0, 13.0).reshape(4, 3)  # 4 steps, 3 layers
     lcgd = 10.0 ** np.arange(12.0).reshape(4, 3)
     lcgd[2, 1] = 0.0  # undefined on a log scale
-    fig = figures.grad_norm_figure({"gd": gd, "lcgd": lcgd, "linearized": None}, log_scale={"lcgd"},
-                                   title="toy")
+    fig = figures.grad_norm_figure({"gd": gd, "lcgd": lcgd, "linearized": None}, log_scale={"lcgd"}, title="toy")
     panels = [ax for ax in fig.axes if ax.get_label() != "<colorbar>" and ax.get_visible()]
     colorbars = [ax for ax in fig.axes if ax.get_label() == "<colorbar>"]
     assert len(panels) == 3 and len(colorbars) == 2  # rows of two, the fourth slot hidden
@@ -581,13 +714,17 @@ def test_grad_norm_figure(tmp_path):
 
 def _changes_rows(method, task, values, n=2):
     parts = ("icl_only", "both", "ft_only")
-    return [_summary_row("trained", task, method, f"changes_{p}_{s}", v, n=n)
-            for (s, triple) in zip(("correct", "incorrect"), values) for p, v in zip(parts, triple)]
+    return [
+        _summary_row("trained", task, method, f"changes_{p}_{s}", v, n=n)
+        for (s, triple) in zip(("correct", "incorrect"), values)
+        for p, v in zip(parts, triple)
+    ]
 
 
 def test_prediction_changes_figure():
-    rows = (_changes_rows("gd", "sst2", [(30.0, 12.0, 4.0), (20.0, 2.0, 9.0)])
-            + _changes_rows("gd", "cb", [(1.5, 0.0, 2.5), (3.0, 1.0, 0.5)]))
+    rows = _changes_rows("gd", "sst2", [(30.0, 12.0, 4.0), (20.0, 2.0, 9.0)]) + _changes_rows(
+        "gd", "cb", [(1.5, 0.0, 2.5), (3.0, 1.0, 0.5)]
+    )
     rows = [r for r in rows if not (r["task"] == "cb" and r["metric"] == "changes_both_incorrect")]
     rows += [_summary_row("trained", "sst2", "gd", "acc_ft", 0.5)]
     fig = figures.prediction_changes_figure(_frame(rows), MODEL, methods=("gd", "lcgd"))
@@ -617,17 +754,22 @@ def test_prediction_changes_figure():
 def test_lr_sweep_figure():
     from matplotlib.container import ErrorbarContainer
 
-    sweep = pd.DataFrame([
-        dict(group="GD", method=m, task=t, lr=lr * scale)
-        for m, scale in (("gd_x0.5", 0.5), ("gd", 1.0), ("gd_x2", 2.0))
-        for t, lr in (("sst2", 5e-4), ("cb", 0.08))
-    ])
+    sweep = pd.DataFrame(
+        [
+            dict(group="GD", method=m, task=t, lr=lr * scale)
+            for m, scale in (("gd_x0.5", 0.5), ("gd", 1.0), ("gd_x2", 2.0))
+            for t, lr in (("sst2", 5e-4), ("cb", 0.08))
+        ]
+    )
     rng = np.random.default_rng(1)
     rows = []
     for m, t in itertools.product(sweep.method.unique(), ("sst2", "cb")):
         for metric in ("simaou_norm", "simam_delta", "acc_ft", "simaou_random"):
-            rows.append(dict(_summary_row("trained", t, m, metric, float(rng.uniform()), std=0.01, n=3),
-                             ci_low=0.0, ci_high=1.0))
+            rows.append(
+                dict(
+                    _summary_row("trained", t, m, metric, float(rng.uniform()), std=0.01, n=3), ci_low=0.0, ci_high=1.0
+                )
+            )
     rows.append(dict(_summary_row("trained", "sst2", "lcgd", "simaou_norm", 5.0), ci_low=0.0, ci_high=1.0))
     summary = _frame(rows)
     fig = figures.lr_sweep_figure(summary, MODEL, sweep)
@@ -656,8 +798,11 @@ def test_lr_sweep_figure():
     figures.plt.close(fig)
     # one percent rule (metrics.units): a Jaccard index or an order share is drawn in percent,
     # as the tables show it, not only an accuracy
-    rows = [dict(_summary_row("trained", t, m, "jaccard_all", 0.25), ci_low=0.2, ci_high=0.3)
-            for m in sweep.method.unique() for t in ("sst2", "cb")]
+    rows = [
+        dict(_summary_row("trained", t, m, "jaccard_all", 0.25), ci_low=0.2, ci_high=0.3)
+        for m in sweep.method.unique()
+        for t in ("sst2", "cb")
+    ]
     fig = figures.lr_sweep_figure(_frame(rows), MODEL, sweep, metrics=("jaccard_all",))
     line = [c for c in fig.axes[0].containers if isinstance(c, ErrorbarContainer)][0].lines[0]
     np.testing.assert_allclose(line.get_ydata(), [25.0, 25.0, 25.0])
@@ -680,17 +825,25 @@ def test_models_figure(runs):
     assert [gd.get_label(), lcgd.get_label()] == ["GD", "LCGD"]
     for bars, method in ((gd, "gd"), (lcgd, "lcgd")):
         for patch, model in zip(bars.patches, ("big-model", MODEL)):
-            sel = both[(both.model == model) & (both.variant == "trained") & (both.method == method)
-                       & (both.metric == "simaou_norm") & both.layer.isna()]["value"]
+            sel = both[
+                (both.model == model)
+                & (both.variant == "trained")
+                & (both.method == method)
+                & (both.metric == "simaou_norm")
+                & both.layer.isna()
+            ]["value"]
             assert len(sel) == 4 and patch.get_height() == pytest.approx(sel.mean())
     sel = both.query("model == @MODEL and variant == 'trained' and method == 'gd' and metric == 'acc_ft'")["value"]
     assert _bars(acc_ax)[0].patches[1].get_height() == pytest.approx(100 * sel.mean())
     assert acc_ax.get_ylabel() == "FT accuracy (%)"
     segs = _error_segments(simaou_ax)
     centre = gd.patches[1].get_x() + gd.patches[1].get_width() / 2
-    gd_model = both.query("model == @MODEL and variant == 'trained' and method == 'gd' "
-                          "and metric == 'simaou_norm' and layer.isna()")["value"]
-    assert segs[round(centre, 6)][:2] == pytest.approx((gd_model.mean() - gd_model.std(), gd_model.mean() + gd_model.std()))
+    gd_model = both.query(
+        "model == @MODEL and variant == 'trained' and method == 'gd' and metric == 'simaou_norm' and layer.isna()"
+    )["value"]
+    assert segs[round(centre, 6)][:2] == pytest.approx(
+        (gd_model.mean() - gd_model.std(), gd_model.mean() + gd_model.std())
+    )
     rand = [x for x in simaou_ax.get_lines() if x.get_linestyle() == "--"]
     assert len(rand) == 2 and all(x.get_ydata()[0] == pytest.approx(0.01) for x in rand)
     assert "no data" in _texts(alpha_ax)  # the runs hold no alpha
@@ -702,17 +855,27 @@ def test_method_colours_follow_the_kind_not_the_name():
     from icl_gd.report import figures
 
     by_name = figures._method_colors(["gd", "lcgd", "lcgd_clip"])
-    assert by_name["gd"] == "tab:orange" and by_name["lcgd"] == "tab:blue" and by_name["lcgd_clip"] not in ("tab:orange", "tab:blue")
-    named = figures._method_colors(["vanilla", "causal", "causal_clip"], {"vanilla": "gd", "causal": "lcgd", "causal_clip": "lcgd"})
+    assert (
+        by_name["gd"] == "tab:orange"
+        and by_name["lcgd"] == "tab:blue"
+        and by_name["lcgd_clip"] not in ("tab:orange", "tab:blue")
+    )
+    named = figures._method_colors(
+        ["vanilla", "causal", "causal_clip"], {"vanilla": "gd", "causal": "lcgd", "causal_clip": "lcgd"}
+    )
     assert named["vanilla"] == "tab:orange" and named["causal"] == "tab:blue"
     assert named["causal_clip"] not in ("tab:orange", "tab:blue")
 
 
 def test_output_distributions_figure(tmp_path):
-    rows = [_summary_row("trained", "sst2", "gd", "kl_icl_zsl", 0.40), _summary_row("trained", "sst2", "gd", "kl_icl_ft", 0.25),
-            _summary_row("trained", "sst2", "lcgd", "kl_icl_ft", 0.35), _summary_row("trained", "cb", "gd", "kl_icl_zsl", 0.10),
-            _summary_row("trained", "cb", "lcgd", "kl_icl_ft", 0.05),
-            _summary_row("trained", "cb", "lcgd", "kl_icl_zsl", 9.0)]  # ZSL's bar reads the first method's runs
+    rows = [
+        _summary_row("trained", "sst2", "gd", "kl_icl_zsl", 0.40),
+        _summary_row("trained", "sst2", "gd", "kl_icl_ft", 0.25),
+        _summary_row("trained", "sst2", "lcgd", "kl_icl_ft", 0.35),
+        _summary_row("trained", "cb", "gd", "kl_icl_zsl", 0.10),
+        _summary_row("trained", "cb", "lcgd", "kl_icl_ft", 0.05),
+        _summary_row("trained", "cb", "lcgd", "kl_icl_zsl", 9.0),
+    ]  # ZSL's bar reads the first method's runs
     fig = figures.output_distributions_figure(_frame(rows), MODEL, methods=("gd", "lcgd"))
     (ax,) = fig.axes
     bars = {b.get_label(): [p.get_height() for p in b.patches] for b in _bars(ax)}

@@ -41,9 +41,15 @@ claims), ``beyond`` (the tests of papers other than the three).
 """
 
 from icl_gd.report.figures.against_papers import claims_figure, reproduction_figure
-from icl_gd.report.figures.beyond import orders_figure, output_distributions_figure
 from icl_gd.report.figures.base import CHANGE_PARTS, RANDOM_BASELINES, _method_colors, error_bars, plt, write_figure  # noqa: F401 (the tests use plt and _method_colors)
-from icl_gd.report.figures.paper import accuracy_figure, alpha_figure, grad_norm_figure, per_layer_figure, prediction_changes_figure
+from icl_gd.report.figures.beyond import orders_figure, output_distributions_figure
+from icl_gd.report.figures.paper import (
+    accuracy_figure,
+    alpha_figure,
+    grad_norm_figure,
+    per_layer_figure,
+    prediction_changes_figure,
+)
 from icl_gd.report.figures.sweeps import k_sweep_figure, lr_sweep_figure, models_figure, sizes_figure
 
 __all__ = [

@@ -21,22 +21,36 @@ from icl_gd.common.names import (
     task_label,
     variant_label,
 )
-
 from icl_gd.metrics import claims as claims_module
-
 from icl_gd.report import claims_text
 from icl_gd.report.figures.base import (
     _no_data,
     _style,
 )
 
-
 # ------------------------------------------------------------------------------ reproduction
 
-_REPRODUCTION_METRICS = ("acc_zsl", "acc_icl", "acc_ft", "jaccard_all", "jaccard_correct", "jaccard_incorrect",
-                         "simaou", "simaou_norm", "simaou_random", "simam_before", "simam_after", "simam_delta")
-_CELL_MARKERS = {("trained", "gd"): "o", ("trained", "lcgd"): "s", ("trained", "lcgd_clip"): "^",
-                 ("trained_embeddings", "gd"): "v", ("untrained", "gd"): "D"}
+_REPRODUCTION_METRICS = (
+    "acc_zsl",
+    "acc_icl",
+    "acc_ft",
+    "jaccard_all",
+    "jaccard_correct",
+    "jaccard_incorrect",
+    "simaou",
+    "simaou_norm",
+    "simaou_random",
+    "simam_before",
+    "simam_after",
+    "simam_delta",
+)
+_CELL_MARKERS = {
+    ("trained", "gd"): "o",
+    ("trained", "lcgd"): "s",
+    ("trained", "lcgd_clip"): "^",
+    ("trained_embeddings", "gd"): "v",
+    ("untrained", "gd"): "D",
+}
 
 
 def reproduction_figure(cells: pd.DataFrame, model: str, *, ci_level: float = 0.95) -> Figure:
@@ -48,17 +62,27 @@ def reproduction_figure(cells: pd.DataFrame, model: str, *, ci_level: float = 0.
     n = max(len(metrics), 1)
     ncols = min(n, 4)
     nrows = -(-n // ncols)
-    fig, grid = plt.subplots(nrows, ncols, squeeze=False, figsize=(3.4 * ncols + 1.8, 3.3 * nrows + 0.9),
-                             layout="constrained")
+    fig, grid = plt.subplots(
+        nrows, ncols, squeeze=False, figsize=(3.4 * ncols + 1.8, 3.3 * nrows + 0.9), layout="constrained"
+    )
     tasks = order_tasks(cells["task"].unique()) if len(cells) else []
     colors = {t: f"C{i}" if t != "average" else "black" for i, t in enumerate(tasks)}
     for ax, metric in zip(grid.flat, metrics):
         df = cells[cells["metric"] == metric]
         for row in df.itertuples(index=False):
             marker = _CELL_MARKERS.get((row.variant, row.method), "X")
-            ax.errorbar(row.published, row.mean, xerr=0.0 if np.isnan(row.published_spread) else row.published_spread,
-                        yerr=[[row.mean - row.ci_low], [row.ci_high - row.mean]], fmt=marker, color=colors[row.task],
-                        markersize=5, elinewidth=0.8, capsize=2, mfc="none" if not row.within else colors[row.task])
+            ax.errorbar(
+                row.published,
+                row.mean,
+                xerr=0.0 if np.isnan(row.published_spread) else row.published_spread,
+                yerr=[[row.mean - row.ci_low], [row.ci_high - row.mean]],
+                fmt=marker,
+                color=colors[row.task],
+                markersize=5,
+                elinewidth=0.8,
+                capsize=2,
+                mfc="none" if not row.within else colors[row.task],
+            )
         low = float(np.nanmin([df["published"].min(), df["ci_low"].min()]))
         high = float(np.nanmax([df["published"].max(), df["ci_high"].max()]))
         pad = 0.05 * (high - low or 1.0)
@@ -66,22 +90,43 @@ def reproduction_figure(cells: pd.DataFrame, model: str, *, ci_level: float = 0.
         ax.set_xlim(low - pad, high + pad)
         ax.set_ylim(low - pad, high + pad)
         percent_unit = df["unit"].iloc[0] == "percent"
-        ax.set_title(axis_label(metric) if metric.startswith("acc_") else
-                     figure_metric_label(metric) + (" (%)" if percent_unit else ""), fontsize=10)
+        ax.set_title(
+            axis_label(metric)
+            if metric.startswith("acc_")
+            else figure_metric_label(metric) + (" (%)" if percent_unit else ""),
+            fontsize=10,
+        )
         ax.set_xlabel("published")
         ax.set_ylabel("this run")
         _style(ax, grid_axis="both")
-    for ax in list(grid.flat)[len(metrics):]:
+    for ax in list(grid.flat)[len(metrics) :]:
         ax.set_visible(False)
     if not metrics:
         grid.flat[0].set_visible(True)
         _no_data(grid.flat[0], "no published cell covered by this run")
-    handles = [Line2D([], [], ls="", marker="o", color=colors[t],
-                      label=task_label(t) if t != "average" else "average over tasks") for t in tasks]
+    handles = [
+        Line2D(
+            [], [], ls="", marker="o", color=colors[t], label=task_label(t) if t != "average" else "average over tasks"
+        )
+        for t in tasks
+    ]
     present = set(zip(cells["variant"], cells["method"]))
-    handles += [Line2D([], [], ls="", marker=m, color="0.3", label=f"{variant_label(v, in_text=True)}, {method_label(k)}")
-                for (v, k), m in _CELL_MARKERS.items() if (v, k) in present]
-    handles.append(Line2D([], [], ls="", marker="o", color="0.3", mfc="none", label="not within (run and published uncertainty combined)"))
+    handles += [
+        Line2D([], [], ls="", marker=m, color="0.3", label=f"{variant_label(v, in_text=True)}, {method_label(k)}")
+        for (v, k), m in _CELL_MARKERS.items()
+        if (v, k) in present
+    ]
+    handles.append(
+        Line2D(
+            [],
+            [],
+            ls="",
+            marker="o",
+            color="0.3",
+            mfc="none",
+            label="not within (run and published uncertainty combined)",
+        )
+    )
     fig.legend(handles=handles, loc="outside right upper", frameon=False, fontsize=8)
     within = int(cells["within"].sum()) if len(cells) else 0
     published_models = ", ".join(sorted(set(cells["published_model"]))) if len(cells) else "—"
@@ -95,8 +140,14 @@ def reproduction_figure(cells: pd.DataFrame, model: str, *, ci_level: float = 0.
 
 # ------------------------------------------------------------------------------------ claims
 
-VERDICT_COLORS = {"supported": "tab:green", "equivalent": "tab:olive", "contradicted": "tab:red",
-                  "negligible": "tab:purple", "inconclusive": "tab:orange", "not run": "0.6"}
+VERDICT_COLORS = {
+    "supported": "tab:green",
+    "equivalent": "tab:olive",
+    "contradicted": "tab:red",
+    "negligible": "tab:purple",
+    "inconclusive": "tab:orange",
+    "not run": "0.6",
+}
 _CLAIMED_SIDE = "#d9f0d3"
 
 
@@ -107,13 +158,14 @@ def claims_figure(tests: pd.DataFrame, model: str, roles: Mapping[str, str], *, 
 
     tests = tests[tests["model"] == model]
     panels = [(claim, j) for claim in claims_module.CLAIMS for j in range(len(claim.against))]
-    panel_rows = [tests[(tests["claim"] == claim.id) & (tests["comparison"] == j) & (tests["task"] != "")]
-                  for claim, j in panels]
+    panel_rows = [
+        tests[(tests["claim"] == claim.id) & (tests["comparison"] == j) & (tests["task"] != "")] for claim, j in panels
+    ]
     sizes = [len(rows) for rows in panel_rows]
     verdicts = claims_text.verdicts(tests)
     ncols = 2
     nrows = -(-len(panels) // ncols)
-    heights = [max(max(sizes[r * ncols:(r + 1) * ncols]), 1) * 0.17 + 0.75 for r in range(nrows)]
+    heights = [max(max(sizes[r * ncols : (r + 1) * ncols]), 1) * 0.17 + 0.75 for r in range(nrows)]
     fig = plt.figure(figsize=(14, sum(heights) + 1.0), layout="constrained")
     grid = fig.add_gridspec(nrows, ncols, height_ratios=heights)
     counts = {v: 0 for v in VERDICT_COLORS}
@@ -149,8 +201,13 @@ def claims_figure(tests: pd.DataFrame, model: str, roles: Mapping[str, str], *, 
                 ax.text(r.ci_high, y, f"  incomplete ({r.incomplete})", fontsize=6, va="center", color="0.5")
             strong = (task == decisive) or (decisive is None and task != claims_module.MEAN)
             ax.plot([r.ci_low, r.ci_high], [y, y], color=color if strong else "0.55", lw=2.0 if strong else 1.2)
-            ax.plot([r.difference], [y], marker="D" if task == claims_module.MEAN else "o", ms=4,
-                    color=color if strong else "0.55")
+            ax.plot(
+                [r.difference],
+                [y],
+                marker="D" if task == claims_module.MEAN else "o",
+                ms=4,
+                color=color if strong else "0.55",
+            )
         lows = [by_task[t].ci_low for t in order if np.isfinite(by_task[t].ci_low)]
         highs = [by_task[t].ci_high for t in order if np.isfinite(by_task[t].ci_high)]
         low, high = min([0.0, *lows]), max([0.0, *highs])
@@ -161,7 +218,8 @@ def claims_figure(tests: pd.DataFrame, model: str, roles: Mapping[str, str], *, 
         pad = 0.08 * ((high - low) or 1.0)
         ax.set_xlim(low - pad, high + pad)
         ax.axvspan(edge, high + pad, color=_CLAIMED_SIDE, zorder=0) if claim.direction > 0 else ax.axvspan(
-            low - pad, edge, color=_CLAIMED_SIDE, zorder=0)
+            low - pad, edge, color=_CLAIMED_SIDE, zorder=0
+        )
         ax.axvline(0.0, color="0.2", lw=0.8)
         for x in (-margin, margin):  # the smallest effect of interest
             ax.axvline(x, color="0.45", lw=0.6, ls=":")
@@ -184,6 +242,5 @@ def claims_figure(tests: pd.DataFrame, model: str, roles: Mapping[str, str], *, 
 
 def _wrap(text: str, width: int) -> str:
     import textwrap
+
     return "\n".join(textwrap.wrap(text, width))
-
-

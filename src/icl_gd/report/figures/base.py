@@ -22,7 +22,6 @@ from icl_gd.common.names import (  # noqa: E402
     percent,
 )
 
-
 # Paper 001 Fig. 3 colours: layer-causal GD blue, vanilla GD orange.
 _METHOD_COLORS = {"gd": "tab:orange", "lcgd": "tab:blue"}
 _SETTING_COLORS = {"acc_zsl": "0.65", "acc_ft": "tab:orange", "acc_icl": "tab:blue"}
@@ -75,8 +74,14 @@ def _style(ax, grid_axis: str = "y") -> None:
 
 def _legend_above(ax, handles: Sequence, labels: Sequence[str], ncol: int | None = None) -> None:
     # above the top panel, outside the data area (constrained layout makes room for it)
-    ax.legend(list(handles), list(labels), loc="lower center", bbox_to_anchor=(0.5, 1.0),
-              ncol=ncol or min(len(handles), 4), frameon=False)
+    ax.legend(
+        list(handles),
+        list(labels),
+        loc="lower center",
+        bbox_to_anchor=(0.5, 1.0),
+        ncol=ncol or min(len(handles), 4),
+        frameon=False,
+    )
 
 
 # ----------------------------------------------------------------------------- error bars
@@ -153,7 +158,8 @@ def _runs_stats(df: pd.DataFrame, keys: Sequence[str]) -> pd.DataFrame:
     if "ci_low" not in stats:
         stats["ci_low"] = stats["ci_high"] = np.nan
     stats["lower"], stats["upper"], stats["from_ci"] = error_bars(
-        stats["mean"], stats["std"], stats["n"], stats["ci_low"], stats["ci_high"])
+        stats["mean"], stats["std"], stats["n"], stats["ci_low"], stats["ci_high"]
+    )
     return stats
 
 
@@ -168,8 +174,9 @@ def _grouped_bars(ax, categories: Sequence[str], series: Sequence[dict]) -> tupl
     for i, s in enumerate(series):
         pos = x + (i - (k - 1) / 2) * width
         vals = np.asarray(s["mean"], float)
-        ax.bar(pos, vals, width * 0.95, label=s["label"], color=s["color"], edgecolor="white",
-               lw=0.5, hatch=s.get("hatch"))  # a NaN height draws nothing but keeps its patch
+        ax.bar(
+            pos, vals, width * 0.95, label=s["label"], color=s["color"], edgecolor="white", lw=0.5, hatch=s.get("hatch")
+        )  # a NaN height draws nothing but keeps its patch
         cont = _draw_errors(ax, pos, vals, s["lower"], s["upper"], s["from_ci"])
         if cont is not None:
             shown = np.isfinite(vals) & np.isfinite(s["lower"])
@@ -177,8 +184,17 @@ def _grouped_bars(ax, categories: Sequence[str], series: Sequence[dict]) -> tupl
             used_std |= bool((shown & ~s["from_ci"]).any())
         for p, v in zip(pos, vals):
             if not np.isfinite(v):
-                ax.text(p, 0.02, _NOT_AVAILABLE, transform=ax.get_xaxis_transform(), rotation=90,
-                        ha="center", va="bottom", fontsize=7, color="0.35")
+                ax.text(
+                    p,
+                    0.02,
+                    _NOT_AVAILABLE,
+                    transform=ax.get_xaxis_transform(),
+                    rotation=90,
+                    ha="center",
+                    va="bottom",
+                    fontsize=7,
+                    color="0.35",
+                )
     ax.set_xlim(-0.6, len(categories) - 0.4)
     rotate = len(categories) > 8 or max((len(c) for c in categories), default=0) > 16
     ax.set_xticks(x, list(categories), rotation=30 if rotate else 0, ha="right" if rotate else "center")
@@ -189,8 +205,12 @@ def _series_from(stats: Mapping[tuple, tuple], keys: Iterable[tuple], scale: flo
     """The (mean, lower, upper, from_ci) of ``keys`` as arrays for :func:`_grouped_bars`; a
     missing key gives NaN (an "n/a" bar)."""
     rows = np.array([stats.get(k, (np.nan, np.nan, np.nan, False)) for k in keys], dtype=float).reshape(-1, 4)
-    return {"mean": rows[:, 0] * scale, "lower": rows[:, 1] * scale, "upper": rows[:, 2] * scale,
-            "from_ci": rows[:, 3].astype(bool)}
+    return {
+        "mean": rows[:, 0] * scale,
+        "lower": rows[:, 1] * scale,
+        "upper": rows[:, 2] * scale,
+        "from_ci": rows[:, 3].astype(bool),
+    }
 
 
 # --------------------------------------------------------------------------------- writing

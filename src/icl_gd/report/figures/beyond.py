@@ -13,8 +13,16 @@ from matplotlib.figure import Figure
 
 from icl_gd.common.names import method_label, order_tasks, percent, task_label, variant_label
 from icl_gd.metrics.units import display_scale
+from icl_gd.report.figures.base import (
+    _error_note,
+    _grouped_bars,
+    _method_colors,
+    _no_data,
+    _series_from,
+    _style,
+    _summary_stats,
+)
 from icl_gd.report.selection import model_rows, run_level
-from icl_gd.report.figures.base import _error_note, _grouped_bars, _method_colors, _no_data, _series_from, _style, _summary_stats
 
 _ZSL_COLOR = "0.6"
 
@@ -41,10 +49,13 @@ def output_distributions_figure(
     colors = _method_colors(methods, kinds)
     series = []
     if methods:
-        series.append({"label": "ZSL", "color": _ZSL_COLOR,
-                       **_series_from(stats, [(t, methods[0], "kl_icl_zsl") for t in tasks])})
-    series += [{"label": method_label(m), "color": colors[m], **_series_from(stats, [(t, m, "kl_icl_ft") for t in tasks])}
-               for m in methods]
+        series.append(
+            {"label": "ZSL", "color": _ZSL_COLOR, **_series_from(stats, [(t, methods[0], "kl_icl_zsl") for t in tasks])}
+        )
+    series += [
+        {"label": method_label(m), "color": colors[m], **_series_from(stats, [(t, m, "kl_icl_ft") for t in tasks])}
+        for m in methods
+    ]
 
     fig, ax = plt.subplots(figsize=(max(5.0, 1.1 * len(tasks) + 2.0), 3.9), layout="constrained")
     used_std, used_ci = _grouped_bars(ax, [task_label(t) for t in tasks], series)
@@ -52,8 +63,10 @@ def output_distributions_figure(
     ax.set_ylabel("KL(ICL$\\,\\|\\,\\cdot\\,$) over the label words (nats)")
     ax.set_xlabel("Task")
     _style(ax)
-    if not df["metric"].isin(["kl_icl_ft", "kl_icl_zsl"]).any() or not np.isfinite(
-            np.concatenate([s["mean"] for s in series] or [np.array([np.nan])])).any():
+    if (
+        not df["metric"].isin(["kl_icl_ft", "kl_icl_zsl"]).any()
+        or not np.isfinite(np.concatenate([s["mean"] for s in series] or [np.array([np.nan])])).any()
+    ):
         _no_data(ax)
     ax.legend(loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=max(len(series), 1), frameon=False)
     fig.suptitle(
@@ -90,12 +103,18 @@ def orders_figure(
         mean = np.array([display_scale(metric) * r["mean"].iloc[0] if len(r) else np.nan for r in rows.values()])
         low = np.array([display_scale(metric) * r["ci_low"].iloc[0] if len(r) else np.nan for r in rows.values()])
         high = np.array([display_scale(metric) * r["ci_high"].iloc[0] if len(r) else np.nan for r in rows.values()])
-        return {"label": label, "color": color, "mean": mean, "lower": np.clip(mean - low, 0.0, None),
-                "upper": np.clip(high - mean, 0.0, None),
-                "from_ci": np.zeros(len(tasks), bool)}
+        return {
+            "label": label,
+            "color": color,
+            "mean": mean,
+            "lower": np.clip(mean - low, 0.0, None),
+            "upper": np.clip(high - mean, 0.0, None),
+            "from_ci": np.zeros(len(tasks), bool),
+        }
 
     drawn = ([series("ICL", _ZSL_COLOR, methods[0], "order_changed_icl")] if methods else []) + [
-        series(f"FT ({method_label(m)})", colors[m], m, "order_changed_ft") for m in methods]
+        series(f"FT ({method_label(m)})", colors[m], m, "order_changed_ft") for m in methods
+    ]
     fig, ax = plt.subplots(figsize=(max(5.0, 1.1 * len(tasks) + 2.0), 3.9), layout="constrained")
     _grouped_bars(ax, [task_label(t) for t in tasks], drawn)
     ax.set_ylim(bottom=0.0)

@@ -23,28 +23,27 @@ from icl_gd.common.names import (
     variant_label,
 )
 from icl_gd.metrics.units import display_scale
-from icl_gd.report.selection import model_rows, run_level
 from icl_gd.report.figures.base import (
-    _SETTING_COLORS,
-    RANDOM_BASELINES,
-    CHANGE_PARTS,
     _CHANGE_COLORS,
     _CHANGE_SUBSETS,
     _INCORRECT_HATCH,
     _NOT_AVAILABLE,
-    _plural,
-    _method_colors,
-    _no_data,
-    _style,
-    _legend_above,
+    _SETTING_COLORS,
+    CHANGE_PARTS,
+    RANDOM_BASELINES,
     _dash_ci,
     _error_note,
-    _summary_stats,
-    _runs_stats,
     _grouped_bars,
+    _legend_above,
+    _method_colors,
+    _no_data,
+    _plural,
+    _runs_stats,
     _series_from,
+    _style,
+    _summary_stats,
 )
-
+from icl_gd.report.selection import model_rows, run_level
 
 # ------------------------------------------------------------------------------- per layer
 
@@ -68,15 +67,14 @@ def per_layer_figure(
     dashed grey line. The legend sits above the top panel.
     """
     df = model_rows(
-        runs, ("model", "variant", "task", "seed", "method", "metric", "layer", "value"),
-        "runs", model,
+        runs,
+        ("model", "variant", "task", "seed", "method", "metric", "layer", "value"),
+        "runs",
+        model,
     )
     wanted = set(metrics) | {RANDOM_BASELINES[m] for m in metrics if m in RANDOM_BASELINES}
     df = df[
-        (df["variant"] == variant)
-        & df["method"].isin(list(methods))
-        & df["metric"].isin(wanted)
-        & df["layer"].notna()
+        (df["variant"] == variant) & df["method"].isin(list(methods)) & df["metric"].isin(wanted) & df["layer"].notna()
     ]
     if tasks is not None:
         df = df[df["task"].isin(list(tasks))]
@@ -90,8 +88,12 @@ def per_layer_figure(
     n_panels = max(len(metrics), 1)
     width = float(np.clip(2.5 + 0.28 * max(len(layers), 1), 6.0, 12.0))
     fig, axes = plt.subplots(
-        n_panels, 1, sharex=True, squeeze=False,
-        figsize=(width, 2.4 * n_panels + 1.0), layout="constrained",
+        n_panels,
+        1,
+        sharex=True,
+        squeeze=False,
+        figsize=(width, 2.4 * n_panels + 1.0),
+        layout="constrained",
     )
     axes = axes[:, 0]
     spread = 0.2 if len(methods) > 1 else 0.0  # dodge the methods so error bars don't overlap
@@ -111,9 +113,16 @@ def per_layer_figure(
             label = f"{method_label(method)} ({int(n_runs.get(method, 0))} runs)"
             x = s.index.to_numpy(dtype=float) + off
             cont = ax.errorbar(
-                x, s["mean"].to_numpy(), yerr=np.vstack([s["lower"], s["upper"]]),
-                color=colors[method], marker="o", ms=3.5, lw=1.4,
-                elinewidth=0.9, capsize=2.5, label=label,
+                x,
+                s["mean"].to_numpy(),
+                yerr=np.vstack([s["lower"], s["upper"]]),
+                color=colors[method],
+                marker="o",
+                ms=3.5,
+                lw=1.4,
+                elinewidth=0.9,
+                capsize=2.5,
+                label=label,
             )
             _dash_ci(cont, s["from_ci"].to_numpy())
             shown = np.isfinite(s["lower"].to_numpy())
@@ -125,8 +134,14 @@ def per_layer_figure(
         if drawn and baseline is not None:
             rand = df[df["metric"] == baseline].groupby("layer")["value"].mean()
             if not rand.empty:
-                (line,) = ax.plot(rand.index.to_numpy(dtype=float), rand.to_numpy(), color="0.45",
-                                  ls="--", lw=1.1, label=figure_metric_label(baseline))
+                (line,) = ax.plot(
+                    rand.index.to_numpy(dtype=float),
+                    rand.to_numpy(),
+                    color="0.45",
+                    ls="--",
+                    lw=1.1,
+                    label=figure_metric_label(baseline),
+                )
                 handles.setdefault(line.get_label(), line)
         if not drawn:
             _no_data(ax)
@@ -140,8 +155,7 @@ def per_layer_figure(
         _legend_above(axes[0], list(handles.values()), list(handles.keys()), ncol=min(len(handles), 3))
     fig.suptitle(
         f"{model} ({variant_label(variant, in_text=True)}): per-layer similarity, mean over runs "
-        f"({_plural(n_tasks, 'task')} × seeds)\n"
-        + _error_note(used_std, used_ci, over="runs", ci_level=ci_level),
+        f"({_plural(n_tasks, 'task')} × seeds)\n" + _error_note(used_std, used_ci, over="runs", ci_level=ci_level),
         fontsize=11,
     )
     return fig
@@ -172,13 +186,18 @@ def accuracy_figure(
 
     fig, ax = plt.subplots(figsize=(max(5.0, 1.1 * len(tasks) + 2.0), 3.9), layout="constrained")
     series = [
-        {"label": figure_metric_label(m), "color": _SETTING_COLORS.get(m, f"C{i + 2}"),
-         **_series_from(stats, [(t, m) for t in tasks], scale=display_scale(m))}
+        {
+            "label": figure_metric_label(m),
+            "color": _SETTING_COLORS.get(m, f"C{i + 2}"),
+            **_series_from(stats, [(t, m) for t in tasks], scale=display_scale(m)),
+        }
         for i, m in enumerate(metrics)
     ]
     used_std, used_ci = _grouped_bars(ax, [task_label(t) for t in tasks], series)
-    top = max([100.0] + [float(np.nanmax(s["mean"] + np.nan_to_num(s["upper"])))
-                         for s in series if np.isfinite(s["mean"]).any()])
+    top = max(
+        [100.0]
+        + [float(np.nanmax(s["mean"] + np.nan_to_num(s["upper"]))) for s in series if np.isfinite(s["mean"]).any()]
+    )
     ax.set_ylim(0.0, top * 1.03)
     ax.set_ylabel("Accuracy (%)")
     ax.set_xlabel("Task")
@@ -222,8 +241,7 @@ def alpha_figure(
     fig, ax = plt.subplots(figsize=(max(5.0, 0.9 * len(tasks) + 2.5), 3.8), layout="constrained")
     ax.axhline(0.0, color="0.6", lw=0.8)
     series = [
-        {"label": method_label(m), "color": colors[m], **_series_from(stats, [(t, m) for t in tasks])}
-        for m in methods
+        {"label": method_label(m), "color": colors[m], **_series_from(stats, [(t, m) for t in tasks])} for m in methods
     ]
     used_std, used_ci = _grouped_bars(ax, [task_label(t) for t in tasks], series)
     if df.empty:
@@ -238,8 +256,7 @@ def alpha_figure(
     fig.suptitle(
         f"{model} ({variant_label(variant, in_text=True)}): "
         rf"$\alpha$ = cos($m_\mathrm{{{shown}}} - m_\mathrm{{ZSL}}$, $m_\mathrm{{{base}}} - m_\mathrm{{ZSL}}$)"
-        " per task, mean over seeds\n"
-        + _error_note(used_std, used_ci, over="seeds", ci_level=ci_level),
+        " per task, mean over seeds\n" + _error_note(used_std, used_ci, over="seeds", ci_level=ci_level),
         fontsize=11,
     )
     return fig
@@ -264,8 +281,9 @@ def grad_norm_figure(
     n = max(len(methods), 1)
     # the papers' two panels side by side; more methods wrap into rows of two
     ncols, nrows = min(n, 2), -(-n // 2)
-    fig, grid = plt.subplots(nrows, ncols, squeeze=False, figsize=(4.6 * ncols + 0.6, 3.5 * nrows + 0.6),
-                             layout="constrained")
+    fig, grid = plt.subplots(
+        nrows, ncols, squeeze=False, figsize=(4.6 * ncols + 0.6, 3.5 * nrows + 0.6), layout="constrained"
+    )
     axes = grid.ravel()
     for ax in axes[n:]:
         ax.set_visible(False)
@@ -288,8 +306,15 @@ def grad_norm_figure(
         good = values[~bad]
         norm = LogNorm(good.min(), good.max()) if log else Normalize(good.min(), good.max())
         cmap = plt.get_cmap("viridis").with_extremes(bad="0.8")
-        image = ax.imshow(shown, origin="lower", aspect="auto", interpolation="nearest", cmap=cmap,
-                          norm=norm, extent=(0.5, steps + 0.5, -0.5, layers - 0.5))
+        image = ax.imshow(
+            shown,
+            origin="lower",
+            aspect="auto",
+            interpolation="nearest",
+            cmap=cmap,
+            norm=norm,
+            extent=(0.5, steps + 0.5, -0.5, layers - 0.5),
+        )
         if bad.any():
             ax.set_title(ax.get_title() + f"\ngrey: undefined ({int(bad.sum())} cells)", fontsize=10)
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
@@ -321,8 +346,7 @@ def prediction_changes_figure(
     six ``BarContainer`` per panel, labelled "{part} ({subset})" with part in
     :data:`CHANGE_PARTS`. A bar with a missing part is left out and marked "n/a"."""
     df = run_level(summary, model)
-    df = df[(df["variant"] == variant) & df["method"].isin(list(methods))
-            & df["metric"].str.startswith("changes_")]
+    df = df[(df["variant"] == variant) & df["method"].isin(list(methods)) & df["metric"].str.startswith("changes_")]
     if tasks is None:
         tasks = order_tasks(df["task"].dropna().unique())
     tasks = list(tasks)
@@ -330,8 +354,14 @@ def prediction_changes_figure(
     seeds = df["n"] if "n" in df.columns else pd.Series(dtype=float)
 
     n = max(len(methods), 1)
-    fig, axes = plt.subplots(n, 1, sharex=True, squeeze=False,
-                             figsize=(max(5.5, 1.0 * len(tasks) + 2.5), 2.6 * n + 1.2), layout="constrained")
+    fig, axes = plt.subplots(
+        n,
+        1,
+        sharex=True,
+        squeeze=False,
+        figsize=(max(5.5, 1.0 * len(tasks) + 2.5), 2.6 * n + 1.2),
+        layout="constrained",
+    )
     axes = axes[:, 0]
     x = np.arange(len(tasks), dtype=float)
     width = 0.38
@@ -339,19 +369,38 @@ def prediction_changes_figure(
         drawn = False
         top = 0.0
         for offset, subset in zip((-width / 2 - 0.01, width / 2 + 0.01), _CHANGE_SUBSETS):
-            parts = np.array([[means.get((t, method, f"changes_{p}_{subset}"), np.nan) for t in tasks]
-                              for p in CHANGE_PARTS], dtype=float).reshape(len(CHANGE_PARTS), len(tasks))
+            parts = np.array(
+                [[means.get((t, method, f"changes_{p}_{subset}"), np.nan) for t in tasks] for p in CHANGE_PARTS],
+                dtype=float,
+            ).reshape(len(CHANGE_PARTS), len(tasks))
             complete = np.isfinite(parts).all(axis=0)
             parts[:, ~complete] = np.nan
             bottom = np.zeros(len(tasks))
             for part, heights in zip(CHANGE_PARTS, parts):
-                ax.bar(x + offset, heights, width, bottom=bottom, color=_CHANGE_COLORS[part],
-                       edgecolor="white", lw=0.5, label=f"{CHANGE_PARTS[part]} ({subset})",
-                       hatch=_INCORRECT_HATCH if subset == "incorrect" else None)
+                ax.bar(
+                    x + offset,
+                    heights,
+                    width,
+                    bottom=bottom,
+                    color=_CHANGE_COLORS[part],
+                    edgecolor="white",
+                    lw=0.5,
+                    label=f"{CHANGE_PARTS[part]} ({subset})",
+                    hatch=_INCORRECT_HATCH if subset == "incorrect" else None,
+                )
                 bottom = bottom + np.nan_to_num(heights)
             for p in x[~complete] + offset:
-                ax.text(p, 0.02, _NOT_AVAILABLE, transform=ax.get_xaxis_transform(), rotation=90,
-                        ha="center", va="bottom", fontsize=7, color="0.35")
+                ax.text(
+                    p,
+                    0.02,
+                    _NOT_AVAILABLE,
+                    transform=ax.get_xaxis_transform(),
+                    rotation=90,
+                    ha="center",
+                    va="bottom",
+                    fontsize=7,
+                    color="0.35",
+                )
             # the total on top, so that a bar of no change reads "0" rather than nothing
             for p, total in zip(x[complete] + offset, bottom[complete]):
                 ax.text(p, total, f"{total:.4g}", ha="center", va="bottom", fontsize=7, color="0.25")
@@ -364,13 +413,16 @@ def prediction_changes_figure(
         ax.set_ylabel(f"FT = {method_label(method)}\nchanged predictions\n(examples)")
         _style(ax)
     rotate = len(tasks) > 8
-    axes[-1].set_xticks(x, [task_label(t) for t in tasks], rotation=30 if rotate else 0,
-                        ha="right" if rotate else "center")
+    axes[-1].set_xticks(
+        x, [task_label(t) for t in tasks], rotation=30 if rotate else 0, ha="right" if rotate else "center"
+    )
     axes[-1].set_xlim(-0.6, len(tasks) - 0.4)
     axes[-1].set_xlabel("Task")
     handles = [Patch(facecolor=_CHANGE_COLORS[p], label=label) for p, label in CHANGE_PARTS.items()]
-    handles += [Patch(facecolor="white", edgecolor="0.3", label="left: to the right label"),
-                Patch(facecolor="white", edgecolor="0.3", hatch=_INCORRECT_HATCH, label="right: to a wrong label")]
+    handles += [
+        Patch(facecolor="white", edgecolor="0.3", label="left: to the right label"),
+        Patch(facecolor="white", edgecolor="0.3", hatch=_INCORRECT_HATCH, label="right: to a wrong label"),
+    ]
     _legend_above(axes[0], handles, [h.get_label() for h in handles], ncol=3)
     n_seeds = sorted({int(s) for s in seeds.dropna()})
     if len(n_seeds) > 1:
@@ -383,5 +435,3 @@ def prediction_changes_figure(
         fontsize=11,
     )
     return fig
-
-

@@ -21,22 +21,21 @@ from icl_gd.common.names import (
     variant_label,
 )
 from icl_gd.metrics.units import display_scale
-from icl_gd.report.selection import run_level
 from icl_gd.report.figures.base import (
     RANDOM_BASELINES,
-    _plural,
-    _method_colors,
-    _no_data,
-    _style,
-    _legend_above,
     _dash_ci,
     _error_note,
-    _summary_stats,
-    _runs_stats,
     _grouped_bars,
+    _legend_above,
+    _method_colors,
+    _no_data,
+    _plural,
+    _runs_stats,
     _series_from,
+    _style,
+    _summary_stats,
 )
-
+from icl_gd.report.selection import run_level
 
 # ------------------------------------------------------------------ learning-rate sweeps
 
@@ -86,14 +85,31 @@ def sizes_figure(
     df["method"] = df["model"] + "/" + df["method"]
     df["model"] = "models"
     tasks = order_tasks(df["task"].dropna().unique())
-    sweep = pd.DataFrame([dict(group=method_label(m), method=f"{model}/{m}", task=t, n_parameters=n)
-                          for m in methods for model, n in counts.items() for t in tasks])
-    return _sweep_figure(df, "models", sweep, "n_parameters", variant, metrics, ci_level=ci_level,
-                         subject=f"{variant_label(variant)} models")
+    sweep = pd.DataFrame(
+        [
+            dict(group=method_label(m), method=f"{model}/{m}", task=t, n_parameters=n)
+            for m in methods
+            for model, n in counts.items()
+            for t in tasks
+        ]
+    )
+    return _sweep_figure(
+        df,
+        "models",
+        sweep,
+        "n_parameters",
+        variant,
+        metrics,
+        ci_level=ci_level,
+        subject=f"{variant_label(variant)} models",
+    )
 
 
-_SWEEP_AXES = {"lr": ("Learning rate", "learning-rate sweep"), "k": ("Demonstrations (k)", "sweep over the demonstrations"),
-               "n_parameters": ("Parameters", "metrics against model size")}
+_SWEEP_AXES = {
+    "lr": ("Learning rate", "learning-rate sweep"),
+    "k": ("Demonstrations (k)", "sweep over the demonstrations"),
+    "n_parameters": ("Parameters", "metrics against model size"),
+}
 
 
 def _sweep_figure(
@@ -147,10 +163,19 @@ def _sweep_figure(
                 if not np.isfinite(s["mean"]).any():
                     continue
                 label = task_label(task) if len(groups) == 1 else f"{task_label(task)}, {group}"
-                cont = ax.errorbar(rows[x].to_numpy(float), s["mean"],
-                                   yerr=np.vstack([s["lower"], s["upper"]]), color=task_colors[task],
-                                   ls=styles[g % len(styles)], marker=markers[g % len(markers)], ms=4,
-                                   lw=1.3, elinewidth=0.8, capsize=2.5, label=label)
+                cont = ax.errorbar(
+                    rows[x].to_numpy(float),
+                    s["mean"],
+                    yerr=np.vstack([s["lower"], s["upper"]]),
+                    color=task_colors[task],
+                    ls=styles[g % len(styles)],
+                    marker=markers[g % len(markers)],
+                    ms=4,
+                    lw=1.3,
+                    elinewidth=0.8,
+                    capsize=2.5,
+                    label=label,
+                )
                 _dash_ci(cont, s["from_ci"])
                 shown = np.isfinite(s["lower"])
                 used_ci |= bool((shown & s["from_ci"]).any())
@@ -163,8 +188,14 @@ def _sweep_figure(
                 rand = df.loc[(df["metric"] == baseline) & (df["task"] == task), "mean"]
                 rates = sweep.loc[sweep["task"] == task, x]
                 if rand.notna().any() and not rates.empty:
-                    (line,) = ax.plot([rates.min(), rates.max()], [rand.mean()] * 2, color=task_colors[task],
-                                      ls=":", lw=1.3, label=figure_metric_label(baseline))
+                    (line,) = ax.plot(
+                        [rates.min(), rates.max()],
+                        [rand.mean()] * 2,
+                        color=task_colors[task],
+                        ls=":",
+                        lw=1.3,
+                        label=figure_metric_label(baseline),
+                    )
                     random_lines.setdefault(line.get_label(), line)
         if not drawn:
             _no_data(ax)
@@ -178,10 +209,11 @@ def _sweep_figure(
         _style(ax, grid_axis="both")
     handles = [Line2D([], [], color=task_colors[t], lw=2, label=task_label(t)) for t in tasks]
     if len(groups) > 1:
-        handles += [Line2D([], [], color="0.2", ls=styles[g % len(styles)], marker=markers[g % len(markers)],
-                           label=group) for g, group in enumerate(groups)]
-    handles += [Line2D([], [], color="0.3", ls=":", lw=1.3, label=f"{label}, per task")
-                for label in random_lines]
+        handles += [
+            Line2D([], [], color="0.2", ls=styles[g % len(styles)], marker=markers[g % len(markers)], label=group)
+            for g, group in enumerate(groups)
+        ]
+    handles += [Line2D([], [], color="0.3", ls=":", lw=1.3, label=f"{label}, per task") for label in random_lines]
     fig.legend(handles=handles, loc="outside right upper", frameon=False)
     fig.suptitle(
         f"{subject or f'{model} ({variant_label(variant, in_text=True)})'}: {_SWEEP_AXES[x][1]}, mean over seeds\n"
@@ -210,11 +242,17 @@ def models_figure(
     mean over the model's runs (tasks x seeds), error bars by :func:`error_bars` over those runs.
     A SimAOU panel marks its random baseline per model (mean over the same runs) with a dashed
     grey segment across the model's bars."""
-    df = run_level(runs, required=("model", "variant", "task", "seed", "method", "metric", "layer", "value"), what="runs")
+    df = run_level(
+        runs, required=("model", "variant", "task", "seed", "method", "metric", "layer", "value"), what="runs"
+    )
     models = list(models)
     wanted = set(metrics) | {RANDOM_BASELINES[m] for m in metrics if m in RANDOM_BASELINES}
-    df = df[df["model"].isin(models) & (df["variant"] == variant) & df["method"].isin(list(methods))
-            & df["metric"].isin(wanted)]
+    df = df[
+        df["model"].isin(models)
+        & (df["variant"] == variant)
+        & df["method"].isin(list(methods))
+        & df["metric"].isin(wanted)
+    ]
     if tasks is not None:
         df = df[df["task"].isin(list(tasks))]
     stats = _runs_stats(df, ["model", "method", "metric"])
@@ -231,8 +269,14 @@ def models_figure(
     for ax, metric in zip(axes, metrics):
         scale = display_scale(metric)
         ax.axhline(0.0, color="0.6", lw=0.8)
-        series = [{"label": method_label(m), "color": colors[m],
-                   **_series_from(lookup, [(mo, m, metric) for mo in models], scale)} for m in methods]
+        series = [
+            {
+                "label": method_label(m),
+                "color": colors[m],
+                **_series_from(lookup, [(mo, m, metric) for mo in models], scale),
+            }
+            for m in methods
+        ]
         s, c = _grouped_bars(ax, models, series)
         used_std, used_ci = used_std | s, used_ci | c
         if not any(np.isfinite(x["mean"]).any() for x in series):
@@ -242,8 +286,14 @@ def models_figure(
             for i, mo in enumerate(models):
                 rand = df.loc[(df["model"] == mo) & (df["metric"] == baseline), "value"]
                 if rand.notna().any():
-                    (line,) = ax.plot([i - 0.45, i + 0.45], [rand.mean()] * 2, color="0.45", ls="--",
-                                      lw=1.2, label=figure_metric_label(baseline))
+                    (line,) = ax.plot(
+                        [i - 0.45, i + 0.45],
+                        [rand.mean()] * 2,
+                        color="0.45",
+                        ls="--",
+                        lw=1.2,
+                        label=figure_metric_label(baseline),
+                    )
                     handles.setdefault(line.get_label(), line)
         ax.set_ylabel(axis_label(metric) + ("\n(mean over layers)" if scale == 1.0 else ""))
         _style(ax)
@@ -257,5 +307,3 @@ def models_figure(
         fontsize=11,
     )
     return fig
-
-
