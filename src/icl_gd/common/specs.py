@@ -3,10 +3,10 @@ config error.
 
 The jobs that make data, models and caches execute what their parameters say (the resolved task
 spec, the run spec of ``plan.run_spec``), which Snakemake's params trigger compares; the code that
-resolved those parameters from the config (``config.py``, ``plan.py``) is no part of a job's code
+resolved those parameters from the config (``config/resolve.py``, ``plan.py``) is no part of a job's code
 checksum, so that an edit of the planning that leaves every spec as it was reruns nothing
 (``workflow/rules/common.smk``). This module holds what those jobs do execute of it, and
-``config.py`` re-exports it. It imports nothing else of the package.
+``config/resolve.py`` re-exports it. It imports nothing else of the package.
 """
 
 from __future__ import annotations

@@ -126,7 +126,7 @@ def run_examples(
     _check_aligned(zsl, icl, ft, *([base] if base is not None else []))
     rng = np.random.default_rng(random_seed)
     # Every similarity compares changes from ZSL (dh = h_S - h_ZSL, dm = m_S - m_ZSL), which the
-    # compact cache stores as they are; metrics.py computes them all from per-row dot products.
+    # compact cache stores as they are; formulas.py computes them all from per-row dot products.
     (dh_icl, s_icl), (dh_ft, s_ft) = icl.output_change(zsl), ft.output_change(zsl)
     outputs = formulas.update_similarities(zsl.attn_out, dh_icl, dh_ft, scale_icl=s_icl, scale_ft=s_ft, rng=rng)
     (dm_icl, t_icl), (dm_ft, t_ft) = icl.score_change(zsl), ft.score_change(zsl)
@@ -182,7 +182,7 @@ def point_scores(ex: RunExamples) -> dict[str, float | np.ndarray]:
     for name in ex.ratio_names:
         num, den = ex.ratio_terms(name)
         if den.sum() == 0:
-            log.warning("%s: empty denominator (see metrics.py); the score is NaN", name)
+            log.warning("%s: empty denominator (see metrics/formulas.py); the score is NaN", name)
             scores[name] = float("nan")
         else:
             scores[name] = float(num.sum() / den.sum())

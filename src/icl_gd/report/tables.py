@@ -579,7 +579,7 @@ def data_table(stats: pd.DataFrame, made_by: dict | None = None) -> pd.DataFrame
     """Paper 001 Table 3 with real token counts: per task, the sizes of the splits, the number of
     examples actually evaluated, the mean prompt length in the model's tokens (ZSL query prompt,
     label word excluded), the mean ICL prompt length and the number of demonstrations that fit
-    (true k, of k). ``stats`` is :func:`icl_gd.metrics.scoring.data_statistics`'s frame."""
+    (true k, of k). ``stats`` is :func:`icl_gd.metrics.statistics.data_statistics`'s frame."""
     tasks = order_tasks(stats["task"])
     by_task = stats.set_index("task")
     columns = {
