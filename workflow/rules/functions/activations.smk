@@ -1,0 +1,88 @@
+# The activations stage's paths and input functions (rules in workflow/rules/activations.smk).
+# Functions only: Snakemake's linter asks that a file hold rules or functions, not both.
+
+
+# The activation cache of a (model, variant, task, seed, setting): icl_gd.activations.cache.SUFFIX.
+CACHE = "results/activations/{model}/{variant}/{task}/seed{seed}/{setting}.arrow"
+
+
+ZSL_CACHE = "results/activations/{model}/{variant}/{task}/seed{seed}/zsl.arrow"
+
+
+def cache_output(path=CACHE):
+    """An extraction rule's cache: with `caches: temporary` a temp() file, which Snakemake deletes
+    once every job that reads it (the metrics, the settings that store their changes from it) is
+    done; the run then holds only the caches in flight, not the grid's."""
+    return temp(path) if config["caches"] == "temporary" else path
+
+
+# A further order of a run's demonstrations (config key orders; icl_gd/metrics/orders.py): its ICL and
+# finetuned caches beside the run's, the ZSL cache shared.
+
+
+# A further order of a run's demonstrations (config key orders; icl_gd/metrics/orders.py): its ICL and
+# finetuned caches beside the run's, the ZSL cache shared.
+ORDER_CACHE = "results/activations/{model}/{variant}/{task}/seed{seed}/order{order}/{setting}.arrow"
+
+
+ORDER_RUNS = plan.order_runs(config)
+
+
+def order_setting_caches(wildcards):
+    """ZSL (the run's), and ICL and the method in the further order."""
+    _, icl, method = plan.run_settings(config, wildcards.method)
+    return {"zsl": zsl_cache(wildcards), "icl": ORDER_CACHE.format(**wildcards, setting=icl),
+            "ft": ORDER_CACHE.format(**wildcards, setting=method)}
+
+
+def all_order_activations():
+    return [] if config["caches"] == "temporary" else [ORDER_CACHE.format(**e) for e in plan.order_extractions(config)]
+
+
+# Priorities keep a run depth-first: scoring (which frees a run group's caches) first, then the
+# settings of a run group whose ZSL is done, then the ZSL of a new group. With `caches: temporary`
+# only the groups in flight are on disk, about one per job slot, not every group whose ZSL is done.
+
+
+# Priorities keep a run depth-first: scoring (which frees a run group's caches) first, then the
+# settings of a run group whose ZSL is done, then the ZSL of a new group. With `caches: temporary`
+# only the groups in flight are on disk, about one per job slot, not every group whose ZSL is done.
+SCORE_PRIORITY = 2
+
+
+def zsl_cache(wildcards):
+    """The ZSL cache of a run: its task's, in the first seed's folder (plan.cache_seed)."""
+    seed = plan.cache_seed(config, wildcards.task, "zsl", int(wildcards.seed))
+    return CACHE.format(**{**wildcards, "seed": seed, "setting": "zsl"})
+
+
+def reference_cache(wildcards):
+    """The cache whose values a compact cache's changes are relative to: its run's ZSL."""
+    if config["cache_dtype"] != "compact" or wildcards.get("setting", "zsl") == "zsl":
+        return {}
+    return {"reference": zsl_cache(wildcards)}
+
+
+def run_spec(wildcards):
+    """The run an extraction job executes; as a parameter, also its rerun trigger (plan.run_spec).
+    The ZSL rule has no setting wildcard; only the further orders' rules have an order."""
+    return plan.run_spec(config, wildcards.task, wildcards.get("setting", "zsl"), int(wildcards.seed),
+                         order=int(wildcards.get("order", 0)))
+
+
+def setting_caches(wildcards):
+    """ZSL, ICL and FT caches of a run, and its baseline method's cache for alpha."""
+    _, icl, method = plan.run_settings(config, wildcards.method)
+    caches = {"zsl": zsl_cache(wildcards), "icl": CACHE.format(**wildcards, setting=icl),
+              "ft": CACHE.format(**wildcards, setting=method)}
+    baseline = plan.baseline_of(config, wildcards.variant, wildcards.method)
+    if baseline is not None:
+        caches["base"] = CACHE.format(**wildcards, setting=baseline)
+    return caches
+
+
+def all_activations():
+    """Every cache, as a target of the run: in `caches: temporary` none (a target is kept)."""
+    if config["caches"] == "temporary":
+        return []
+    return [CACHE.format(**e) for e in plan.extractions(config)]

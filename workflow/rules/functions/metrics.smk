@@ -1,0 +1,40 @@
+# The metrics stage's paths and input functions (rules in workflow/rules/metrics.smk).
+# Functions only: Snakemake's linter asks that a file hold rules or functions, not both.
+
+
+ORDER_EXAMPLES = "results/metrics/orders/examples/{model}/{variant}/{task}/seed{seed}/order{order}/{method}.parquet"
+
+
+ORDER_RUN = "results/metrics/orders/runs/{model}/{variant}/{task}/seed{seed}/{method}.parquet"
+
+
+def run_in_every_order(wildcards):
+    """One run's per-example files in its own order, then in each further one."""
+    own = "results/metrics/examples/{model}/{variant}/{task}/seed{seed}/{method}.parquet".format(**wildcards)
+    return [own] + [ORDER_EXAMPLES.format(**wildcards, order=o) for o in range(1, config["orders"])]
+
+
+def all_order_runs():
+    """Every run with its order sensitivity (none where orders is 1)."""
+    keys = sorted({tuple(r[k] for k in ("model", "variant", "task", "seed", "method")) for r in ORDER_RUNS})
+    return [ORDER_RUN.format(model=m, variant=v, task=t, seed=s, method=x) for m, v, t, s, x in keys]
+
+
+def all_run_metrics():
+    return ["results/metrics/runs/{model}/{variant}/{task}/seed{seed}/{method}.parquet".format(**r) for r in RUNS]
+
+
+def all_run_examples():
+    return ["results/metrics/examples/{model}/{variant}/{task}/seed{seed}/{method}.parquet".format(**r) for r in RUNS]
+
+
+def task_statistics_files(wildcards):
+    """A task's splits, and its ZSL and ICL caches of the report's model and first seed."""
+    seed = cfg.task_seeds(config, wildcards.task)[0]
+    run = dict(model=REPORT_MODEL, variant=REPORT_VARIANT, task=wildcards.task, seed=seed)
+    return {
+        "train": f"resources/datasets/{wildcards.task}/train.parquet",
+        "eval": f"resources/datasets/{wildcards.task}/eval.parquet",
+        "zsl": CACHE.format(**run, setting="zsl"),
+        "icl": CACHE.format(**run, setting="icl"),
+    }
