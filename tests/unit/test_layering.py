@@ -19,14 +19,14 @@ SUBPACKAGES = sorted(p.name for p in PACKAGE.iterdir() if (p / "__init__.py").ex
 TOP_MODULES = sorted(p.stem for p in PACKAGE.glob("*.py") if p.stem != "__init__")
 
 
-def module_name(path: Path) -> str:
-    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+def module_name(path: Path, package: Path = PACKAGE) -> str:
+    parts = list(path.relative_to(package.parent).with_suffix("").parts)
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def imported(path: Path) -> set[str]:
+def imported(path: Path, package: Path = PACKAGE) -> set[str]:
     """The package's modules that ``path`` imports (dotted, ``icl_gd.metrics.formulas``)."""
-    where = module_name(path).split(".")
+    where = module_name(path, package).split(".")
     if path.name != "__init__.py":
         where = where[:-1]
     found = set()
@@ -45,12 +45,12 @@ def imported(path: Path) -> set[str]:
         if parts[0] != "icl_gd":
             continue
         while parts and not (
-            (PACKAGE.parent / Path(*parts)).with_suffix(".py").exists()
-            or (PACKAGE.parent / Path(*parts) / "__init__.py").exists()
+            (package.parent / Path(*parts)).with_suffix(".py").exists()
+            or (package.parent / Path(*parts) / "__init__.py").exists()
         ):
             parts.pop()
         modules.add(".".join(parts))
-    return modules - {module_name(path)}
+    return modules - {module_name(path, package)}
 
 
 def allowed(subpackage: str) -> set[str]:
@@ -152,12 +152,15 @@ def test_a_metric_or_report_job_loads_no_model_code():
 
 def test_the_checks_can_fail(tmp_path):
     # a module that imports upward is found, relative or absolute, at the top or in a function
-    fake = PACKAGE / "data" / "_layering_probe.py"
-    try:
-        fake.write_text("from ..metrics import formulas\n\ndef f():\n    from icl_gd.report import tables\n")
-        assert imported(fake) == {"icl_gd.metrics.formulas", "icl_gd.report.tables"}
-    finally:
-        fake.unlink()
+    package = tmp_path / "icl_gd"
+    for name in ("data", "metrics", "report"):
+        (package / name).mkdir(parents=True)
+        (package / name / "__init__.py").write_text("")
+    (package / "metrics" / "formulas.py").write_text("")
+    (package / "report" / "tables.py").write_text("")
+    probe = package / "data" / "probe.py"
+    probe.write_text("from ..metrics import formulas\n\ndef f():\n    from icl_gd.report import tables\n")
+    assert imported(probe, package) == {"icl_gd.metrics.formulas", "icl_gd.report.tables"}
     assert allowed("common") == set() and "activations.cache" in allowed("metrics")
 
 
