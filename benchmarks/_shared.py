@@ -1,8 +1,11 @@
-"""What several benchmarks share: the real model they run by default, its linear layers, one timer."""
+"""What several benchmarks share: the real model they run by default, its linear layers, one timer,
+and timing two paths in neighbouring pairs."""
 
 from __future__ import annotations
 
+import statistics
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -53,3 +56,33 @@ def timed(fn, *args, device: torch.device | None = None, **kwargs) -> tuple[floa
     if cuda:
         torch.cuda.synchronize(device)
     return time.perf_counter() - start, result
+
+
+@dataclass
+class Paired:
+    """Two paths timed in neighbouring pairs: ``a`` and ``b`` are each one's seconds per repeat,
+    ``first_a`` and ``first_b`` what each returned on its first timed run."""
+
+    a: list[float]
+    b: list[float]
+    first_a: object
+    first_b: object
+
+    def ratio(self, per_a: float = 1.0, per_b: float = 1.0) -> float:
+        """The median over pairs of b's time over a's, each divided by its amount of work (``per_a``,
+        ``per_b``: examples, say): a change of the machine's load between pairs moves both sides of a
+        pair alike, and so leaves the ratio."""
+        return statistics.median((tb / per_b) / (ta / per_a) for ta, tb in zip(self.a, self.b))
+
+
+def paired(a, b, repeats: int, device: torch.device | None = None) -> Paired:
+    """Time the callables ``a`` and ``b`` ``repeats`` times each, interleaved and in turn first
+    (a b, b a, a b, ...), so that each repeat of one lies next to a repeat of the other."""
+    times = {"a": [], "b": []}
+    first = {}
+    for repeat in range(repeats):
+        for name in ("a", "b") if repeat % 2 == 0 else ("b", "a"):
+            seconds, result = timed(a if name == "a" else b, device=device)
+            times[name].append(seconds)
+            first.setdefault(name, result)
+    return Paired(times["a"], times["b"], first["a"], first["b"])

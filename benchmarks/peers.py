@@ -12,6 +12,9 @@ position, the label words' log-probs): the workflow's extraction, TransformerLen
 with hooks and ``output_attentions``, and the reference's one-prompt-at-a-time loop. Each peer's
 records are checked against the workflow's (relative error, ``peers.agreement``: at most 1e-4), then
 examples per second and the workflow's speed-up over each peer are printed, all from this process.
+Each peer runs ``--repeats`` times, each run next to one of the workflow's, in turn first (W P, P W,
+...); the speed-up is the median of those pairs' ratios, so that a machine whose load changes
+during the benchmark moves both sides of a pair and not the ratio.
 Every peer runs every ZSL example; the slow ones run ICL on ``--peer-examples`` of them, spread
 over the queries' lengths, so that their mean length is the workflow's. The workflow's ICL time per
 example is what a run of ``--examples`` pays: its context once, shared by all.
@@ -27,6 +30,7 @@ call (``--examples`` and one batch), as ``benchmarks/extract.py`` does.
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import statistics
 import tempfile
@@ -36,7 +40,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
-from _shared import DEFAULT_CACHE, linear_layers, smollm2_folder, timed  # noqa: E402
+from _shared import DEFAULT_CACHE, linear_layers, paired, smollm2_folder, timed  # noqa: E402
 
 from icl_gd.activations import peers
 from icl_gd.common.specs import TaskSpec  # noqa: E402
@@ -157,6 +161,7 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=16, help="the workflow's (its CPU default)")
     parser.add_argument("--peer-batch-size", type=int, default=4, help="the batched peers'")
     parser.add_argument("--threads", type=int, default=2, help="CPU threads (torch.set_num_threads)")
+    parser.add_argument("--repeats", type=int, default=3, help="timed runs of each peer, paired with the workflow's")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
 
@@ -175,36 +180,56 @@ def main() -> None:
             f"{len(context)} tokens (k = {args.k}), queries {q_tokens:.1f} tokens on average"
         )
 
-        rows, records, skipped = [], {}, []
+        loaded, skipped = {}, []
         for peer in chosen:
             why = peers.missing(peer)
             if why:
                 skipped.append(f"{peer}: {why}")
-                continue
-            loaded = peers.load(folder, peer)
+            else:
+                loaded[peer] = peers.load(folder, peer)
+
+        def job(peer, setting, limit=None):
+            """The examples a peer runs for a setting (the first ``limit``), and the call that records them."""
+            ctx = bos if setting == "zsl" else context
+            run = (few if setting == "icl" and peer != "workflow" else queries)[:limit]
             batch = args.batch_size if peer == "workflow" else args.peer_batch_size
-            for setting, ctx in (("zsl", bos), ("icl", context)):
-                run = few if setting == "icl" and peer != "workflow" else queries
-                peers.record(peer, loaded, ctx, run[:1], label_ids, batch_size=batch)  # warm-up
-                seconds, records[peer, setting] = timed(
-                    peers.record, peer, loaded, ctx, run, label_ids, batch_size=batch
-                )
-                rows.append((peer, setting, len(run), seconds))
-            if peer == "workflow":
-                model = loaded[0]
-                t_batch = min(
-                    timed(
-                        peers.record,
-                        peer,
-                        loaded,
-                        context,
-                        queries[: args.batch_size],
-                        label_ids,
-                        batch_size=args.batch_size,
-                    )[0]
-                    for _ in range(2)
-                )
-            del loaded
+            return run, functools.partial(peers.record, peer, loaded[peer], ctx, run, label_ids, batch_size=batch)
+
+        for peer in loaded:  # warm-up: one example of each
+            for setting in ("zsl", "icl"):
+                job(peer, setting, limit=1)[1]()
+
+        # Each peer is timed in neighbouring pairs with the workflow (W P, P W, W P, ...): the ratio of
+        # a pair holds when the machine's load changes between pairs (benchmarks/_shared.paired).
+        stats, records = {}, {}
+        for setting in ("zsl", "icl"):
+            own, workflow = job("workflow", setting)
+            workflow_times = []
+            for peer in [p for p in loaded if p != "workflow"]:
+                run, call = job(peer, setting)
+                pair = paired(workflow, call, args.repeats)
+                records["workflow", setting], records[peer, setting] = pair.first_a, pair.first_b
+                workflow_times += pair.a
+                stats[peer, setting] = (len(run), statistics.median(pair.b), pair.ratio(len(own), len(run)))
+            if not workflow_times:  # no other peer: the workflow alone
+                for _ in range(args.repeats):
+                    seconds, records["workflow", setting] = timed(workflow)
+                    workflow_times.append(seconds)
+            stats["workflow", setting] = (len(own), statistics.median(workflow_times), 1.0)
+        rows = [(peer, setting, *stats[peer, setting]) for peer in loaded for setting in ("zsl", "icl")]
+        model = loaded["workflow"][0]
+        t_batch = min(
+            timed(
+                peers.record,
+                "workflow",
+                loaded["workflow"],
+                context,
+                queries[: args.batch_size],
+                label_ids,
+                batch_size=args.batch_size,
+            )[0]
+            for _ in range(2)
+        )
 
         print("\nagreement with the workflow's records (relative error; at most 1e-4 required):")
         bad = []
@@ -219,12 +244,12 @@ def main() -> None:
                 bad += [f"{peer} {setting}"] if worst > TOLERANCE else []
                 print(f"  {peer:17s} {setting:4s} " + "  ".join(f"{key} {value:.1e}" for key, value in errors.items()))
 
-        per = {(peer, setting): seconds / n for peer, setting, n, seconds in rows}
+        per = {(peer, setting): seconds / n for peer, setting, n, seconds, _ in rows}
         print(
             f"\n{'peer':17s} {'setting':8s} {'examples':>8s} {'s/example':>10s} {'examples/s':>11s} {'workflow is':>12s}"
+            f"   (medians of {args.repeats} repeats; the speed-up: of the neighbouring pairs' ratios)"
         )
-        for peer, setting, n, seconds in rows:
-            speedup = per[peer, setting] / per["workflow", setting]
+        for peer, setting, n, seconds, speedup in rows:
             print(f"{peer:17s} {setting:8s} {n:8d} {seconds / n:10.3f} {n / seconds:11.2f} {speedup:11.1f}x")
         for line in skipped:
             print(f"skipped {line}")
