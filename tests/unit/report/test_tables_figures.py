@@ -854,13 +854,13 @@ def test_models_figure(runs):
 def test_method_colours_follow_the_kind_not_the_name():
     from icl_gd.report import figures
 
-    by_name = figures._method_colors(["gd", "lcgd", "lcgd_clip"])
+    by_name = figures.method_colors(["gd", "lcgd", "lcgd_clip"])
     assert (
         by_name["gd"] == "tab:orange"
         and by_name["lcgd"] == "tab:blue"
         and by_name["lcgd_clip"] not in ("tab:orange", "tab:blue")
     )
-    named = figures._method_colors(
+    named = figures.method_colors(
         ["vanilla", "causal", "causal_clip"], {"vanilla": "gd", "causal": "lcgd", "causal_clip": "lcgd"}
     )
     assert named["vanilla"] == "tab:orange" and named["causal"] == "tab:blue"

@@ -41,7 +41,7 @@ claims), ``beyond`` (the tests of papers other than the three).
 """
 
 from icl_gd.report.figures.against_papers import claims_figure, reproduction_figure
-from icl_gd.report.figures.base import CHANGE_PARTS, RANDOM_BASELINES, _method_colors, error_bars, plt, write_figure  # noqa: F401 (the tests use plt and _method_colors)
+from icl_gd.report.figures.base import CHANGE_PARTS, RANDOM_BASELINES, error_bars, method_colors, plt, write_figure  # noqa: F401 (the tests use plt and method_colors)
 from icl_gd.report.figures.beyond import orders_figure, output_distributions_figure
 from icl_gd.report.figures.paper import (
     accuracy_figure,

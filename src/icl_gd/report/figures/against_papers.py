@@ -24,8 +24,8 @@ from icl_gd.common.names import (
 from icl_gd.metrics import claims as claims_module
 from icl_gd.report import claims_text
 from icl_gd.report.figures.base import (
-    _no_data,
-    _style,
+    no_data,
+    style_axes,
 )
 
 # ------------------------------------------------------------------------------ reproduction
@@ -98,12 +98,12 @@ def reproduction_figure(cells: pd.DataFrame, model: str, *, ci_level: float = 0.
         )
         ax.set_xlabel("published")
         ax.set_ylabel("this run")
-        _style(ax, grid_axis="both")
+        style_axes(ax, grid_axis="both")
     for ax in list(grid.flat)[len(metrics) :]:
         ax.set_visible(False)
     if not metrics:
         grid.flat[0].set_visible(True)
-        _no_data(grid.flat[0], "no published cell covered by this run")
+        no_data(grid.flat[0], "no published cell covered by this run")
     handles = [
         Line2D(
             [], [], ls="", marker="o", color=colors[t], label=task_label(t) if t != "average" else "average over tasks"
@@ -184,7 +184,7 @@ def claims_figure(tests: pd.DataFrame, model: str, roles: Mapping[str, str], *, 
         ax.set_title(title, fontsize=7.5, loc="left", color=color)
         ax.set_yticks([])
         if rows.empty:
-            _no_data(ax, "not run: the run has no such cell")
+            no_data(ax, "not run: the run has no such cell")
             ax.set_xticks([])
             continue
         order = [t for t in order_tasks(rows["task"]) if t != claims_module.MEAN] + [claims_module.MEAN]

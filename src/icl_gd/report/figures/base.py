@@ -24,7 +24,7 @@ from icl_gd.common.names import (  # noqa: E402
 
 # Paper 001 Fig. 3 colours: layer-causal GD blue, vanilla GD orange.
 _METHOD_COLORS = {"gd": "tab:orange", "lcgd": "tab:blue"}
-_SETTING_COLORS = {"acc_zsl": "0.65", "acc_ft": "tab:orange", "acc_icl": "tab:blue"}
+SETTING_COLORS = {"acc_zsl": "0.65", "acc_ft": "tab:orange", "acc_icl": "tab:blue"}
 
 # The random-update baseline each SimAOU variant is read against. The reference's uniform r is
 # what the papers print next to SimAOU_norm. A centred Gaussian r is isotropic, so its cosine
@@ -35,19 +35,19 @@ RANDOM_BASELINES = {"simaou_norm": "simaou_random", "simaou": "simaou_random_gau
 # Paper 003 Fig. 1: the ZSL predictions that ICL and FT change, split by who changed them.
 # Colours follow the settings (ICL blue, FT orange); a change both made lies between.
 CHANGE_PARTS = {"icl_only": "ICL only", "both": "both (same label)", "ft_only": "FT only"}
-_CHANGE_COLORS = {"icl_only": "tab:blue", "both": "tab:purple", "ft_only": "tab:orange"}
-_CHANGE_SUBSETS = {"correct": "to the right label", "incorrect": "to a wrong label"}
-_INCORRECT_HATCH = "////"
+CHANGE_COLORS = {"icl_only": "tab:blue", "both": "tab:purple", "ft_only": "tab:orange"}
+CHANGE_SUBSETS = {"correct": "to the right label", "incorrect": "to a wrong label"}
+INCORRECT_HATCH = "////"
 
 _NO_DATA = "no data"
-_NOT_AVAILABLE = "n/a"
+NOT_AVAILABLE = "n/a"
 
 
-def _plural(n: int, word: str) -> str:
+def plural(n: int, word: str) -> str:
     return f"{n} {word}{'' if n == 1 else 's'}"
 
 
-def _method_colors(methods: Sequence[str], kinds: dict[str, str] | None = None) -> dict[str, str]:
+def method_colors(methods: Sequence[str], kinds: dict[str, str] | None = None) -> dict[str, str]:
     """Paper 001's colours by a method's kind, not its name (names are the user's): the first
     method of kind gd orange, of kind lcgd blue; every other method a colour of the cycle."""
     kinds = kinds or {}
@@ -62,17 +62,17 @@ def _method_colors(methods: Sequence[str], kinds: dict[str, str] | None = None) 
     return {m: fixed.get(m) or next(others) for m in methods}
 
 
-def _no_data(ax, text: str = _NO_DATA) -> None:
+def no_data(ax, text: str = _NO_DATA) -> None:
     ax.text(0.5, 0.5, text, transform=ax.transAxes, ha="center", va="center", color="0.4")
 
 
-def _style(ax, grid_axis: str = "y") -> None:
+def style_axes(ax, grid_axis: str = "y") -> None:
     ax.grid(axis=grid_axis, alpha=0.3)
     ax.set_axisbelow(True)
     ax.spines[["top", "right"]].set_visible(False)
 
 
-def _legend_above(ax, handles: Sequence, labels: Sequence[str], ncol: int | None = None) -> None:
+def legend_above(ax, handles: Sequence, labels: Sequence[str], ncol: int | None = None) -> None:
     # above the top panel, outside the data area (constrained layout makes room for it)
     ax.legend(
         list(handles),
@@ -111,17 +111,17 @@ def _draw_errors(ax, x, y, lower, upper, from_ci, **kwargs) -> ErrorbarContainer
     lower, upper = np.where(shown, lower, np.nan), np.where(shown, upper, np.nan)
     kwargs = {"fmt": "none", "ecolor": "0.15", "elinewidth": 0.9, "capsize": 2.5, **kwargs}
     cont = ax.errorbar(x, y, yerr=np.vstack([lower, upper]), **kwargs)
-    _dash_ci(cont, from_ci)
+    dash_ci(cont, from_ci)
     return cont
 
 
-def _dash_ci(cont: ErrorbarContainer, from_ci) -> None:
+def dash_ci(cont: ErrorbarContainer, from_ci) -> None:
     # matplotlib draws one segment per point (empty where undefined), so styles map to points
     for bars in cont.lines[2]:
         bars.set_linestyles(["--" if c else "-" for c in np.asarray(from_ci, bool)])
 
 
-def _error_note(used_std: bool, used_ci: bool, *, over: str, ci_level: float) -> str:
+def error_note(used_std: bool, used_ci: bool, *, over: str, ci_level: float) -> str:
     """What the error bars of a figure are, for its title."""
     ci = f"{percent(ci_level)} bootstrap CI over examples"
     one = "seed" if over == "seeds" else "run"
@@ -134,7 +134,7 @@ def _error_note(used_std: bool, used_ci: bool, *, over: str, ci_level: float) ->
     return "no error bars (no spread or interval defined)"
 
 
-def _summary_stats(df: pd.DataFrame, keys: Sequence[str]) -> dict[tuple, tuple[float, float, float, bool]]:
+def summary_stats(df: pd.DataFrame, keys: Sequence[str]) -> dict[tuple, tuple[float, float, float, bool]]:
     """{key values: (mean, lower, upper, from_ci)} of summary rows."""
     std = df["std"] if "std" in df.columns else pd.Series(np.nan, index=df.index)
     n = df["n"] if "n" in df.columns else pd.Series(1, index=df.index)
@@ -148,7 +148,7 @@ def _summary_stats(df: pd.DataFrame, keys: Sequence[str]) -> dict[tuple, tuple[f
     }
 
 
-def _runs_stats(df: pd.DataFrame, keys: Sequence[str]) -> pd.DataFrame:
+def runs_stats(df: pd.DataFrame, keys: Sequence[str]) -> pd.DataFrame:
     """Mean over runs per ``keys``, with the error bars of :func:`error_bars` (a single run's
     own bootstrap interval, where only one run went into the mean)."""
     agg = {"mean": ("value", "mean"), "std": ("value", "std"), "n": ("value", "count")}
@@ -163,7 +163,7 @@ def _runs_stats(df: pd.DataFrame, keys: Sequence[str]) -> pd.DataFrame:
     return stats
 
 
-def _grouped_bars(ax, categories: Sequence[str], series: Sequence[dict]) -> tuple[bool, bool]:
+def grouped_bars(ax, categories: Sequence[str], series: Sequence[dict]) -> tuple[bool, bool]:
     """Bars per category, one per series (label, color, mean, lower, upper, from_ci arrays,
     optional hatch); a missing value is marked "n/a". Returns whether any std / any bootstrap
     interval was drawn."""
@@ -187,7 +187,7 @@ def _grouped_bars(ax, categories: Sequence[str], series: Sequence[dict]) -> tupl
                 ax.text(
                     p,
                     0.02,
-                    _NOT_AVAILABLE,
+                    NOT_AVAILABLE,
                     transform=ax.get_xaxis_transform(),
                     rotation=90,
                     ha="center",
@@ -201,8 +201,8 @@ def _grouped_bars(ax, categories: Sequence[str], series: Sequence[dict]) -> tupl
     return used_std, used_ci
 
 
-def _series_from(stats: Mapping[tuple, tuple], keys: Iterable[tuple], scale: float = 1.0) -> dict:
-    """The (mean, lower, upper, from_ci) of ``keys`` as arrays for :func:`_grouped_bars`; a
+def series_from(stats: Mapping[tuple, tuple], keys: Iterable[tuple], scale: float = 1.0) -> dict:
+    """The (mean, lower, upper, from_ci) of ``keys`` as arrays for :func:`grouped_bars`; a
     missing key gives NaN (an "n/a" bar)."""
     rows = np.array([stats.get(k, (np.nan, np.nan, np.nan, False)) for k in keys], dtype=float).reshape(-1, 4)
     return {

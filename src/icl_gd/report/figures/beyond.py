@@ -14,13 +14,13 @@ from matplotlib.figure import Figure
 from icl_gd.common.names import method_label, order_tasks, percent, task_label, variant_label
 from icl_gd.metrics.units import display_scale
 from icl_gd.report.figures.base import (
-    _error_note,
-    _grouped_bars,
-    _method_colors,
-    _no_data,
-    _series_from,
-    _style,
-    _summary_stats,
+    error_note,
+    grouped_bars,
+    method_colors,
+    no_data,
+    series_from,
+    style_axes,
+    summary_stats,
 )
 from icl_gd.report.selection import model_rows, run_level
 
@@ -45,33 +45,33 @@ def output_distributions_figure(
     if tasks is None:
         tasks = order_tasks(df["task"].dropna().unique())
     tasks, methods = list(tasks), list(methods)
-    stats = _summary_stats(df, ["task", "method", "metric"])
-    colors = _method_colors(methods, kinds)
+    stats = summary_stats(df, ["task", "method", "metric"])
+    colors = method_colors(methods, kinds)
     series = []
     if methods:
         series.append(
-            {"label": "ZSL", "color": _ZSL_COLOR, **_series_from(stats, [(t, methods[0], "kl_icl_zsl") for t in tasks])}
+            {"label": "ZSL", "color": _ZSL_COLOR, **series_from(stats, [(t, methods[0], "kl_icl_zsl") for t in tasks])}
         )
     series += [
-        {"label": method_label(m), "color": colors[m], **_series_from(stats, [(t, m, "kl_icl_ft") for t in tasks])}
+        {"label": method_label(m), "color": colors[m], **series_from(stats, [(t, m, "kl_icl_ft") for t in tasks])}
         for m in methods
     ]
 
     fig, ax = plt.subplots(figsize=(max(5.0, 1.1 * len(tasks) + 2.0), 3.9), layout="constrained")
-    used_std, used_ci = _grouped_bars(ax, [task_label(t) for t in tasks], series)
+    used_std, used_ci = grouped_bars(ax, [task_label(t) for t in tasks], series)
     ax.set_ylim(bottom=0.0)
     ax.set_ylabel("KL(ICL$\\,\\|\\,\\cdot\\,$) over the label words (nats)")
     ax.set_xlabel("Task")
-    _style(ax)
+    style_axes(ax)
     if (
         not df["metric"].isin(["kl_icl_ft", "kl_icl_zsl"]).any()
         or not np.isfinite(np.concatenate([s["mean"] for s in series] or [np.array([np.nan])])).any()
     ):
-        _no_data(ax)
+        no_data(ax)
     ax.legend(loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=max(len(series), 1), frameon=False)
     fig.suptitle(
         f"{model} ({variant_label(variant, in_text=True)}): how far each setting's label distribution lies from ICL's\n"
-        "(lower: closer to ICL; mean over seeds); " + _error_note(used_std, used_ci, over="seeds", ci_level=ci_level),
+        "(lower: closer to ICL; mean over seeds); " + error_note(used_std, used_ci, over="seeds", ci_level=ci_level),
         fontsize=10,
     )
     return fig
@@ -96,7 +96,7 @@ def orders_figure(
     if tasks is None:
         tasks = order_tasks(df["task"].dropna().unique())
     tasks, methods = list(tasks), list(methods)
-    colors = _method_colors(methods, kinds)
+    colors = method_colors(methods, kinds)
 
     def series(label, color, method, metric):
         rows = {t: df[(df["task"] == t) & (df["method"] == method) & (df["metric"] == metric)] for t in tasks}
@@ -116,13 +116,13 @@ def orders_figure(
         series(f"FT ({method_label(m)})", colors[m], m, "order_changed_ft") for m in methods
     ]
     fig, ax = plt.subplots(figsize=(max(5.0, 1.1 * len(tasks) + 2.0), 3.9), layout="constrained")
-    _grouped_bars(ax, [task_label(t) for t in tasks], drawn)
+    grouped_bars(ax, [task_label(t) for t in tasks], drawn)
     ax.set_ylim(bottom=0.0)
     ax.set_ylabel("Predictions changed across orders (%)")
     ax.set_xlabel("Task")
-    _style(ax)
+    style_axes(ax)
     if not np.isfinite(np.concatenate([s["mean"] for s in drawn] or [np.array([np.nan])])).any():
-        _no_data(ax)
+        no_data(ax)
     ax.legend(loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=max(len(drawn), 1), frameon=False)
     n_orders = sorted({int(n) for n in df.get("n_orders", pd.Series(dtype=float)).dropna()})
     which = f"{' or '.join(map(str, n_orders))} orders" if n_orders else "further orders"

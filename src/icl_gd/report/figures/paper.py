@@ -24,24 +24,24 @@ from icl_gd.common.names import (
 )
 from icl_gd.metrics.units import display_scale
 from icl_gd.report.figures.base import (
-    _CHANGE_COLORS,
-    _CHANGE_SUBSETS,
-    _INCORRECT_HATCH,
-    _NOT_AVAILABLE,
-    _SETTING_COLORS,
+    CHANGE_COLORS,
     CHANGE_PARTS,
+    CHANGE_SUBSETS,
+    INCORRECT_HATCH,
+    NOT_AVAILABLE,
     RANDOM_BASELINES,
-    _dash_ci,
-    _error_note,
-    _grouped_bars,
-    _legend_above,
-    _method_colors,
-    _no_data,
-    _plural,
-    _runs_stats,
-    _series_from,
-    _style,
-    _summary_stats,
+    SETTING_COLORS,
+    dash_ci,
+    error_note,
+    grouped_bars,
+    legend_above,
+    method_colors,
+    no_data,
+    plural,
+    runs_stats,
+    series_from,
+    style_axes,
+    summary_stats,
 )
 from icl_gd.report.selection import model_rows, run_level
 
@@ -79,7 +79,7 @@ def per_layer_figure(
     if tasks is not None:
         df = df[df["task"].isin(list(tasks))]
     df = df.assign(layer=df["layer"].astype("int64"))
-    stats = _runs_stats(df, ["metric", "method", "layer"])
+    stats = runs_stats(df, ["metric", "method", "layer"])
     plotted = df[df["metric"].isin(list(metrics))]
     n_runs = plotted.drop_duplicates(["method", "task", "seed"]).groupby("method").size()
     n_tasks = plotted["task"].nunique()
@@ -98,7 +98,7 @@ def per_layer_figure(
     axes = axes[:, 0]
     spread = 0.2 if len(methods) > 1 else 0.0  # dodge the methods so error bars don't overlap
     offsets = np.linspace(-spread / 2, spread / 2, len(methods)) if methods else []
-    colors = _method_colors(methods, kinds)
+    colors = method_colors(methods, kinds)
 
     handles: dict[str, object] = {}
     used_std = used_ci = False
@@ -124,7 +124,7 @@ def per_layer_figure(
                 capsize=2.5,
                 label=label,
             )
-            _dash_ci(cont, s["from_ci"].to_numpy())
+            dash_ci(cont, s["from_ci"].to_numpy())
             shown = np.isfinite(s["lower"].to_numpy())
             used_ci |= bool((shown & s["from_ci"].to_numpy()).any())
             used_std |= bool((shown & ~s["from_ci"].to_numpy()).any())
@@ -144,18 +144,18 @@ def per_layer_figure(
                 )
                 handles.setdefault(line.get_label(), line)
         if not drawn:
-            _no_data(ax)
+            no_data(ax)
         ax.set_ylabel(figure_metric_label(metric))
-        _style(ax)
+        style_axes(ax)
     axes[-1].set_xlabel("Layer")
     axes[-1].xaxis.set_major_locator(MaxNLocator(integer=True))
     if layers:
         axes[-1].set_xlim(layers[0] - 0.5, layers[-1] + 0.5)
     if handles:
-        _legend_above(axes[0], list(handles.values()), list(handles.keys()), ncol=min(len(handles), 3))
+        legend_above(axes[0], list(handles.values()), list(handles.keys()), ncol=min(len(handles), 3))
     fig.suptitle(
         f"{model} ({variant_label(variant, in_text=True)}): per-layer similarity, mean over runs "
-        f"({_plural(n_tasks, 'task')} × seeds)\n" + _error_note(used_std, used_ci, over="runs", ci_level=ci_level),
+        f"({plural(n_tasks, 'task')} × seeds)\n" + error_note(used_std, used_ci, over="runs", ci_level=ci_level),
         fontsize=11,
     )
     return fig
@@ -182,18 +182,18 @@ def accuracy_figure(
     if tasks is None:
         tasks = order_tasks(df["task"].dropna().unique())
     tasks = list(tasks)
-    stats = _summary_stats(df, ["task", "metric"])
+    stats = summary_stats(df, ["task", "metric"])
 
     fig, ax = plt.subplots(figsize=(max(5.0, 1.1 * len(tasks) + 2.0), 3.9), layout="constrained")
     series = [
         {
             "label": figure_metric_label(m),
-            "color": _SETTING_COLORS.get(m, f"C{i + 2}"),
-            **_series_from(stats, [(t, m) for t in tasks], scale=display_scale(m)),
+            "color": SETTING_COLORS.get(m, f"C{i + 2}"),
+            **series_from(stats, [(t, m) for t in tasks], scale=display_scale(m)),
         }
         for i, m in enumerate(metrics)
     ]
-    used_std, used_ci = _grouped_bars(ax, [task_label(t) for t in tasks], series)
+    used_std, used_ci = grouped_bars(ax, [task_label(t) for t in tasks], series)
     top = max(
         [100.0]
         + [float(np.nanmax(s["mean"] + np.nan_to_num(s["upper"]))) for s in series if np.isfinite(s["mean"]).any()]
@@ -201,13 +201,13 @@ def accuracy_figure(
     ax.set_ylim(0.0, top * 1.03)
     ax.set_ylabel("Accuracy (%)")
     ax.set_xlabel("Task")
-    _style(ax)
+    style_axes(ax)
     if not df["metric"].isin(list(metrics)).any():
-        _no_data(ax)
+        no_data(ax)
     ax.legend(loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=max(len(metrics), 1), frameon=False)
     fig.suptitle(
         f"{model} ({variant_label(variant, in_text=True)}, {method_label(method)}): accuracy per task, mean over seeds\n"
-        + _error_note(used_std, used_ci, over="seeds", ci_level=ci_level),
+        + error_note(used_std, used_ci, over="seeds", ci_level=ci_level),
         fontsize=11,
     )
     return fig
@@ -235,20 +235,20 @@ def alpha_figure(
     if tasks is None:
         tasks = order_tasks(df["task"].dropna().unique())
     tasks = list(tasks)
-    stats = _summary_stats(df, ["task", "method"])
-    colors = _method_colors(methods, kinds)
+    stats = summary_stats(df, ["task", "method"])
+    colors = method_colors(methods, kinds)
 
     fig, ax = plt.subplots(figsize=(max(5.0, 0.9 * len(tasks) + 2.5), 3.8), layout="constrained")
     ax.axhline(0.0, color="0.6", lw=0.8)
     series = [
-        {"label": method_label(m), "color": colors[m], **_series_from(stats, [(t, m) for t in tasks])} for m in methods
+        {"label": method_label(m), "color": colors[m], **series_from(stats, [(t, m) for t in tasks])} for m in methods
     ]
-    used_std, used_ci = _grouped_bars(ax, [task_label(t) for t in tasks], series)
+    used_std, used_ci = grouped_bars(ax, [task_label(t) for t in tasks], series)
     if df.empty:
-        _no_data(ax)
+        no_data(ax)
     ax.set_ylabel(axis_label("alpha") + " (mean over layers)")
     ax.set_xlabel("Task")
-    _style(ax)
+    style_axes(ax)
     if len(methods) > 1:
         ax.legend(loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=len(methods), frameon=False)
     shown = ", ".join(method_label(m) for m in methods) or "no method"
@@ -256,7 +256,7 @@ def alpha_figure(
     fig.suptitle(
         f"{model} ({variant_label(variant, in_text=True)}): "
         rf"$\alpha$ = cos($m_\mathrm{{{shown}}} - m_\mathrm{{ZSL}}$, $m_\mathrm{{{base}}} - m_\mathrm{{ZSL}}$)"
-        " per task, mean over seeds\n" + _error_note(used_std, used_ci, over="seeds", ci_level=ci_level),
+        " per task, mean over seeds\n" + error_note(used_std, used_ci, over="seeds", ci_level=ci_level),
         fontsize=11,
     )
     return fig
@@ -294,13 +294,13 @@ def grad_norm_figure(
         ax.set_xlabel("Training demonstration index")
         ax.set_ylabel("Layer (from input to output)")
         if values is None or np.size(values) == 0:
-            _no_data(ax)
+            no_data(ax)
             continue
         values = np.asarray(values, dtype=float)
         steps, layers = values.shape
         bad = ~np.isfinite(values) | ((values <= 0) if log else False)
         if bad.all():
-            _no_data(ax, "no defined gradient norm")
+            no_data(ax, "no defined gradient norm")
             continue
         shown = np.ma.masked_array(values.T, mask=bad.T)  # rows = layers, columns = steps
         good = values[~bad]
@@ -322,7 +322,7 @@ def grad_norm_figure(
         label = r"$\ell_2$ norm of the K/V gradient" + (" (log scale)" if log else "")
         fig.colorbar(image, ax=ax, label=label, fraction=0.08, pad=0.03)
     if not methods:
-        _no_data(axes[0])
+        no_data(axes[0])
     if title:
         fig.suptitle(title, fontsize=11)
     return fig
@@ -368,7 +368,7 @@ def prediction_changes_figure(
     for ax, method in zip(axes, methods):
         drawn = False
         top = 0.0
-        for offset, subset in zip((-width / 2 - 0.01, width / 2 + 0.01), _CHANGE_SUBSETS):
+        for offset, subset in zip((-width / 2 - 0.01, width / 2 + 0.01), CHANGE_SUBSETS):
             parts = np.array(
                 [[means.get((t, method, f"changes_{p}_{subset}"), np.nan) for t in tasks] for p in CHANGE_PARTS],
                 dtype=float,
@@ -382,18 +382,18 @@ def prediction_changes_figure(
                     heights,
                     width,
                     bottom=bottom,
-                    color=_CHANGE_COLORS[part],
+                    color=CHANGE_COLORS[part],
                     edgecolor="white",
                     lw=0.5,
                     label=f"{CHANGE_PARTS[part]} ({subset})",
-                    hatch=_INCORRECT_HATCH if subset == "incorrect" else None,
+                    hatch=INCORRECT_HATCH if subset == "incorrect" else None,
                 )
                 bottom = bottom + np.nan_to_num(heights)
             for p in x[~complete] + offset:
                 ax.text(
                     p,
                     0.02,
-                    _NOT_AVAILABLE,
+                    NOT_AVAILABLE,
                     transform=ax.get_xaxis_transform(),
                     rotation=90,
                     ha="center",
@@ -407,28 +407,28 @@ def prediction_changes_figure(
             drawn |= bool(complete.any())
             top = max(top, float(bottom[complete].max()) if complete.any() else 0.0)
         if not drawn:
-            _no_data(ax)
+            no_data(ax)
         # zero-height segments on top of a stack pin autoscaling to its height: set the limit
         ax.set_ylim(0.0, max(top, 1.0) * 1.12)
         ax.set_ylabel(f"FT = {method_label(method)}\nchanged predictions\n(examples)")
-        _style(ax)
+        style_axes(ax)
     rotate = len(tasks) > 8
     axes[-1].set_xticks(
         x, [task_label(t) for t in tasks], rotation=30 if rotate else 0, ha="right" if rotate else "center"
     )
     axes[-1].set_xlim(-0.6, len(tasks) - 0.4)
     axes[-1].set_xlabel("Task")
-    handles = [Patch(facecolor=_CHANGE_COLORS[p], label=label) for p, label in CHANGE_PARTS.items()]
+    handles = [Patch(facecolor=CHANGE_COLORS[p], label=label) for p, label in CHANGE_PARTS.items()]
     handles += [
         Patch(facecolor="white", edgecolor="0.3", label="left: to the right label"),
-        Patch(facecolor="white", edgecolor="0.3", hatch=_INCORRECT_HATCH, label="right: to a wrong label"),
+        Patch(facecolor="white", edgecolor="0.3", hatch=INCORRECT_HATCH, label="right: to a wrong label"),
     ]
-    _legend_above(axes[0], handles, [h.get_label() for h in handles], ncol=3)
+    legend_above(axes[0], handles, [h.get_label() for h in handles], ncol=3)
     n_seeds = sorted({int(s) for s in seeds.dropna()})
     if len(n_seeds) > 1:
         seed_text = f"{n_seeds[0]}–{n_seeds[-1]} seeds"
     else:
-        seed_text = _plural(n_seeds[0] if n_seeds else 0, "seed")
+        seed_text = plural(n_seeds[0] if n_seeds else 0, "seed")
     fig.suptitle(
         f"{model} ({variant_label(variant, in_text=True)}): ZSL predictions changed by ICL and FT\n"
         f"numbers of evaluation examples (total on top), mean over {seed_text}, no error bars",

@@ -23,17 +23,17 @@ from icl_gd.common.names import (
 from icl_gd.metrics.units import display_scale
 from icl_gd.report.figures.base import (
     RANDOM_BASELINES,
-    _dash_ci,
-    _error_note,
-    _grouped_bars,
-    _legend_above,
-    _method_colors,
-    _no_data,
-    _plural,
-    _runs_stats,
-    _series_from,
-    _style,
-    _summary_stats,
+    dash_ci,
+    error_note,
+    grouped_bars,
+    legend_above,
+    method_colors,
+    no_data,
+    plural,
+    runs_stats,
+    series_from,
+    style_axes,
+    summary_stats,
 )
 from icl_gd.report.selection import run_level
 
@@ -139,7 +139,7 @@ def _sweep_figure(
     if missing:
         raise ValueError(f"sweep table lacks columns {sorted(missing)}")
     df = df[df["method"].isin(sweep["method"].unique())]
-    stats = _summary_stats(df, ["task", "method", "metric"])
+    stats = summary_stats(df, ["task", "method", "metric"])
     tasks = order_tasks(sweep["task"].unique())
     groups = list(dict.fromkeys(sweep["group"]))
     task_colors = {t: f"C{i % 10}" for i, t in enumerate(tasks)}
@@ -159,7 +159,7 @@ def _sweep_figure(
                 rows = sweep[(sweep["group"] == group) & (sweep["task"] == task)].sort_values(x)
                 if rows.empty:
                     continue
-                s = _series_from(stats, [(task, m, metric) for m in rows["method"]], scale)
+                s = series_from(stats, [(task, m, metric) for m in rows["method"]], scale)
                 if not np.isfinite(s["mean"]).any():
                     continue
                 label = task_label(task) if len(groups) == 1 else f"{task_label(task)}, {group}"
@@ -176,7 +176,7 @@ def _sweep_figure(
                     capsize=2.5,
                     label=label,
                 )
-                _dash_ci(cont, s["from_ci"])
+                dash_ci(cont, s["from_ci"])
                 shown = np.isfinite(s["lower"])
                 used_ci |= bool((shown & s["from_ci"]).any())
                 used_std |= bool((shown & ~s["from_ci"]).any())
@@ -198,7 +198,7 @@ def _sweep_figure(
                     )
                     random_lines.setdefault(line.get_label(), line)
         if not drawn:
-            _no_data(ax)
+            no_data(ax)
         if x == "k":
             ax.set_xscale("log", base=2)
             ax.set_xticks(sorted(sweep["k"].unique()), [str(int(k)) for k in sorted(sweep["k"].unique())])
@@ -206,7 +206,7 @@ def _sweep_figure(
             ax.set_xscale("log")
         ax.set_xlabel(_SWEEP_AXES[x][0])
         ax.set_ylabel(axis_label(metric) + (" (mean over layers)" if scale == 1.0 else ""))
-        _style(ax, grid_axis="both")
+        style_axes(ax, grid_axis="both")
     handles = [Line2D([], [], color=task_colors[t], lw=2, label=task_label(t)) for t in tasks]
     if len(groups) > 1:
         handles += [
@@ -217,7 +217,7 @@ def _sweep_figure(
     fig.legend(handles=handles, loc="outside right upper", frameon=False)
     fig.suptitle(
         f"{subject or f'{model} ({variant_label(variant, in_text=True)})'}: {_SWEEP_AXES[x][1]}, mean over seeds\n"
-        + _error_note(used_std, used_ci, over="seeds", ci_level=ci_level),
+        + error_note(used_std, used_ci, over="seeds", ci_level=ci_level),
         fontsize=11,
     )
     return fig
@@ -255,9 +255,9 @@ def models_figure(
     ]
     if tasks is not None:
         df = df[df["task"].isin(list(tasks))]
-    stats = _runs_stats(df, ["model", "method", "metric"])
+    stats = runs_stats(df, ["model", "method", "metric"])
     lookup = {k: (r["mean"], r["lower"], r["upper"], bool(r["from_ci"])) for k, r in stats.iterrows()}
-    colors = _method_colors(methods, kinds)
+    colors = method_colors(methods, kinds)
     n_tasks = df["task"].nunique()
 
     n = max(len(metrics), 1)
@@ -273,14 +273,14 @@ def models_figure(
             {
                 "label": method_label(m),
                 "color": colors[m],
-                **_series_from(lookup, [(mo, m, metric) for mo in models], scale),
+                **series_from(lookup, [(mo, m, metric) for mo in models], scale),
             }
             for m in methods
         ]
-        s, c = _grouped_bars(ax, models, series)
+        s, c = grouped_bars(ax, models, series)
         used_std, used_ci = used_std | s, used_ci | c
         if not any(np.isfinite(x["mean"]).any() for x in series):
-            _no_data(ax)
+            no_data(ax)
         baseline = RANDOM_BASELINES.get(metric)
         if baseline is not None:
             for i, mo in enumerate(models):
@@ -296,14 +296,14 @@ def models_figure(
                     )
                     handles.setdefault(line.get_label(), line)
         ax.set_ylabel(axis_label(metric) + ("\n(mean over layers)" if scale == 1.0 else ""))
-        _style(ax)
+        style_axes(ax)
     axes[-1].set_xlabel("Model")
     bar_handles = [Patch(facecolor=colors[m], label=method_label(m)) for m in methods]
     legend = bar_handles + list(handles.values())
-    _legend_above(axes[0], legend, [h.get_label() for h in legend], ncol=min(len(legend), 4))
+    legend_above(axes[0], legend, [h.get_label() for h in legend], ncol=min(len(legend), 4))
     fig.suptitle(
-        f"Models compared ({variant_label(variant, in_text=True)}): mean over runs ({_plural(n_tasks, 'task')} × seeds)\n"
-        + _error_note(used_std, used_ci, over="runs", ci_level=ci_level),
+        f"Models compared ({variant_label(variant, in_text=True)}): mean over runs ({plural(n_tasks, 'task')} × seeds)\n"
+        + error_note(used_std, used_ci, over="runs", ci_level=ci_level),
         fontsize=11,
     )
     return fig
