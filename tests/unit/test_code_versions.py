@@ -4,11 +4,12 @@ the jobs that run the edited code and no other (issue 49, item 2)."""
 
 from __future__ import annotations
 
-import ast
 import re
 from pathlib import Path
 
 import pytest
+
+from tests.unit.test_layering import imported
 
 REPO = Path(__file__).resolve().parents[2]
 PACKAGE = REPO / "src" / "icl_gd"
@@ -31,22 +32,12 @@ def file_of(module: str) -> Path:
 
 
 def direct_imports(path: Path) -> set[str]:
-    """The package's modules a file imports, at the top or in a function, as paths under icl_gd/."""
+    """The package's modules a file imports (``test_layering.imported``), as paths under icl_gd/; a
+    module of report/figures/ as that subpackage, whose checksum counts it whole."""
     found = set()
-    for node in ast.walk(ast.parse(path.read_text())):
-        names = []
-        if isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").startswith("icl_gd"):
-            names = [f"{node.module}.{a.name}" for a in node.names]
-        elif isinstance(node, ast.Import):
-            names = [a.name for a in node.names if a.name.startswith("icl_gd")]
-        for name in names:
-            parts = module_path(name).split("/")
-            while parts and not (PACKAGE / "/".join(parts)).with_suffix(".py").exists():
-                if (PACKAGE / "/".join(parts) / "__init__.py").exists() and len(parts) > 1 and parts[-1] == "figures":
-                    break
-                parts.pop()
-            if parts:
-                found.add("/".join(parts))
+    for dotted in imported(path) - {"icl_gd"}:
+        parts = module_path(dotted).split("/")
+        found.add("/".join(parts[:2] if parts[:2] == ["report", "figures"] else parts))
     return found
 
 

@@ -25,9 +25,11 @@ def module_name(path: Path, package: Path = PACKAGE) -> str:
 
 
 def imported(path: Path, package: Path = PACKAGE) -> set[str]:
-    """The package's modules that ``path`` imports (dotted, ``icl_gd.metrics.formulas``)."""
-    where = module_name(path, package).split(".")
-    if path.name != "__init__.py":
+    """The package's modules that ``path`` imports (dotted, ``icl_gd.metrics.formulas``). ``path``
+    may lie outside the package (a workflow script): then it has absolute imports only."""
+    own = module_name(path, package) if path.is_relative_to(package.parent) else ""
+    where = own.split(".") if own else []
+    if own and path.name != "__init__.py":
         where = where[:-1]
     found = set()
     for node in ast.walk(ast.parse(path.read_text())):
@@ -50,7 +52,7 @@ def imported(path: Path, package: Path = PACKAGE) -> set[str]:
         ):
             parts.pop()
         modules.add(".".join(parts))
-    return modules - {module_name(path, package)}
+    return modules - {own}
 
 
 def allowed(subpackage: str) -> set[str]:
