@@ -211,6 +211,7 @@ def tables(config: dict) -> list[str]:
         planned.append("orders")  # Shen et al. 2023: order sensitivity of ICL and each method
     if config["report"]["reproduction"]:
         planned += ["reproduction", "claims"]  # the run beside the published numbers and claims
+    planned.append("costs")  # what each rule's jobs took (their benchmark records)
     return planned
 
 

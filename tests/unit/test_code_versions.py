@@ -14,9 +14,18 @@ from tests.unit.test_layering import imported
 REPO = Path(__file__).resolve().parents[2]
 PACKAGE = REPO / "src" / "icl_gd"
 RULES = REPO / "workflow" / "rules"
-# How a job runs, not what it computes: writing files atomically, reading and writing parquet,
-# logging, the warm worker, checksums of inputs. An edit of them must rerun nothing.
-INFRASTRUCTURE = {"common/atomic", "common/frames", "common/runtime", "common/warm", "common/checksums"}
+# How a job runs, not what it computes: writing files atomically, recording what a job took (its
+# time, memory and counted FLOPs), reading and writing parquet, logging, the warm worker,
+# checksums of inputs. An edit of them must rerun nothing.
+INFRASTRUCTURE = {
+    "common/atomic",
+    "common/frames",
+    "common/runtime",
+    "common/warm",
+    "common/checksums",
+    "common/benchmark",
+    "activations/work",
+}
 # What decides a job's parameters: what they decide reaches the job as a parameter, which the
 # params trigger compares (the run spec, a task's resolved spec, its preset).
 DECIDERS = {"config/resolve", "config/validation", "data/presets", "plan"}
@@ -84,6 +93,7 @@ def rules() -> list[tuple[str, str, str]]:
 WITHOUT_CODE = {
     "download_model": "a hub download: an edit of the downloader must not fetch a model's gigabytes again",
     "disk_estimate": "writes no file, so it runs whenever it is named",
+    "cost_estimate": "declares no output (it measures this machine), so it runs whenever it is named",
 }
 
 

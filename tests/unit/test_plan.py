@@ -108,6 +108,7 @@ def test_tables_and_figures_are_planned_where_the_config_has_their_data():
         "comparisons",
         "reproduction",
         "claims",
+        "costs",
     ]
     assert plan.tables(DEFAULT) == [
         "accuracy",
@@ -120,6 +121,7 @@ def test_tables_and_figures_are_planned_where_the_config_has_their_data():
         "orders",
         "reproduction",
         "claims",
+        "costs",
     ]
     assert plan.figures(PAPER) == [
         "per_layer",
@@ -132,7 +134,7 @@ def test_tables_and_figures_are_planned_where_the_config_has_their_data():
         "claims",
     ]
     one = config(variants={"trained": ["lcgd"]}, report={"reproduction": False})
-    assert plan.tables(one) == ["accuracy", "methods", "intervals", "data"]
+    assert plan.tables(one) == ["accuracy", "methods", "intervals", "data", "costs"]
     assert "alpha" not in plan.figures(one)
     two_models = config(models={"a": {"source": "builtin"}, "b": {"source": "builtin"}})
     assert plan.figures(two_models)[-4:] == ["models", "sizes", "reproduction", "claims"]

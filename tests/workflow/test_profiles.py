@@ -99,3 +99,46 @@ def test_slurm_profile_plans_the_workflow_where_slurm_is_absent(tmp_path):
     assert {g: sorted(rules) for g, rules in groups.items()} == {
         f"extract_tiny_{v}": ["extract_base", "extract_zsl", "finetune_and_extract"] for v in ("trained", "untrained")
     }
+
+
+def write_estimate(workdir: Path, peaks: dict[str, float], seconds: dict[str, float]) -> None:
+    """A cost estimate (results/cost_estimate.tsv) of CONFIG's model jobs, as `snakemake
+    cost_estimate` writes it, with these peaks (MB) and times (s) per setting."""
+    from icl_gd import plan as plan_
+    from icl_gd.config import validation
+
+    schema = yaml.safe_load((REPO / "workflow/schemas/config.schema.yaml").read_text())
+    rows = ["rule\tmodel\tvariant\ttask\tseed\torder\tsetting\tpath\tgflop\tseconds\tpeak_mb"]
+    for e in plan_.extractions(validation.validate(CONFIG, schema)):
+        rule = {"zsl": "extract_zsl", "icl": "extract_base"}.get(e["setting"], "finetune_and_extract")
+        cells = [rule, e["model"], e["variant"], e["task"], e["seed"], 0, e["setting"], e["setting"], 1.0]
+        rows.append("\t".join(map(str, [*cells, seconds[e["setting"]], peaks[e["setting"]]])))
+    rows.append("\t".join(["build_builtin_model", "tiny", "", "", "", "", "", "pretrain", "1", "30", "500"]))
+    (workdir / "results").mkdir(exist_ok=True)
+    (workdir / "results/cost_estimate.tsv").write_text("\n".join(rows) + "\n")
+
+
+def test_model_jobs_ask_for_what_the_cost_estimate_predicts(tmp_path):
+    resources, _ = plan(tmp_path)  # no estimate: each rule's fallback
+    assert all({"mem_mb=8000", "runtime=60"} <= r for r in resources["extract_base"])
+    assert all({"mem_mb=16000", "runtime=120"} <= r for r in resources["finetune_and_extract"])
+    write_estimate(tmp_path, peaks={"zsl": 700, "icl": 2000, "gd": 3000}, seconds={"zsl": 60, "icl": 300, "gd": 1200})
+    resources, _ = plan(tmp_path)
+    # peak x 1.5 (at least 1000 MB); time x 2 + 5 min
+    assert all({"mem_mb=1050", "runtime=7"} <= r for r in resources["extract_zsl"])
+    assert all({"mem_mb=3000", "runtime=15"} <= r for r in resources["extract_base"])
+    assert all({"mem_mb=4500", "runtime=45"} <= r for r in resources["finetune_and_extract"])
+    assert all({"mem_mb=1000", "runtime=6"} <= r for r in resources["build_builtin_model"])
+    assert all({"mem_mb=8000", "runtime=30"} <= r for r in resources["make_variant"])  # not estimated
+
+
+def test_a_job_over_the_partitions_limits_stops_the_plan_with_its_numbers(tmp_path):
+    write_estimate(tmp_path, peaks={"zsl": 700, "icl": 2000, "gd": 3000}, seconds={"zsl": 60, "icl": 300, "gd": 1200})
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump({**CONFIG, "partition_limits": {"mem_mb": 4000}}))
+    cmd = [*SNAKEMAKE, "-n", "--directory", str(tmp_path), "--configfile", str(tmp_path / "config.yaml")]
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path)
+    text = proc.stdout + proc.stderr
+    assert proc.returncode != 0
+    assert "2 job(s) would exceed the partition's limits" in text, text[-3000:]
+    assert "finetune_and_extract model=tiny/variant=trained/task=sst2/seed=" in text
+    assert "4,500 MB of memory (peak 3,000 MB x 1.5)" in text and "setting=zsl" not in text

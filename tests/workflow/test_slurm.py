@@ -32,7 +32,7 @@ import pytest  # noqa: E402
 import yaml  # noqa: E402
 
 from icl_gd.activations import cache  # noqa: E402
-from tests.workflow.test_profiles import CONFIG, CPU_RULES, GPU_RULES  # noqa: E402
+from tests.workflow.test_profiles import CONFIG, CPU_RULES, GPU_RULES, write_estimate  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 SNAKEMAKE = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile")]
@@ -40,7 +40,10 @@ CONF_DIR = Path("/etc/slurm")
 MARKER = "# written by icl-gd's tests/workflow/test_slurm.py for the length of the test, pid "
 DAEMONS = ("munged", "mungekey", "slurmctld", "slurmd", "sbatch", "srun", "squeue", "scontrol", "scancel", "sinfo")
 CPU_PARTITION, GPU_PARTITION = "testcpu", "testgpu"
-JOB_MEM_MB = 1000  # the model rules' own requests (up to 16 GB) may exceed a CI machine
+JOB_MEM_MB = 1000  # make_variant's fallback request (8 GB) may exceed a CI machine
+# The cluster run's cost estimate (as `snakemake cost_estimate` writes it): each extraction asks
+# for its peak x 1.5 (at least 1000 MB) and its time x 2 + 5 min
+PEAKS, SECONDS = {"zsl": 500, "icl": 600, "gd": 800}, {"zsl": 60, "icl": 150, "gd": 300}
 
 
 def run(cmd, cwd, env=None, timeout_s=None) -> subprocess.CompletedProcess:
@@ -231,9 +234,10 @@ def cluster_profile(tmp_path: Path) -> Path:
     profile = yaml.safe_load((REPO / "profiles/slurm/config.yaml").read_text())
     for rule in GPU_RULES | CPU_RULES:
         resources = profile["set-resources"].setdefault(rule, {})
-        resources["mem_mb"] = JOB_MEM_MB
-        if rule in GPU_RULES:
+        if rule in GPU_RULES:  # their memory and time: the estimate's
             resources["slurm_partition"] = GPU_PARTITION
+        else:
+            resources["mem_mb"] = JOB_MEM_MB
     profile["slurm-status-command"] = "squeue"
     profile["slurm-init-seconds-before-status-checks"] = 2
     profile["latency-wait"] = 5
@@ -252,6 +256,7 @@ def runs(slurm, tmp_path_factory):
     common = ["--configfile", "config.yaml", "--directory"]
     run([*SNAKEMAKE, *common, str(local), "--cores", "2"], cwd=local)
     profile = cluster_profile(tmp_path_factory.mktemp("profile"))
+    write_estimate(cluster, PEAKS, SECONDS)
     # a job that pends for ever (resources no node has) fails the test instead of hanging it
     proc = run(
         [*SNAKEMAKE, *common, str(cluster), "--workflow-profile", str(profile)],
@@ -281,9 +286,9 @@ def test_model_jobs_go_through_sbatch_with_their_resources(slurm, runs):
         if comment in groups:
             assert record["Partition"] == GPU_PARTITION
             assert record["TresPerJob"] == "gres:gpu:1" and record["CpusPerTres"] == "gres:gpu:1"
-            assert record["MinMemoryNode"] == f"{JOB_MEM_MB}M"
-            # zsl and icl (extract_zsl, extract_base, 60 min each) and gd (finetune_and_extract, 120), in turn
-            assert record["TimeLimit"] == "04:00:00"
+            # from the estimate: zsl 1000 MB (the least), icl 1000, gd 1200; 7, 10 and 15 min, in turn
+            assert record["MinMemoryNode"] == "1200M"
+            assert record["TimeLimit"] == "00:32:00"
         else:
             assert record["Partition"] == CPU_PARTITION and "gpu" not in record.get("TresPerJob", "")
     assert by_comment["rule_build_builtin_model_wildcards_tiny"]["NumCPUs"] == "2"  # its threads

@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from icl_gd.activations import cache
-from icl_gd.common import frames
+from icl_gd.common import benchmark, frames
 from icl_gd.config import resolve as cfg
 from icl_gd.metrics import claims, formulas
 
@@ -292,6 +292,7 @@ def test_every_table_agrees_with_the_aggregated_metrics(finished_run):
         "comparisons",
         "reproduction",
         "claims",
+        "costs",
     }
 
     # every published cell of the run's tasks, variants and methods, with the run's own value
@@ -355,6 +356,22 @@ def test_every_table_agrees_with_the_aggregated_metrics(finished_run):
 
 
 @pytest.mark.slow
+def test_every_job_records_what_it_took_and_the_costs_table_sums_the_records(finished_run):
+    records = sorted((finished_run / "results/benchmarks").rglob("*.tsv"))
+    caches = list((finished_run / "results/activations").rglob("*.arrow"))
+    extraction = [p for p in records if p.relative_to(finished_run / "results/benchmarks").parts[0] == "extract"]
+    assert len(extraction) == len(caches) > 0
+    for path in records:
+        record = benchmark.read(path)
+        assert record["s"] > 0 and record["max_rss"] > 50 and record["cpu_time"] >= 0, path
+    costs_ = _csv(finished_run, "costs").set_index(["Rule", "Setting"])
+    total = costs_.loc[("all", "—")]
+    assert int(total["Jobs"]) == int(total["Recorded"]) > len(caches)
+    rows = costs_.drop(index=("all", "—"))
+    extract_rules = ("extract_zsl", "extract_base", "finetune_and_extract", "extract_order", "finetune_order")
+    assert rows[rows.index.get_level_values(0).isin(extract_rules)]["Jobs"].astype(int).sum() == len(caches)
+
+
 def test_the_jobs_ran_in_the_warm_worker_which_stopped(finished_run):
     """The run's jobs ran in copies of the warm worker (those that started before it was ready
     ran in place); it stopped after the run, and a dry run starts none."""
@@ -486,7 +503,7 @@ def test_further_orders_plan_their_own_jobs_and_rerun_nothing_else(finished_run)
     # what reads them: the claims (one more is tested), the orders table and figure, the first page;
     # no cache of the run's own order, no score of it, no aggregate
     assert set(planned) == {"evaluate_claims", "table", "figure", "first_page", "all"}
-    assert planned["table"] == 2  # claims and orders
+    assert planned["table"] == 3  # claims, orders and costs (its records and inputs change)
     # every figure's caption names the --config overrides it was made with: all 8 again, and the orders one
     assert planned["figure"] == 8 + 1
 
@@ -610,7 +627,9 @@ def test_a_finished_run_that_is_moved_plans_nothing_and_a_new_config_leaves_only
     snakemake(moved, "--cores", "2")
     tables = sorted(p.stem for p in (moved / "results/reports/tables").glob("*.md"))
     figures = sorted(p.stem for p in (moved / "results/reports/figures").glob("*.png"))
-    assert tables == ["accuracy", "data", "intervals", "methods"] and {"variants.md", "claims.md"} <= set(before)
+    assert tables == ["accuracy", "costs", "data", "intervals", "methods"] and {"variants.md", "claims.md"} <= set(
+        before
+    )
     assert figures == [
         "accuracy",
         "grad_norms",

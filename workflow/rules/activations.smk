@@ -22,12 +22,13 @@ rule extract_base:
     resources:
         gpu=MODEL_GPUS,
         jobs_per_gpu=JOBS_PER_GPU,
-        mem_mb=8000,
-        runtime=60,
+        mem_mb=job_request(8000, 60, "mem_mb"),
+        runtime=job_request(8000, 60, "runtime"),
     conda:
         "../../envs/models.yaml"
     log:
         "results/logs/extract/{model}/{variant}/{task}/seed{seed}/{setting}.log",
+        benchmark="results/benchmarks/extract/{model}/{variant}/{task}/seed{seed}/{setting}.tsv",
     script:
         "../scripts/extract.py"
 
@@ -40,6 +41,7 @@ use rule extract_base as extract_zsl with:
     priority: 0
     log:
         "results/logs/extract/{model}/{variant}/{task}/seed{seed}/zsl.log",
+        benchmark="results/benchmarks/extract/{model}/{variant}/{task}/seed{seed}/zsl.tsv",
 
 
 rule finetune_and_extract:
@@ -60,12 +62,13 @@ rule finetune_and_extract:
     resources:
         gpu=MODEL_GPUS,
         jobs_per_gpu=JOBS_PER_GPU,
-        mem_mb=16000,
-        runtime=120,
+        mem_mb=job_request(16000, 120, "mem_mb"),
+        runtime=job_request(16000, 120, "runtime"),
     conda:
         "../../envs/models.yaml"
     log:
         "results/logs/extract/{model}/{variant}/{task}/seed{seed}/{setting}.log",
+        benchmark="results/benchmarks/extract/{model}/{variant}/{task}/seed{seed}/{setting}.tsv",
     script:
         "../scripts/extract.py"
 
@@ -78,6 +81,7 @@ use rule extract_base as extract_order with:
         cache=cache_output(ORDER_CACHE),
     log:
         "results/logs/extract/{model}/{variant}/{task}/seed{seed}/order{order}/{setting}.log",
+        benchmark="results/benchmarks/extract/{model}/{variant}/{task}/seed{seed}/order{order}/{setting}.tsv",
 
 
 use rule finetune_and_extract as finetune_order with:
@@ -86,3 +90,4 @@ use rule finetune_and_extract as finetune_order with:
         train_log="results/training/{model}/{variant}/{task}/seed{seed}/order{order}/{setting}.parquet",
     log:
         "results/logs/extract/{model}/{variant}/{task}/seed{seed}/order{order}/{setting}.log",
+        benchmark="results/benchmarks/extract/{model}/{variant}/{task}/seed{seed}/order{order}/{setting}.tsv",

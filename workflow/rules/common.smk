@@ -18,6 +18,7 @@ from icl_gd.data import corpora
 from icl_gd.common import names, runtime, warm
 from icl_gd import plan
 from icl_gd.config import validation
+from icl_gd.config import resources as resources_
 
 
 # A config file named on the command line replaces config.yaml rather than being merged into it:
@@ -87,7 +88,7 @@ TASK_STATISTICS_CODE = code_version("activations/cache", "common/provenance", "m
 DATA_STATISTICS_CODE = code_version("common/provenance")
 # every table, figure and the first page: one script each, through report/outputs.py; the claims'
 # text (report/claims_text.py) is here, not in CLAIMS_CODE, so that rewording it reruns no test
-REPORT_CODE = code_version("activations/cache", "common/names", "common/provenance", "metrics/claims", "metrics/inference", "metrics/resampling", "metrics/units", "report/claims_text", "report/figures", "report/outputs", "report/published", "report/render", "report/selection", "report/summary", "report/tables")
+REPORT_CODE = code_version("activations/cache", "common/names", "common/provenance", "metrics/claims", "metrics/inference", "metrics/resampling", "metrics/units", "report/claims_text", "report/costs", "report/figures", "report/outputs", "report/published", "report/render", "report/selection", "report/summary", "report/tables")
 # Every number the papers print, in the workflow's names: the reproduction table and figure read it
 # from the checkout (report/outputs.PUBLISHED), and rerun, through this checksum, when it changes.
 PUBLISHED_VERSION = hashlib.sha256((Path(workflow.basedir) / "docs" / "published.csv").read_bytes()).hexdigest()[:16]
@@ -141,13 +142,21 @@ RUNS = plan.runs(config)
 _WARM = {}
 
 
+def local_run():
+    return getattr(workflow.executor_plugin, "name", "local") == "local"
+
+
+def warm_worker_wanted():
+    """Whether this run's jobs run in the warm worker: local runs only, as a SLURM job or a conda
+    env runs a Python of its own."""
+    return bool(config["warm_worker"] and warm.enabled() and local_run() and not workflow.deployment_settings.deployment_method)
+
+
 def start_warm_worker():
     """The worker that runs this run's jobs with the libraries already imported (icl_gd/common/warm.py),
-    announced to them in the environment they inherit. Local runs only: a SLURM job or a conda
-    env runs a Python of its own. The jobs that start before it has finished its imports run as
-    they would without it."""
-    local = getattr(workflow.executor_plugin, "name", "local") == "local"
-    if config["warm_worker"] and warm.enabled() and local and not workflow.deployment_settings.deployment_method:
+    announced to them in the environment they inherit. The jobs that start before it has finished
+    its imports run as they would without it."""
+    if warm_worker_wanted():
         _WARM["socket"] = os.environ[warm.SOCKET_ENV] = warm.start_server("results/logs/warm_worker.log")
 
 
@@ -157,7 +166,8 @@ def stop_warm_worker():
         warm.stop_server(_WARM.pop("socket"))
 
 
-# Each stage's input functions, in the DAG's order.
+# What the model jobs ask their scheduler for; then each stage's input functions, in the DAG's order.
+include: "functions/resources.smk"
 include: "functions/data.smk"
 include: "functions/models.smk"
 include: "functions/activations.smk"

@@ -22,6 +22,7 @@ rule synthetic_twin:
         "../../envs/analysis.yaml"
     log:
         "results/logs/synthetic_twin/{twin}.log",
+        benchmark="results/benchmarks/synthetic_twin/{twin}.tsv",
     script:
         "../scripts/synthetic_twin.py"
 
@@ -57,5 +58,6 @@ rule prepare_task:
         "../../envs/models.yaml"
     log:
         "results/logs/prepare_task/{task}.log",
+        benchmark="results/benchmarks/prepare_task/{task}.tsv",
     script:
         "../scripts/prepare_task.py"

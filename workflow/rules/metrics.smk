@@ -33,6 +33,7 @@ rule score_run:
         "../../envs/analysis.yaml"
     log:
         "results/logs/score_run/{model}/{variant}/{task}/seed{seed}/{method}.log",
+        benchmark="results/benchmarks/score_run/{model}/{variant}/{task}/seed{seed}/{method}.tsv",
     script:
         "../scripts/score_run.py"
 
@@ -54,6 +55,7 @@ rule score_order:
         "../../envs/analysis.yaml"
     log:
         "results/logs/score_order/{model}/{variant}/{task}/seed{seed}/order{order}/{method}.log",
+        benchmark="results/benchmarks/score_order/{model}/{variant}/{task}/seed{seed}/order{order}/{method}.tsv",
     script:
         "../scripts/score_order.py"
 
@@ -71,6 +73,7 @@ rule order_run:
         "../../envs/analysis.yaml"
     log:
         "results/logs/order_run/{model}/{variant}/{task}/seed{seed}/{method}.log",
+        benchmark="results/benchmarks/order_run/{model}/{variant}/{task}/seed{seed}/{method}.tsv",
     script:
         "../scripts/order_run.py"
 
@@ -88,6 +91,7 @@ rule order_sensitivity:
         "../../envs/analysis.yaml"
     log:
         "results/logs/order_sensitivity.log",
+        benchmark="results/benchmarks/order_sensitivity.tsv",
     script:
         "../scripts/order_sensitivity.py"
 
@@ -115,6 +119,7 @@ rule aggregate_metrics:
         "../../envs/analysis.yaml"
     log:
         "results/logs/aggregate_metrics.log",
+        benchmark="results/benchmarks/aggregate_metrics.tsv",
     script:
         "../scripts/aggregate_metrics.py"
 
@@ -132,6 +137,7 @@ rule compare_methods:
         "../../envs/analysis.yaml"
     log:
         "results/logs/compare_methods.log",
+        benchmark="results/benchmarks/compare_methods.tsv",
     script:
         "../scripts/compare_methods.py"
 
@@ -153,6 +159,7 @@ rule evaluate_claims:
         "../../envs/analysis.yaml"
     log:
         "results/logs/evaluate_claims.log",
+        benchmark="results/benchmarks/evaluate_claims.tsv",
     script:
         "../scripts/evaluate_claims.py"
 
@@ -169,6 +176,7 @@ rule task_statistics:
         "../../envs/analysis.yaml"
     log:
         "results/logs/task_statistics/{task}.log",
+        benchmark="results/benchmarks/task_statistics/{task}.tsv",
     script:
         "../scripts/task_statistics.py"
 
@@ -186,6 +194,7 @@ rule data_statistics:
         "../../envs/analysis.yaml"
     log:
         "results/logs/data_statistics.log",
+        benchmark="results/benchmarks/data_statistics.tsv",
     script:
         "../scripts/data_statistics.py"
 
@@ -204,5 +213,38 @@ rule disk_estimate:
         "../../envs/models.yaml"
     log:
         "results/logs/disk_estimate.log",
+        benchmark="results/benchmarks/disk_estimate.tsv",
     script:
         "../scripts/disk_estimate.py"
+
+
+# What the config's model jobs will take, per job and in total, printed and written to
+# results/cost_estimate.tsv: `snakemake --cores all cost_estimate`. Like disk_estimate it needs each
+# model's folder and the tasks' data; it times every path of each model where it runs (icl_gd/cost.py)
+# at two small sizes, in about a minute. The model rules' memory and time requests read the table
+# (functions/resources.smk). No declared output, so that naming it always measures anew.
+rule cost_estimate:
+    input:
+        models=[variant_dir(model, "trained") for model in MODELS],
+        data=[f"resources/datasets/{task}/{split}.parquet" for task in TASKS for split in ("train", "eval")],
+    params:
+        model_dirs={model: variant_dir(model, "trained") for model in MODELS},
+        task_files={task: {split: f"resources/datasets/{task}/{split}.parquet" for split in ("train", "eval")} for task in TASKS},
+        table="results/cost_estimate.tsv",
+        # how the run's jobs start: forked by the warm worker, or a Python importing torch each
+        warm=lambda wildcards: warm_worker_wanted(),
+        # jobs side by side: locally as many as --cores (single-threaded extractions; at most 4 in
+        # the calibration), on a cluster one (each job a GPU and cores of its own)
+        copies=lambda wildcards: max(1, min(int(workflow.cores or 1), 4)) if local_run() else 1,
+    threads: 2
+    # not a local rule: on a cluster it calibrates where the model jobs will run
+    resources:
+        gpu=MODEL_GPUS,
+        jobs_per_gpu=1,
+    conda:
+        "../../envs/models.yaml"
+    log:
+        "results/logs/cost_estimate.log",
+        benchmark="results/benchmarks/cost_estimate.tsv",
+    script:
+        "../scripts/cost_estimate.py"

@@ -22,12 +22,13 @@ rule build_builtin_model:
     # pretrained on a GPU where the config's device is one; the weights are initialised on the CPU
     resources:
         gpu=MODEL_GPUS,
-        mem_mb=4000,
-        runtime=30,
+        mem_mb=job_request(4000, 30, "mem_mb"),
+        runtime=job_request(4000, 30, "runtime"),
     conda:
         "../../envs/models.yaml"
     log:
         "results/logs/build_builtin_model/{model}.log",
+        benchmark="results/benchmarks/build_builtin_model/{model}.tsv",
     script:
         "../scripts/build_builtin_model.py"
 
@@ -43,6 +44,7 @@ rule download_model:
         "../../envs/models.yaml"
     log:
         "results/logs/download_model/{model}.log",
+        benchmark="results/benchmarks/download_model/{model}.tsv",
     script:
         "../scripts/download_model.py"
 
@@ -58,12 +60,13 @@ rule convert_gguf_model:
     params:
         code=GGUF_CODE,
     resources:
-        mem_mb=8000,
-        runtime=30,
+        mem_mb=job_request(8000, 30, "mem_mb"),
+        runtime=job_request(8000, 30, "runtime"),
     conda:
         "../../envs/models.yaml"
     log:
         "results/logs/convert_gguf_model/{model}.log",
+        benchmark="results/benchmarks/convert_gguf_model/{model}.tsv",
     script:
         "../scripts/convert_gguf_model.py"
 
@@ -79,12 +82,13 @@ rule make_variant:
         seed=config["variant_seed"],
         code=VARIANT_CODE,
     resources:
-        mem_mb=8000,
-        runtime=30,
+        mem_mb=job_request(8000, 30, "mem_mb"),
+        runtime=job_request(8000, 30, "runtime"),
     conda:
         "../../envs/models.yaml"
     log:
         "results/logs/make_variant/{model}_{variant}.log",
+        benchmark="results/benchmarks/make_variant/{model}_{variant}.tsv",
     script:
         "../scripts/make_variant.py"
 
@@ -101,5 +105,6 @@ rule model_statistics:
         "../../envs/models.yaml"
     log:
         "results/logs/model_statistics.log",
+        benchmark="results/benchmarks/model_statistics.tsv",
     script:
         "../scripts/model_statistics.py"

@@ -34,6 +34,7 @@ rule table:
         clipped=plan.layer_causal_methods(config, clipped=True),
         paper002=plan.paper002_methods(config),
         roles=table_roles,
+        records=cost_records,
         k_sweep=lambda w: plan.k_sweeps(config) if w.table == "k_sweep" else [],
         published=published_version,
         significance=config["statistics"]["significance_level"],
@@ -44,6 +45,7 @@ rule table:
         "../../envs/analysis.yaml"
     log:
         "results/logs/table/{table}.log",
+        benchmark="results/benchmarks/table/{table}.tsv",
     script:
         "../scripts/table.py"
 
@@ -75,6 +77,7 @@ rule figure:
         "../../envs/analysis.yaml"
     log:
         "results/logs/figures/{figure}.log",
+        benchmark="results/benchmarks/figures/{figure}.tsv",
     script:
         "../scripts/figures.py"
 
@@ -113,5 +116,6 @@ rule first_page:
         "../../envs/analysis.yaml"
     log:
         "results/logs/first_page.log",
+        benchmark="results/benchmarks/first_page.tsv",
     script:
         "../scripts/first_page.py"

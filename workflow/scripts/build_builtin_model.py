@@ -9,14 +9,23 @@ from icl_gd.common import warm
 warm.delegate()  # into the warm worker, where there is one (icl_gd/common/warm.py)
 from icl_gd.common.runtime import claim_gpu, log_to
 
-log_to(snakemake.log[0], threads=snakemake.threads)
+log_to(snakemake.log[0], threads=snakemake.threads, benchmark=snakemake.log.get("benchmark"))
 claim_gpu(snakemake.config["device"])
 from icl_gd.models import builtin
 
+spec = snakemake.params.spec
 builtin.build(
     dict(zip(snakemake.params.twins, snakemake.input.train)),
     snakemake.output[0],
-    snakemake.params.spec,
+    spec,
     device=snakemake.config["device"],
     name=snakemake.wildcards.model,
+)
+# for the job's benchmark record: the pretraining's work, counted as the cost estimate counts it
+from icl_gd.activations import work
+from icl_gd.common import benchmark
+
+length = min(spec["pretrain_len"], spec["n_positions"])
+benchmark.note(
+    gflop=round(work.pretrain_work(work.shape_of(snakemake.output[0]), spec["pretrain_steps"], length).flops / 1e9, 4)
 )

@@ -9,7 +9,7 @@ from icl_gd.common import warm
 warm.delegate()  # into the warm worker, where there is one (icl_gd/common/warm.py)
 from icl_gd.common.runtime import log_to
 
-log_to(snakemake.log[0], threads=snakemake.threads)
+log_to(snakemake.log[0], threads=snakemake.threads, benchmark=snakemake.log.get("benchmark"))
 from icl_gd.models import loading
 
 loading.convert_gguf(snakemake.input.gguf, snakemake.output[0], name=snakemake.wildcards.model)

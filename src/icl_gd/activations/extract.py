@@ -17,8 +17,8 @@ import pandas as pd
 import torch
 from tqdm import tqdm
 
-from icl_gd.activations import cache, capture, training
-from icl_gd.common import provenance
+from icl_gd.activations import cache, capture, training, work
+from icl_gd.common import benchmark, provenance
 from icl_gd.common.checksums import sha256_of
 from icl_gd.common.specs import TaskSpec, is_icl_setting
 from icl_gd.data import prompts, splits
@@ -253,6 +253,9 @@ def run(
     rec = capture.attach(model)
     prepared = sequences_of(spec, tokenizer, loading.context_length(model), train_path, eval_path)
     task_spec, label_ids, queries = prepared.task_spec, prepared.label_ids, prepared.queries
+    # for the job's benchmark record: its work, counted as the cost estimate counts it
+    flops = work.job_work(work.shape_of_model(model, spec["dtype"]), spec, prepared).flops
+    benchmark.note(gflop=round(flops / 1e9, 4))
     identity = {
         "model": model_name,
         "variant": variant,

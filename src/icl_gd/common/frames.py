@@ -75,3 +75,8 @@ def read_provenance(path: str | os.PathLike) -> dict | None:
 def write_csv(frame: pd.DataFrame, path) -> None:
     with atomic_path(path) as tmp:
         frame.to_csv(tmp, index=False)
+
+
+def write_tsv(frame: pd.DataFrame, path) -> None:
+    with atomic_path(path) as tmp:
+        frame.to_csv(tmp, index=False, sep="\t")

@@ -98,6 +98,8 @@ TABLE_CAPTIONS = {
     "(config key orders), their difference, and how much the layer-mean SimAOU_norm and SimAM_delta vary "
     "across the orders (sample std, mean over seeds); mean over seeds with {ci} intervals on the crossed "
     "seeds x examples design (as the intervals table's).",
+    "costs": "What the run cost: per rule and setting, the jobs, their mean and total wall time, CPU time and "
+    "the largest memory of any of them, from each job's benchmark record.",
     "data": "Data statistics with the model's own token counts and the sizes actually evaluated, after paper 001 Table 3.",
     "k_sweep": "Accuracies (%) and layer-mean similarities against the number of demonstrations k: each method's "
     "ICL accuracy is ICL on its own k demonstrations; mean [{ci} interval] over seeds.",

@@ -18,6 +18,8 @@ import time
 from pathlib import Path
 from typing import MutableMapping
 
+from icl_gd.common.benchmark import record_at_exit
+
 log = logging.getLogger(__name__)
 
 # Lock files live here, not in $TMPDIR: Snakemake points a job's TMPDIR at its `tmpdir` resource,
@@ -26,12 +28,14 @@ LOCK_ROOT = Path("/tmp")
 _held_locks: list[int] = []  # kept open (and so locked) until the process ends
 
 
-def log_to(path: str, threads: int | None = None) -> None:
+def log_to(path: str, threads: int | None = None, benchmark: str | None = None) -> None:
     """Send stdout, stderr (tqdm, warnings, library messages) and logging to ``path``.
 
     The file descriptors themselves are redirected, so output from C extensions lands there too.
     ``threads`` caps the BLAS/OpenMP threads of this process before torch is imported.
+    ``benchmark``: where the job writes its benchmark record when it exits (common/benchmark.py).
     """
+    record_at_exit(benchmark, threads)
     os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     os.dup2(fd, 1)

@@ -43,6 +43,7 @@ import tempfile
 import time
 
 from icl_gd.common.atomic import write_text
+from icl_gd.common.benchmark import stamp_start
 
 SOCKET_ENV = "ICL_GD_WARM_SOCKET"  # the worker's socket, set by the Snakefile for the jobs
 SWITCH_ENV = "ICL_GD_WARM_WORKER"  # 0: start no worker and use none
@@ -107,6 +108,7 @@ def identity() -> dict:
 def delegate() -> None:
     """Run this script (sys.argv[0]) in the warm worker and exit with its exit code; return at
     once where there is no usable worker, or inside the worker, and the script runs in place."""
+    stamp_start()  # the job's clock (common/benchmark.py): a warm job's includes its hand-over
     path = os.environ.get(SOCKET_ENV)
     script = os.path.abspath(sys.argv[0]) if sys.argv and sys.argv[0] else ""
     if not path or os.environ.get(CHILD_ENV) or not enabled() or not os.path.isfile(script):
@@ -220,7 +222,7 @@ def stop_server(path: str) -> None:
 # Server.
 
 
-def _preload(names: list[str]) -> None:
+def preload(names: list[str]) -> None:
     # numpy's OpenBLAS and pyarrow's jemalloc start a thread each at import without these; the
     # worker's own environment, not the jobs' (they get their client's)
     os.environ.update(OPENBLAS_NUM_THREADS="1", JE_ARROW_MALLOC_CONF="background_thread:false", MPLBACKEND="Agg")
@@ -442,10 +444,10 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def serve(path: str, parent: int, preload: list[str]) -> int:
+def serve(path: str, parent: int, modules: list[str]) -> int:
     started = time.monotonic()
     try:
-        _preload(preload)
+        preload(modules)
         if len(threads := _threads()) > 1:
             print(
                 f"icl_gd.common.warm: not serving: the imports left {len(threads)} threads {threads}, and forking"
@@ -479,8 +481,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--preload", help="comma-separated modules (module:attribute too); default: the jobs'")
     args = parser.parse_args(argv)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    preload = list(DEFAULT_PRELOAD) if args.preload is None else [n for n in args.preload.split(",") if n]
-    return serve(args.socket, args.parent, preload)
+    modules = list(DEFAULT_PRELOAD) if args.preload is None else [n for n in args.preload.split(",") if n]
+    return serve(args.socket, args.parent, modules)
 
 
 if __name__ == "__main__":

@@ -13,7 +13,7 @@ import pandas as pd
 
 from icl_gd.activations import cache
 from icl_gd.common import frames, names
-from icl_gd.report import claims_text, figures, published, render, summary, tables
+from icl_gd.report import claims_text, costs, figures, published, render, summary, tables
 
 log = logging.getLogger(__name__)
 # The papers' published numbers (published.py), shipped with the workflow.
@@ -44,12 +44,16 @@ def build_table(
     k_sweep=(),
     significance: float = 0.05,
     ci_level: float = 0.95,
+    records=(),
     **_,
 ) -> pd.DataFrame:
     """The table ``name`` of the report, from the files in ``inputs`` (summary, comparisons,
     data statistics; the published numbers come from :data:`PUBLISHED`). ``roles``: published
     method -> the run's
-    (``plan.published_roles``)."""
+    (``plan.published_roles``). ``records``: the costs table's jobs (rule, setting, path of the job's
+    benchmark record), read where they exist."""
+    if name == "costs":
+        return costs.costs_table(costs.read_records(list(records)))
     if name == "data":
         return tables.data_table(frames.read_frame(inputs["data"]), made_by=frames.read_provenance(inputs["data"]))
     if name == "comparisons":
@@ -94,7 +98,7 @@ def build_table(
     }
     if name not in builders:
         raise ValueError(
-            f"unknown table {name!r}; known: {sorted([*builders, 'data', 'comparisons', 'reproduction', 'claims', 'orders'])}"
+            f"unknown table {name!r}; known: {sorted([*builders, 'costs', 'data', 'comparisons', 'reproduction', 'claims', 'orders'])}"
         )
     return builders[name]()
 

@@ -255,7 +255,7 @@ def test_the_default_preload_leaves_one_thread_and_cuda_untouched():
     # must still be able to choose its device through CUDA_VISIBLE_DEVICES
     code = textwrap.dedent("""
         from icl_gd.common import warm
-        warm._preload(["torch", "torch.cuda"])  # as the worker starts: its thread settings first
+        warm.preload(["torch", "torch.cuda"])  # as the worker starts: its thread settings first
         import torch
         called = []
         entries = [(torch.cuda, n) for n in ("is_available", "device_count", "init", "_lazy_init")]
@@ -265,7 +265,7 @@ def test_the_default_preload_leaves_one_thread_and_cuda_untouched():
                 called.append(_name)
                 return _orig(*a, **k)
             setattr(module, name, watch)
-        warm._preload(list(warm.DEFAULT_PRELOAD))
+        warm.preload(list(warm.DEFAULT_PRELOAD))
         assert not called and not torch.cuda.is_initialized(), called
         assert len(warm._threads()) == 1, warm._threads()
         print("ok")

@@ -120,9 +120,19 @@ def remove_stale_reports():
                 print(f"removed {path}: not a table or figure of this config", file=sys.stderr)
 
 
+# The analyses over every run, by the table that shows each one's result.
+ANALYSES = {"comparisons": "compare_methods", "claims": "evaluate_claims", "orders": "order_sensitivity"}
+
+
 def table_inputs(wildcards):
     inputs = {}
-    if wildcards.table == "orders":
+    if wildcards.table == "costs":
+        # after the jobs it reads the records of: reruns when any of them reran
+        inputs["summary"] = rules.aggregate_metrics.output.summary
+        for table, name in ANALYSES.items():
+            if table in TABLES:
+                inputs[table] = getattr(rules, name).output.table
+    elif wildcards.table == "orders":
         inputs["orders"] = rules.order_sensitivity.output.table
     elif wildcards.table == "comparisons":
         inputs["comparisons"] = rules.compare_methods.output.table
@@ -133,6 +143,42 @@ def table_inputs(wildcards):
     else:
         inputs["summary"] = rules.aggregate_metrics.output.summary
     return inputs
+
+
+def cost_records(wildcards):
+    """The costs table's jobs: (rule, setting, path of the job's benchmark record) of every model,
+    extraction and scoring job and of the analyses over every run. Read where present, never
+    inputs: a run finished before the jobs wrote records would otherwise rerun every job."""
+    if wildcards.table != "costs":
+        return []
+    records = []
+
+    def add(name, label, **wildcards_):
+        records.append({"rule": name, "setting": label, "path": str(getattr(rules, name).log.benchmark).format(**wildcards_)})
+
+    builders = {"builtin": "build_builtin_model", "hub": "download_model", "gguf": "convert_gguf_model"}
+    for model in MODELS:
+        if config["models"][model]["source"] in builders:
+            add(builders[config["models"][model]["source"]], "", model=model)
+        for variant in config["variants"]:
+            if variant != "trained":
+                add("make_variant", variant, model=model, variant=variant)
+    # ZSL, then ICL, then each method as the config lists them: the table's rows in that order
+    rank = lambda e: (e["setting"] != "zsl", not cfg.is_icl_setting(e["setting"]), METHODS.index(e["setting"]) if e["setting"] in METHODS else 0)
+    for e in sorted(plan.extractions(config), key=rank):
+        kind = "extract_zsl" if e["setting"] == "zsl" else "extract_base" if cfg.is_icl_setting(e["setting"]) else "finetune_and_extract"
+        add(kind, e["setting"], **e)
+    for e in sorted(plan.order_extractions(config), key=rank):
+        add("extract_order" if cfg.is_icl_setting(e["setting"]) else "finetune_order", e["setting"], **e)
+    for run in plan.runs(config):
+        add("score_run", run["method"], **run)
+    for run in ORDER_RUNS:
+        add("score_order", run["method"], **run)
+    add("aggregate_metrics", "")
+    for table, name in ANALYSES.items():
+        if table in TABLES:
+            add(name, "")
+    return records
 
 
 def table_roles(wildcards):

@@ -1,0 +1,390 @@
+"""What a run will cost, known before it starts: every model job's predicted wall time and peak
+memory, from a count of its work and rates measured on the machine at hand.
+
+The work: each job's FLOPs, counted as ``activations/work.py`` counts them (and as each extraction
+job notes them in its benchmark record).
+
+The rates (measured, ``calibrate``): for each model and path, the real extraction code on the
+config's first task and seed, run in a forked copy of this process at two sizes of the evaluation
+set (``max_eval``), from which a job's fixed time (loading the model, tokenizer and data, writing
+the cache) and its time per FLOP follow, and the forked copy's peak resident set. A training path
+is run at the smaller size and its training time is what remains after ZSL's evaluation at that
+size. A job's start adds the warm worker's hand-over (local runs) or the imports of torch and
+transformers (every SLURM job, a local run without the worker), measured once.
+
+Memory: the calibration run's peak resident set of the job's path, plus the difference in
+activations between the job and the calibration run (the batch's longest sequence, the ICL prefix's
+keys and values), never less than the calibration run's.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import resource
+import time
+from dataclasses import dataclass, field
+
+import pandas as pd
+
+from icl_gd import plan
+from icl_gd.activations.work import (
+    PRETRAIN_BATCH,
+    TRAIN_KINDS,
+    Shape,
+    Work,
+    job_work,
+    pretrain_work,
+    shape_of,
+)
+from icl_gd.common import warm as worker
+from icl_gd.common.specs import is_icl_setting
+
+COLUMNS = ["rule", "model", "variant", "task", "seed", "order", "setting", "path", "gflop", "seconds", "peak_mb"]
+
+# ------------------------------------------------------------------------------------------------
+# Rates
+
+
+@dataclass
+class PathRate:
+    """A path's measured cost on one model: fixed seconds, seconds per GFLOP, peak MB, and the
+    work of the calibration run the peak was measured on."""
+
+    fixed_s: float
+    s_per_gflop: float
+    peak_mb: float
+    work: Work
+
+
+@dataclass
+class Calibration:
+    """Per model, per path; and a job's start (warm: the worker's hand-over; cold: the imports)."""
+
+    paths: dict[str, dict[str, PathRate]] = field(default_factory=dict)
+    start_s: float = 0.0
+    seconds: float = 0.0  # what the calibration itself took
+
+
+def activation_mb(shape: Shape, work: Work, batch_size: int) -> float:
+    """The activations a job holds at its peak: a batch of its longest sequence through one block
+    (the residual, the MLP's 4 d and the attention rows), the ICL prefix's keys and values in every
+    layer, and in training the activations of every block kept for the backward."""
+    per_token = shape.d_model * (2 + 4 + 4) * shape.dtype_bytes
+    batch = batch_size * work.longest * per_token
+    prefix = 2 * shape.n_layers * work.prefix * shape.d_model * shape.dtype_bytes
+    train = work.longest * shape.n_layers * per_token * 2 if work.path in TRAIN_KINDS else 0
+    return (batch + prefix + train) / 2**20
+
+
+def predict(shape: Shape, work: Work, rate: PathRate, start_s: float, batch_size: int, train_rate=None) -> tuple:
+    """(seconds, peak MB) of a job."""
+    seconds = start_s + rate.fixed_s + work.eval_flops / 1e9 * rate.s_per_gflop
+    if work.train_flops:
+        seconds += work.train_flops / 1e9 * (train_rate if train_rate is not None else rate.s_per_gflop)
+    grow = activation_mb(shape, work, batch_size) - activation_mb(shape, rate.work, batch_size)
+    return seconds, rate.peak_mb + max(grow, 0.0)
+
+
+# ------------------------------------------------------------------------------------------------
+# Measuring
+
+
+def _in_fork(fn, copies: int = 1) -> tuple[float, float]:
+    """Run ``fn`` in ``copies`` forked copies of this process at once: (their mean seconds, the
+    largest copy's peak resident set in MB). A copy starts from this process's memory, as a
+    warm-worker job does; several at once share the machine as a local run's jobs do."""
+    started, children = {}, []
+    for _ in range(copies):
+        start = time.perf_counter()
+        pid = os.fork()
+        if pid == 0:
+            code = 1
+            try:
+                fn()
+                code = 0
+            except BaseException:
+                import traceback
+
+                traceback.print_exc()
+            finally:
+                os._exit(code)
+        started[pid] = start
+        children.append(pid)
+    seconds, peak, failed = [], 0.0, False
+    for pid in children:
+        _, status, usage = os.wait4(pid, 0)
+        seconds.append(time.perf_counter() - started[pid])
+        peak = max(peak, usage.ru_maxrss / 1024)
+        failed |= os.waitstatus_to_exitcode(status) != 0
+    if failed:
+        raise RuntimeError("a calibration run failed (its traceback is above)")
+    return sum(seconds) / len(seconds), peak
+
+
+def _repeated(fn, copies: int, short_s: float = 5.0) -> tuple[float, float]:
+    """``_in_fork``, three times where a run is short (the median: a run of a second moves by tens
+    of percent with whatever else the machine does), once otherwise."""
+    first = _in_fork(fn, copies)
+    if first[0] >= short_s:
+        return first
+    runs = [first, _in_fork(fn, copies), _in_fork(fn, copies)]
+    return sorted(s for s, _ in runs)[1], max(p for _, p in runs)
+
+
+def sizes(n_eval: int) -> tuple[int, int]:
+    """The two evaluation sizes a path is calibrated at: a quarter and all of at most 64."""
+    large = max(2, min(64, n_eval))
+    return max(1, large // 4), large
+
+
+def peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def describe(table: pd.DataFrame, calibration: Calibration, device: str) -> str:
+    """The estimate in words: totals per rule and setting, and the whole run."""
+    lines = [f"{len(table)} model jobs on {device} (calibration: {calibration.seconds:.0f} s)."]
+    by = table.groupby(["rule", "setting"], sort=False, dropna=False).agg(
+        jobs=("seconds", "size"), seconds=("seconds", "sum"), peak_mb=("peak_mb", "max"), gflop=("gflop", "sum")
+    )
+    for (rule, setting), row in by.iterrows():
+        lines.append(
+            f"  {rule:22s} {setting or '-':14s} {int(row.jobs):5d} jobs  {_duration(row.seconds):>12s}  "
+            f"peak {row.peak_mb:8,.0f} MB  {row.gflop:12,.1f} GFLOP"
+        )
+    total = table["seconds"].sum()
+    lines.append(
+        f"total: {_duration(total)} of job time, peak {table['peak_mb'].max():,.0f} MB in one job, "
+        f"{table['gflop'].sum():,.1f} GFLOP"
+    )
+    return "\n".join(lines)
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    minutes = seconds / 60
+    if minutes < 60:
+        return f"{minutes:.1f} min"
+    return f"{minutes / 60:.2f} h"
+
+
+def estimate(config: dict, shapes: dict[str, Shape], sequences, calibration: Calibration) -> pd.DataFrame:
+    """Every model job the config plans (the built-in model's pretraining, each extraction and
+    finetuning, the further orders), one row each, with its work and its predicted seconds and
+    peak MB. ``sequences(model, spec)``: a run's ``RunSequences``."""
+    rows = []
+    batch = int(config.get("batch_size") or 16)
+    for model, spec in config["models"].items():
+        if spec["source"] == "builtin" and spec.get("pretrain_steps"):
+            work = pretrain_work(shapes[model], spec["pretrain_steps"], min(spec["pretrain_len"], spec["n_positions"]))
+            rate = calibration.paths[model].get("pretrain")
+            seconds, peak = predict(shapes[model], work, rate, calibration.start_s, batch) if rate else (math.nan,) * 2
+            rows.append(
+                dict(
+                    rule="build_builtin_model", model=model, setting="", path="pretrain", work=work, s=seconds, mb=peak
+                )
+            )
+    jobs = [(e, 0) for e in plan.extractions(config)] + [(e, e["order"]) for e in plan.order_extractions(config)]
+    for e, order in jobs:
+        spec = plan.run_spec(config, e["task"], e["setting"], e["seed"], order)
+        shape = shapes[e["model"]]
+        work = job_work(shape, spec, sequences(e["model"], spec))
+        rates = calibration.paths[e["model"]]
+        if work.path in TRAIN_KINDS:
+            seconds, peak = predict(shape, work, rates["zsl"], calibration.start_s, batch, rates[work.path].s_per_gflop)
+            peak = max(
+                peak,
+                rates[work.path].peak_mb
+                + max(activation_mb(shape, work, batch) - activation_mb(shape, rates[work.path].work, batch), 0),
+            )
+        else:
+            seconds, peak = predict(shape, work, rates[work.path], calibration.start_s, batch)
+        if e["setting"] == "zsl":
+            rule = "extract_zsl"
+        elif is_icl_setting(e["setting"]):
+            rule = "extract_order" if order else "extract_base"
+        else:
+            rule = "finetune_order" if order else "finetune_and_extract"
+        rows.append(dict(e, rule=rule, order=order, path=work.path, work=work, s=seconds, mb=peak))
+    table = pd.DataFrame(
+        [
+            {
+                **{k: r.get(k) for k in ("rule", "model", "variant", "task", "seed", "setting", "path")},
+                "order": r.get("order"),
+                "gflop": r["work"].flops / 1e9,
+                "seconds": r["s"],
+                "peak_mb": r["mb"],
+            }
+            for r in rows
+        ]
+    )
+    return table.reindex(columns=COLUMNS)
+
+
+# ------------------------------------------------------------------------------------------------
+# From the files: the models' folders and the tasks' data
+
+
+def sequences_from_files(config: dict, model_dirs: dict[str, str], task_files: dict[str, dict[str, str]]):
+    """``sequences(model, spec)`` as the extraction will build them (each distinct run once)."""
+    from types import SimpleNamespace
+
+    from transformers import AutoConfig
+
+    from icl_gd.activations import extract
+    from icl_gd.models import loading
+
+    tokenizers, context, seen = {}, {}, {}
+    for model, folder in model_dirs.items():
+        tokenizers[model] = loading.load_tokenizer(folder)
+        context[model] = loading.context_length(SimpleNamespace(config=AutoConfig.from_pretrained(folder)))
+
+    def sequences(model: str, spec: dict):
+        key = (model, *(str(spec.get(k)) for k in ("task", "seed", "setting", "k", "demo_labels", "order", "max_eval")))
+        if key not in seen:
+            files = task_files[spec["task"]]
+            seen[key] = extract.sequences_of(spec, tokenizers[model], context[model], files["train"], files["eval"])
+        return seen[key]
+
+    return sequences
+
+
+def start_seconds(warm: bool) -> float:
+    """A job's start before its script's first line: a bare Python (the warm worker's client,
+    whose job is forked with everything imported), or Python importing torch and transformers."""
+    import subprocess
+    import sys
+
+    code = "import sys" if warm else "import torch, transformers; from transformers import AutoModelForCausalLM"
+    start = time.perf_counter()
+    subprocess.run([sys.executable, "-c", code], check=True, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    return time.perf_counter() - start
+
+
+def _two_point(points: list[tuple[float, float]]) -> tuple[float, float]:
+    """(fixed seconds, seconds per GFLOP) through two (GFLOP, seconds) points; a non-positive
+    slope (noise on a job too small to time) puts the whole time in the fixed part."""
+    (f1, t1), (f2, t2) = points
+    slope = (t2 - t1) / (f2 - f1) if f2 > f1 else 0.0
+    if slope <= 0:
+        return max(t1, t2), 0.0
+    return max(t1 - f1 * slope, 0.0), slope
+
+
+def calibrate(
+    config: dict,
+    model_dirs: dict[str, str],
+    task_files: dict[str, dict[str, str]],
+    workdir: str,
+    *,
+    warm: bool = True,
+    threads: int = 1,
+    copies: int = 1,
+    log=print,
+) -> Calibration:
+    """Each model's paths timed on this machine (see the module's docstring): the config's first
+    task and seed, in forked copies of this process, the caches written under ``workdir``.
+    ``copies``: how many jobs the run will run at once here (each calibration run is timed with
+    that many copies side by side: two jobs on two cores each take longer than one alone)."""
+    import torch
+
+    from icl_gd.activations import extract
+    from icl_gd.config import resolve as cfg
+    from icl_gd.data import splits
+
+    began = time.perf_counter()
+    if not os.environ.get(worker.CHILD_ENV):  # as the warm worker would have: its forks find them loaded
+        worker.preload(list(worker.DEFAULT_PRELOAD))
+    sequences = sequences_from_files(config, model_dirs, task_files)
+    task = next(iter(config["tasks"]))
+    seed = cfg.task_seeds(config, task)[0]
+    methods = [m for methods in config["variants"].values() for m in methods]
+    by_kind = {}
+    for method in methods:
+        by_kind.setdefault(cfg.method_spec(config, method)["kind"], method)
+    icl = cfg.icl_setting(config, methods[0]) if methods else "icl"
+    n_eval = len(splits.select_eval(pd.read_parquet(task_files[task]["eval"]), config["max_eval"]))
+    calibration = Calibration(start_s=start_seconds(warm))
+    for model, folder in model_dirs.items():
+        shape = shape_of(folder, config["dtype"])
+        rates: dict[str, PathRate] = {}
+
+        def run(setting: str, n: int, reference: str | None = None) -> tuple[Work, float, float, str]:
+            spec = {**plan.run_spec(config, task, setting, seed), "max_eval": n}
+            out = os.path.join(workdir, f"{model}-{setting}-{n}.arrow")
+
+            def job():  # copies side by side write the same files: each atomically, all alike
+                torch.set_num_threads(threads)
+                extract.run(
+                    spec,
+                    model_name=model,
+                    variant="trained",
+                    model_dir=folder,
+                    train_path=task_files[task]["train"],
+                    eval_path=task_files[task]["eval"],
+                    out_path=out,
+                    train_log_path=os.path.join(workdir, f"{model}-{setting}-{n}.parquet"),
+                    reference_path=reference,
+                    device=config["device"],
+                    batch_size=config["batch_size"],
+                )
+
+            seconds, peak = _repeated(job, copies)
+            work = job_work(shape, spec, sequences(model, spec))
+            log(
+                f"calibration {model} {setting} ({n} examples): {seconds:.2f} s, {peak:,.0f} MB, {work.flops / 1e9:,.2f} GFLOP"
+            )
+            return work, seconds, peak, out
+
+        small, large = sizes(n_eval)
+        zsl = [run("zsl", n) for n in (small, large)]
+        fixed, slope = _two_point([(w.flops / 1e9, s) for w, s, _, _ in zsl])
+        rates["zsl"] = PathRate(fixed, slope, max(p for _, _, p, _ in zsl), zsl[1][0])
+        refs = {small: zsl[0][3], large: zsl[1][3]}
+        if any(cfg.is_icl_setting(s) for s in [icl]):
+            runs = [run(icl, n, refs[n]) for n in (small, large)]
+            fixed, slope = _two_point([(w.flops / 1e9, s) for w, s, _, _ in runs])
+            rates["icl"] = PathRate(fixed, slope, max(p for _, _, p, _ in runs), runs[1][0])
+        for kind, method in by_kind.items():
+            work, seconds, peak, _ = run(method, small, refs[small])
+            evaluation = rates["zsl"].fixed_s + work.eval_flops / 1e9 * rates["zsl"].s_per_gflop
+            per_gflop = max(seconds - evaluation, 0.0) / (work.train_flops / 1e9) if work.train_flops else 0.0
+            rates[kind] = PathRate(rates["zsl"].fixed_s, per_gflop, peak, work)
+        spec = config["models"][model]
+        if spec["source"] == "builtin" and spec.get("pretrain_steps"):
+            rates["pretrain"] = _calibrate_pretraining(folder, shape, spec, log)  # one job: alone
+        for path, rate in rates.items():
+            log(
+                f"rate {model} {path}: {rate.fixed_s:.3f} s a job + {rate.s_per_gflop:.4f} s/GFLOP, peak {rate.peak_mb:,.0f} MB"
+            )
+        calibration.paths[model] = rates
+    calibration.seconds = time.perf_counter() - began
+    return calibration
+
+
+def _calibrate_pretraining(folder: str, shape: Shape, spec: dict, log) -> PathRate:
+    """The built-in model's pretraining: a few steps of its own loop at its length, twice."""
+    import torch
+
+    from icl_gd.models import builtin, loading
+
+    length = min(spec["pretrain_len"], spec["n_positions"])
+    points, peak = [], 0.0
+    for steps in (5, 25):
+
+        def job(steps=steps):
+            torch.set_num_threads(2)  # the rule's threads
+            model = loading.load_model(folder, device="cpu")
+            gen = torch.Generator().manual_seed(0)
+            episodes = torch.randint(4, shape.vocab, (64, length), generator=gen).tolist()
+            builtin.pretrain(model, episodes, steps=steps, batch_size=PRETRAIN_BATCH, lr=1e-3, seed=0)
+
+        seconds, rss = _repeated(job, 1)
+        work = pretrain_work(shape, steps, length)
+        points.append((work.flops / 1e9, seconds))
+        peak = max(peak, rss)
+        log(f"calibration pretraining ({steps} steps): {seconds:.2f} s, {rss:,.0f} MB")
+    fixed, slope = _two_point(points)
+    return PathRate(fixed, slope, peak, pretrain_work(shape, 25, length))

@@ -1,0 +1,43 @@
+"""Print (and log) what the config's model jobs will take, and write the per-job table: each
+model's paths timed on this machine, every job's work counted (icl_gd/cost.py)."""
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(snakemake.scriptdir).resolve().parents[1] / "src"))
+from icl_gd.common import warm
+
+warm.delegate()  # into the warm worker, where there is one (icl_gd/common/warm.py)
+import logging
+import os
+import tempfile
+
+from icl_gd.common.runtime import claim_gpu, log_to
+
+terminal = os.fdopen(os.dup(1), "w")  # this rule exists to print: the job's stdout, before the log takes it
+log_to(snakemake.log[0], benchmark=snakemake.log.get("benchmark"))
+
+from icl_gd import cost
+
+claim_gpu(snakemake.config["device"], jobs_per_gpu=snakemake.resources.jobs_per_gpu)
+from icl_gd.common.frames import write_tsv
+
+config = snakemake.config
+say = logging.getLogger("cost_estimate").info
+with tempfile.TemporaryDirectory() as workdir:
+    calibration = cost.calibrate(
+        config,
+        snakemake.params.model_dirs,
+        snakemake.params.task_files,
+        workdir,
+        warm=snakemake.params.warm,
+        copies=snakemake.params.copies,
+        log=say,
+    )
+sequences = cost.sequences_from_files(config, snakemake.params.model_dirs, snakemake.params.task_files)
+shapes = {model: cost.shape_of(folder, config["dtype"]) for model, folder in snakemake.params.model_dirs.items()}
+table = cost.estimate(config, shapes, sequences, calibration)
+write_tsv(table, snakemake.params.table)
+text = cost.describe(table, calibration, "this machine") + f"\nper job: {snakemake.params.table}"
+say("\n%s", text)
+print(text, file=terminal, flush=True)
