@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import math
 import os
-import resource
 import time
 from dataclasses import dataclass, field
 
@@ -67,11 +66,14 @@ class Calibration:
 
 
 def activation_mb(shape: Shape, work: Work, batch_size: int) -> float:
-    """The activations a job holds at its peak: a batch of its longest sequence through one block
-    (the residual, the MLP's 4 d and the attention rows), the ICL prefix's keys and values in every
-    layer, and in training the activations of every block kept for the backward."""
-    per_token = shape.d_model * (2 + 4 + 4) * shape.dtype_bytes
-    batch = batch_size * work.longest * per_token
+    """The activations a job holds at its peak: a batch of its longest query through one block
+    (the residual, the MLP's 4 d, q, k, v and the attention's output: ~10 d a token) and that
+    block's attention scores over every key it sees, the ICL prefix's keys and values in every
+    layer, and in training (one demonstration a step) every block's activations kept for the
+    backward."""
+    query = work.longest - work.prefix
+    per_token = shape.d_model * 10 * shape.dtype_bytes
+    batch = batch_size * query * (per_token + shape.n_heads * work.longest * shape.dtype_bytes)
     prefix = 2 * shape.n_layers * work.prefix * shape.d_model * shape.dtype_bytes
     train = work.longest * shape.n_layers * per_token * 2 if work.path in TRAIN_KINDS else 0
     return (batch + prefix + train) / 2**20
@@ -138,10 +140,6 @@ def sizes(n_eval: int) -> tuple[int, int]:
     return max(1, large // 4), large
 
 
-def peak_rss_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-
-
 def describe(table: pd.DataFrame, calibration: Calibration, device: str) -> str:
     """The estimate in words: totals per rule and setting, and the whole run."""
     lines = [f"{len(table)} model jobs on {device} (calibration: {calibration.seconds:.0f} s)."]
@@ -175,6 +173,8 @@ def estimate(config: dict, shapes: dict[str, Shape], sequences, calibration: Cal
     finetuning, the further orders), one row each, with its work and its predicted seconds and
     peak MB. ``sequences(model, spec)``: a run's ``RunSequences``."""
     rows = []
+    # the activations' batch (the CPU's default where unset; a difference from the calibration
+    # run, which ran at the jobs' own batch size, is all that it changes)
     batch = int(config.get("batch_size") or 16)
     for model, spec in config["models"].items():
         if spec["source"] == "builtin" and spec.get("pretrain_steps"):

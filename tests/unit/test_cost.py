@@ -20,7 +20,8 @@ def test_rates_from_two_runs_and_a_prediction():
     seconds, peak = cost.predict(SHAPE, job, rate, start_s=0.1, batch_size=16)
     assert seconds == pytest.approx(0.1 + 0.5 + 6.0) and peak == 400.0
     longer = work.Work(path="zsl", eval_flops=3e9, longest=1004)
-    grow = 16 * 1000 * 8 * 10 * 4 / 2**20  # a batch of 1000 more tokens through one block
+    # a batch of 1004-token queries through one block (10 d a token) and its scores (2 heads x 1004 keys)
+    grow = 16 * (1004 * (8 * 10 * 4 + 2 * 1004 * 4) - 4 * (8 * 10 * 4 + 2 * 4 * 4)) / 2**20
     assert cost.predict(SHAPE, longer, rate, 0.0, 16)[1] == pytest.approx(400.0 + grow)
 
 

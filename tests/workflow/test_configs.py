@@ -166,7 +166,7 @@ def expected_counts(config: dict) -> dict[str, int]:
         "evaluate_claims": 1,
         "first_page": 1,
         "task_statistics": len(config["tasks"]),
-        "table": 11,
+        "table": 12,  # with costs
         # the paper's config: per_layer, accuracy, alpha, grad_norms, prediction_changes,
         # output_distributions, reproduction and claims (it sweeps no learning rate and runs one model)
         "figure": 8,
@@ -198,12 +198,12 @@ def test_paper_dry_run_job_counts(dry_run):
         "first_page": 1,
         # paper 003 Tables 1-3, paper 001 Tables 1-3, paper 002, comparisons, intervals,
         # reproduction, claims
-        "table": 11,
+        "table": 12,  # with costs
         # per_layer, accuracy, alpha, grad_norms, prediction_changes, output_distributions,
         # reproduction, claims (no lr sweep, one model)
         "figure": 8,
     }
-    assert sum(counts.values()) == 352
+    assert sum(counts.values()) == 353
     # the printed job blocks agree with the table
     assert Counter(rule for rule, _ in planned_jobs(dry_run)) == Counter(counts)
 
