@@ -2,7 +2,7 @@
 wall time (summed over the jobs) and peak memory (the largest job's), and their ratio.
 
     snakemake --cores all --configfile <config>                 # the run: every job's record
-    snakemake --cores all --configfile <config> cost_estimate   # results/cost_estimate.tsv
+    snakemake cost_estimate --cores all --configfile <config>   # results/cost_estimate.tsv
     python benchmarks/cost_check.py [--workdir .]
 
 Reads results/cost_estimate.tsv and each of its jobs' benchmark records

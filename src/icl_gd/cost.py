@@ -9,7 +9,8 @@ config's first task and seed, run in a forked copy of this process at two sizes 
 set (``max_eval``), from which a job's fixed time (loading the model, tokenizer and data, writing
 the cache) and its time per FLOP follow, and the forked copy's peak resident set. A training path
 is run at the smaller size and its training time is what remains after ZSL's evaluation at that
-size. A job's start adds the warm worker's hand-over (local runs) or the imports of torch and
+size (of two methods of a kind, the ones with the fewest and the most demonstrations: the training's
+fixed part apart from its time per FLOP). A job's start adds the warm worker's hand-over (local runs) or the imports of torch and
 transformers (every SLURM job, a local run without the worker), measured once.
 
 Memory: the calibration run's peak resident set of the job's path, plus the difference in
@@ -48,7 +49,8 @@ COLUMNS = ["rule", "model", "variant", "task", "seed", "order", "setting", "path
 @dataclass
 class PathRate:
     """A path's measured cost on one model: fixed seconds, seconds per GFLOP, peak MB, and the
-    work of the calibration run the peak was measured on."""
+    work of the calibration run the peak was measured on. A training method's: its training's
+    alone (its evaluation is ZSL's)."""
 
     fixed_s: float
     s_per_gflop: float
@@ -193,7 +195,9 @@ def estimate(config: dict, shapes: dict[str, Shape], sequences, calibration: Cal
         work = job_work(shape, spec, sequences(e["model"], spec))
         rates = calibration.paths[e["model"]]
         if work.path in TRAIN_KINDS:
-            seconds, peak = predict(shape, work, rates["zsl"], calibration.start_s, batch, rates[work.path].s_per_gflop)
+            train = rates[work.path]  # its training's own fixed seconds and seconds per GFLOP
+            seconds, peak = predict(shape, work, rates["zsl"], calibration.start_s, batch, train.s_per_gflop)
+            seconds += train.fixed_s
             peak = max(
                 peak,
                 rates[work.path].peak_mb
@@ -301,9 +305,10 @@ def calibrate(
     task = next(iter(config["tasks"]))
     seed = cfg.task_seeds(config, task)[0]
     methods = [m for methods in config["variants"].values() for m in methods]
-    by_kind = {}
-    for method in methods:
-        by_kind.setdefault(cfg.method_spec(config, method)["kind"], method)
+    by_kind: dict[str, list[str]] = {}  # each kind's methods with the fewest and the most demonstrations
+    for method in sorted(dict.fromkeys(methods), key=lambda m: cfg.setting_k(config, m)):
+        by_kind.setdefault(cfg.method_spec(config, method)["kind"], []).append(method)
+    by_kind = {kind: list(dict.fromkeys([ms[0], ms[-1]])) for kind, ms in by_kind.items()}
     icl = cfg.icl_setting(config, methods[0]) if methods else "icl"
     n_eval = len(splits.select_eval(pd.read_parquet(task_files[task]["eval"]), config["max_eval"]))
     calibration = Calibration(start_s=start_seconds(warm))
@@ -347,11 +352,22 @@ def calibrate(
             runs = [run(icl, n, refs[n]) for n in (small, large)]
             fixed, slope = _two_point([(w.flops / 1e9, s) for w, s, _, _ in runs])
             rates["icl"] = PathRate(fixed, slope, max(p for _, _, p, _ in runs), runs[1][0])
-        for kind, method in by_kind.items():
-            work, seconds, peak, _ = run(method, small, refs[small])
-            evaluation = rates["zsl"].fixed_s + work.eval_flops / 1e9 * rates["zsl"].s_per_gflop
-            per_gflop = max(seconds - evaluation, 0.0) / (work.train_flops / 1e9) if work.train_flops else 0.0
-            rates[kind] = PathRate(rates["zsl"].fixed_s, per_gflop, peak, work)
+        for kind, chosen in by_kind.items():
+            # the training's time: what is left of the run after ZSL's evaluation of its examples;
+            # with two numbers of demonstrations, its fixed part (master weights, the first step's
+            # allocations) apart from its time per GFLOP
+            points, peaks = [], []
+            for method in chosen:
+                work, seconds, peak, _ = run(method, small, refs[small])
+                evaluation = rates["zsl"].fixed_s + work.eval_flops / 1e9 * rates["zsl"].s_per_gflop
+                points.append((work.train_flops / 1e9, max(seconds - evaluation, 0.0)))
+                peaks.append((peak, work))
+            if len(points) == 2:
+                fixed, slope = _two_point(points)
+            else:
+                fixed, slope = 0.0, points[0][1] / points[0][0] if points[0][0] else 0.0
+            peak, work = max(peaks, key=lambda p: p[0])
+            rates[kind] = PathRate(fixed, slope, peak, work)
         spec = config["models"][model]
         if spec["source"] == "builtin" and spec.get("pretrain_steps"):
             rates["pretrain"] = _calibrate_pretraining(folder, shape, spec, log)  # one job: alone

@@ -163,8 +163,15 @@ def cost_records(wildcards):
         for variant in config["variants"]:
             if variant != "trained":
                 add("make_variant", variant, model=model, variant=variant)
-    # ZSL, then ICL, then each method as the config lists them: the table's rows in that order
-    rank = lambda e: (e["setting"] != "zsl", not cfg.is_icl_setting(e["setting"]), METHODS.index(e["setting"]) if e["setting"] in METHODS else 0)
+    # ZSL, then ICL by its number of demonstrations, then each method as the config lists them
+    def rank(e):
+        setting = e["setting"]
+        if setting == "zsl":
+            return (0, 0, setting)
+        if cfg.is_icl_setting(setting):
+            return (1, cfg.setting_k(config, setting), setting)
+        return (2, METHODS.index(setting), setting)
+
     for e in sorted(plan.extractions(config), key=rank):
         kind = "extract_zsl" if e["setting"] == "zsl" else "extract_base" if cfg.is_icl_setting(e["setting"]) else "finetune_and_extract"
         add(kind, e["setting"], **e)
