@@ -12,15 +12,17 @@ is an assumption, printed with the result:
   (``SHAPES``: the public configs of the fairseq dense 1.3B and the Pythia suite) and each task's
   prompt length from paper 001 Table 3 (characters / 4 plus the template's words, as
   ``benchmarks/disk.py``); a demonstration is a query plus its label word;
-- the rate: the device's dense peak for the config's dtype (vendor figures: A100 19.5 TFLOP/s
-  float32, 312 bfloat16; H100 SXM 67 and 989) times an efficiency, ``--eval-efficiency`` (0.4:
-  batches of 128 prompts) for evaluation and ``--train-efficiency`` (0.1: one demonstration a
-  step) for finetuning, plus ``--step-overhead`` (30 ms: a step's kernel launches and optimiser);
-- a job's fixed cost ``--job-start`` (20 s: a SLURM job's start, Snakemake and torch's imports,
-  CUDA's initialisation) and the model's weights read at ``--load-gbps`` (2 GB/s);
-- memory on the GPU: the weights, in finetuning a float32 master copy of the K/V weights and their
-  gradients, and activations as ``icl_gd.cost.activation_mb`` counts them; on the host, the
-  weights (loaded there first) and ``--host-base`` (3000 MB: torch with CUDA's libraries).
+- the rate and the rest: ``icl_gd.cost.on_device`` with the device's dense peak for the config's
+  dtype (``cost.DEVICES``: A100 19.5 TFLOP/s float32, 312 bfloat16; H100 SXM 67 and 989) and its
+  assumptions, each an option here: ``--eval-efficiency`` (0.4: batches of 128 prompts),
+  ``--train-efficiency`` (0.1: one demonstration a step) plus ``--step-overhead`` (30 ms a step),
+  ``--job-start`` (20 s: a SLURM job's start, imports, CUDA's set-up), the weights read at
+  ``--load-gbps`` (2 GB/s), ``--host-base`` (3000 MB of host memory before the weights); GPU memory:
+  the weights, in finetuning a float32 master copy of the K/V weights and their gradients, and
+  the activations as ``cost.activation_mb`` counts them.
+
+``snakemake cost_estimate --configfile <config> --config cost_device=A100`` makes the same estimate
+from the config's real token counts, where its models and data are at hand.
 
 With ``--gpus`` N the jobs run as the SLURM profile groups them (up to 4 extractions of one model
 variant one after another in one SLURM job) on N GPUs, longest group first: the wall time is the
@@ -30,17 +32,17 @@ busiest GPU's.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import heapq
 from pathlib import Path
 from types import SimpleNamespace
 
 import yaml
 
-from icl_gd import plan
+from icl_gd import cost, plan
 from icl_gd.activations import work
 from icl_gd.config import resolve as cfg
 from icl_gd.config import validation
-from icl_gd.cost import activation_mb
 from icl_gd.report.outputs import PUBLISHED
 from icl_gd.report.published import read_published
 
@@ -54,7 +56,6 @@ SHAPES = {
     "pythia-1b": (16, 2048, 8, 50304, 8192),
     "pythia-1.4b": (24, 2048, 16, 50304, 8192),
 }
-PEAK_TFLOPS = {("A100", 4): 19.5, ("A100", 2): 312.0, ("H100", 4): 67.0, ("H100", 2): 989.0}
 GROUP = 4  # profiles/slurm: group-components of a model variant's extractions
 
 
@@ -73,7 +74,7 @@ def shape(name: str, dtype_bytes: int) -> work.Shape:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("config")
-    parser.add_argument("--device", choices=("A100", "H100"), default="A100")
+    parser.add_argument("--device", choices=sorted(cost.DEVICES), default="A100")
     parser.add_argument("--gpus", type=int, default=1)
     parser.add_argument("--eval-efficiency", type=float, default=0.4)
     parser.add_argument("--train-efficiency", type=float, default=0.1)
@@ -87,7 +88,15 @@ def main() -> None:
     schema = yaml.safe_load((REPO / "workflow/schemas/config.schema.yaml").read_text())
     config = validation.validate(yaml.safe_load(Path(args.config).read_text()), schema)
     dtype_bytes = work.DTYPE_BYTES[config["dtype"]]
-    peak = PEAK_TFLOPS[(args.device, dtype_bytes)] * 1e12
+    device = dataclasses.replace(
+        cost.DEVICES[args.device],
+        eval_efficiency=args.eval_efficiency,
+        train_efficiency=args.train_efficiency,
+        step_overhead_s=args.step_overhead,
+        job_start_s=args.job_start,
+        load_gbps=args.load_gbps,
+        host_base_mb=args.host_base,
+    )
     batch = config["batch_size"] or 128
     published = read_published(PUBLISHED)
     chars = {r.task: float(r.value) for r in published[published.metric == "avg_tokens"].itertuples()}
@@ -112,26 +121,11 @@ def main() -> None:
         spec = plan.run_spec(config, e["task"], e["setting"], e["seed"], e.get("order", 0))
         s = shape(e["model"], dtype_bytes)
         job = work.job_work(s, spec, sequences(e["model"], spec))
-        weights = (s.block_params + 2 * s.vocab * s.d_model) * dtype_bytes
-        steps = len(sequences(e["model"], spec).demo_ids) if job.train_flops else 0
-        seconds = (
-            args.job_start
-            + weights / (args.load_gbps * 1e9)
-            + job.eval_flops / (peak * args.eval_efficiency)
-            + job.train_flops / (peak * args.train_efficiency)
-            + steps * args.step_overhead
-        )
-        kv = 2 * s.n_layers * s.d_model * s.d_model * 4  # the K/V weights' float32 master copy
-        gpu_mb = (weights + (2 * kv if job.train_flops else 0)) / 2**20 + activation_mb(s, job, batch)
-        host_mb = args.host_base + weights / 2**20
+        seconds, host_mb, gpu_mb = cost.on_device(s, job, device, batch)
         rule = "zsl" if e["setting"] == "zsl" else "icl" if job.path == "icl" else job.path
         jobs.append(((e["model"], e["variant"]), seconds, gpu_mb, host_mb, rule, job.flops))
 
-    print(
-        f"{args.config} on {args.device} ({peak / 1e12:g} TFLOP/s {config['dtype']} peak; assumed: evaluation at "
-        f"{args.eval_efficiency:.0%} of it, finetuning at {args.train_efficiency:.0%} + {args.step_overhead * 1e3:.0f} ms "
-        f"a step, {args.job_start:.0f} s a job's start, weights read at {args.load_gbps:g} GB/s)"
-    )
+    print(f"{args.config} on {device.assumptions(dtype_bytes)}")
     by: dict[str, list] = {}
     for _, seconds, gpu_mb, host_mb, path, flops in jobs:
         by.setdefault(path, []).append((seconds, gpu_mb, host_mb, flops))

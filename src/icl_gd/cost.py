@@ -40,7 +40,20 @@ from icl_gd.activations.work import (
 from icl_gd.common import warm as worker
 from icl_gd.common.specs import is_icl_setting
 
-COLUMNS = ["rule", "model", "variant", "task", "seed", "order", "setting", "path", "gflop", "seconds", "peak_mb"]
+COLUMNS = [
+    "rule",
+    "model",
+    "variant",
+    "task",
+    "seed",
+    "order",
+    "setting",
+    "path",
+    "gflop",
+    "seconds",
+    "peak_mb",
+    "gpu_mb",
+]
 
 # ------------------------------------------------------------------------------------------------
 # Rates
@@ -88,6 +101,60 @@ def predict(shape: Shape, work: Work, rate: PathRate, start_s: float, batch_size
         seconds += work.train_flops / 1e9 * (train_rate if train_rate is not None else rate.s_per_gflop)
     grow = activation_mb(shape, work, batch_size) - activation_mb(shape, rate.work, batch_size)
     return seconds, rate.peak_mb + max(grow, 0.0)
+
+
+# ------------------------------------------------------------------------------------------------
+# A GPU this machine cannot measure: its public peak, and assumptions in place of measured rates
+
+
+@dataclass(frozen=True)
+class Device:
+    """A named GPU: its dense peak FLOP/s per bytes of a value (vendor figures, no sparsity) and
+    what is assumed in place of a calibration (every one printed with the estimate)."""
+
+    name: str
+    peak: dict
+    eval_efficiency: float = 0.4  # of the peak: evaluation batches of 128 prompts
+    train_efficiency: float = 0.1  # of the peak: finetuning, one demonstration a step
+    step_overhead_s: float = 0.03  # a step's kernel launches and optimiser
+    job_start_s: float = 20.0  # a SLURM job's start, Snakemake's and torch's imports, CUDA's set-up
+    load_gbps: float = 2.0  # the weights read from disk
+    host_base_mb: float = 3000.0  # torch with CUDA's libraries, before the weights
+
+    def assumptions(self, dtype_bytes: int) -> str:
+        return (
+            f"{self.name}: ASSUMED, not measured: {self.peak[dtype_bytes] / 1e12:g} TFLOP/s dense peak at "
+            f"{8 * dtype_bytes}-bit, evaluation at {self.eval_efficiency:.0%} of it, finetuning at "
+            f"{self.train_efficiency:.0%} + {self.step_overhead_s * 1e3:.0f} ms a step, {self.job_start_s:g} s to start "
+            f"a job, weights read at {self.load_gbps:g} GB/s, {self.host_base_mb:,.0f} MB of host memory before them"
+        )
+
+
+DEVICES = {
+    "A100": Device("A100", {4: 19.5e12, 2: 312e12}),
+    "H100": Device("H100", {4: 67e12, 2: 989e12}),  # SXM
+}
+
+
+def weight_bytes(shape: Shape) -> float:
+    """The blocks' linears and an untied embedding and head (a tied model's is counted twice)."""
+    return (shape.block_params + 2 * shape.vocab * shape.d_model) * shape.dtype_bytes
+
+
+def on_device(shape: Shape, work: Work, device: Device, batch_size: int) -> tuple[float, float, float]:
+    """(seconds, host MB, GPU MB) of a job on a named device, by its assumptions."""
+    peak = device.peak[shape.dtype_bytes]
+    weights = weight_bytes(shape)
+    seconds = (
+        device.job_start_s
+        + weights / (device.load_gbps * 1e9)
+        + work.eval_flops / (peak * device.eval_efficiency)
+        + work.train_flops / (peak * device.train_efficiency)
+        + work.steps * device.step_overhead_s
+    )
+    kv = 2 * shape.n_layers * shape.d_model * shape.d_model * 4  # the K/V weights' float32 master copy
+    gpu = (weights + (2 * kv if work.train_flops else 0)) / 2**20 + activation_mb(shape, work, batch_size)
+    return seconds, device.host_base_mb + weights / 2**20, gpu
 
 
 # ------------------------------------------------------------------------------------------------
@@ -142,23 +209,32 @@ def sizes(n_eval: int) -> tuple[int, int]:
     return max(1, large // 4), large
 
 
-def describe(table: pd.DataFrame, calibration: Calibration, device: str) -> str:
-    """The estimate in words: totals per rule and setting, and the whole run."""
-    lines = [f"{len(table)} model jobs on {device} (calibration: {calibration.seconds:.0f} s)."]
+def describe(table: pd.DataFrame, where: str, notes: str = "") -> str:
+    """The estimate in words: totals per rule and setting, and the whole run; ``where``: the
+    machine (and the calibration's seconds) or the named device's assumptions."""
+    lines = [f"{len(table)} model jobs; {where}"]
+    gpu = table["gpu_mb"].notna().any()
     by = table.groupby(["rule", "setting"], sort=False, dropna=False).agg(
-        jobs=("seconds", "size"), seconds=("seconds", "sum"), peak_mb=("peak_mb", "max"), gflop=("gflop", "sum")
+        jobs=("seconds", "size"),
+        seconds=("seconds", "sum"),
+        peak_mb=("peak_mb", "max"),
+        gpu_mb=("gpu_mb", "max"),
+        gflop=("gflop", "sum"),
     )
     for (rule, setting), row in by.iterrows():
         lines.append(
             f"  {rule:22s} {setting or '-':14s} {int(row.jobs):5d} jobs  {_duration(row.seconds):>12s}  "
-            f"peak {row.peak_mb:8,.0f} MB  {row.gflop:12,.1f} GFLOP"
+            f"peak {row.peak_mb:8,.0f} MB"
+            + (f" (GPU {row.gpu_mb:8,.0f} MB)" if gpu else "")
+            + f"  {row.gflop:12,.1f} GFLOP"
         )
     total = table["seconds"].sum()
     lines.append(
-        f"total: {_duration(total)} of job time, peak {table['peak_mb'].max():,.0f} MB in one job, "
-        f"{table['gflop'].sum():,.1f} GFLOP"
+        f"total: {_duration(total)} of job time, peak {table['peak_mb'].max():,.0f} MB in one job"
+        + (f" (GPU {table['gpu_mb'].max():,.0f} MB)" if gpu else "")
+        + f", {table['gflop'].sum():,.1f} GFLOP"
     )
-    return "\n".join(lines)
+    return "\n".join(lines + ([notes] if notes else []))
 
 
 def _duration(seconds: float) -> str:
@@ -170,31 +246,39 @@ def _duration(seconds: float) -> str:
     return f"{minutes / 60:.2f} h"
 
 
-def estimate(config: dict, shapes: dict[str, Shape], sequences, calibration: Calibration) -> pd.DataFrame:
+def estimate(
+    config: dict, shapes: dict[str, Shape], sequences, calibration: Calibration | None, device: Device | None = None
+) -> pd.DataFrame:
     """Every model job the config plans (the built-in model's pretraining, each extraction and
     finetuning, the further orders), one row each, with its work and its predicted seconds and
-    peak MB. ``sequences(model, spec)``: a run's ``RunSequences``."""
+    peak MB: from ``calibration`` (this machine's rates), or on a named ``device`` by its
+    assumptions (then also ``gpu_mb``). ``sequences(model, spec)``: a run's ``RunSequences``."""
     rows = []
-    # the activations' batch (the CPU's default where unset; a difference from the calibration
-    # run, which ran at the jobs' own batch size, is all that it changes)
-    batch = int(config.get("batch_size") or 16)
+    # the activations' batch where unset: extract's default on a GPU (a named device) or a CPU (a
+    # difference from the calibration run, which ran at the jobs' own batch size, is all it changes)
+    batch = int(config.get("batch_size") or (128 if device is not None else 16))
     for model, spec in config["models"].items():
         if spec["source"] == "builtin" and spec.get("pretrain_steps"):
             work = pretrain_work(shapes[model], spec["pretrain_steps"], min(spec["pretrain_len"], spec["n_positions"]))
-            rate = calibration.paths[model].get("pretrain")
-            seconds, peak = predict(shapes[model], work, rate, calibration.start_s, batch) if rate else (math.nan,) * 2
-            rows.append(
-                dict(
-                    rule="build_builtin_model", model=model, setting="", path="pretrain", work=work, s=seconds, mb=peak
-                )
-            )
+            gpu = math.nan
+            if device is not None:
+                seconds, peak, gpu = on_device(shapes[model], work, device, batch)
+            elif rate := calibration.paths[model].get("pretrain"):
+                seconds, peak = predict(shapes[model], work, rate, calibration.start_s, batch)
+            else:
+                seconds, peak = math.nan, math.nan
+            row = dict(rule="build_builtin_model", model=model, setting="", path="pretrain", work=work)
+            rows.append(dict(row, s=seconds, mb=peak, gpu=gpu))
     jobs = [(e, 0) for e in plan.extractions(config)] + [(e, e["order"]) for e in plan.order_extractions(config)]
     for e, order in jobs:
         spec = plan.run_spec(config, e["task"], e["setting"], e["seed"], order)
         shape = shapes[e["model"]]
         work = job_work(shape, spec, sequences(e["model"], spec))
-        rates = calibration.paths[e["model"]]
-        if work.path in TRAIN_KINDS:
+        gpu = math.nan
+        if device is not None:
+            seconds, peak, gpu = on_device(shape, work, device, batch)
+        elif work.path in TRAIN_KINDS:
+            rates = calibration.paths[e["model"]]
             train = rates[work.path]  # its training's own fixed seconds and seconds per GFLOP
             seconds, peak = predict(shape, work, rates["zsl"], calibration.start_s, batch, train.s_per_gflop)
             seconds += train.fixed_s
@@ -204,6 +288,7 @@ def estimate(config: dict, shapes: dict[str, Shape], sequences, calibration: Cal
                 + max(activation_mb(shape, work, batch) - activation_mb(shape, rates[work.path].work, batch), 0),
             )
         else:
+            rates = calibration.paths[e["model"]]
             seconds, peak = predict(shape, work, rates[work.path], calibration.start_s, batch)
         if e["setting"] == "zsl":
             rule = "extract_zsl"
@@ -211,7 +296,7 @@ def estimate(config: dict, shapes: dict[str, Shape], sequences, calibration: Cal
             rule = "extract_order" if order else "extract_base"
         else:
             rule = "finetune_order" if order else "finetune_and_extract"
-        rows.append(dict(e, rule=rule, order=order, path=work.path, work=work, s=seconds, mb=peak))
+        rows.append(dict(e, rule=rule, order=order, path=work.path, work=work, s=seconds, mb=peak, gpu=gpu))
     table = pd.DataFrame(
         [
             {
@@ -220,6 +305,7 @@ def estimate(config: dict, shapes: dict[str, Shape], sequences, calibration: Cal
                 "gflop": r["work"].flops / 1e9,
                 "seconds": r["s"],
                 "peak_mb": r["mb"],
+                "gpu_mb": r["gpu"],
             }
             for r in rows
         ]
@@ -305,10 +391,16 @@ def calibrate(
     task = next(iter(config["tasks"]))
     seed = cfg.task_seeds(config, task)[0]
     methods = [m for methods in config["variants"].values() for m in methods]
-    by_kind: dict[str, list[str]] = {}  # each kind's methods with the fewest and the most demonstrations
+    # each kind's methods (those that run on the task, where any does) with the fewest and the most
+    # demonstrations, where these differ; else its first
+    by_kind: dict[str, list[str]] = {}
     for method in sorted(dict.fromkeys(methods), key=lambda m: cfg.setting_k(config, m)):
         by_kind.setdefault(cfg.method_spec(config, method)["kind"], []).append(method)
-    by_kind = {kind: list(dict.fromkeys([ms[0], ms[-1]])) for kind, ms in by_kind.items()}
+    by_kind = {kind: [m for m in ms if cfg.method_runs_on(config, m, task)] or ms for kind, ms in by_kind.items()}
+    by_kind = {
+        kind: [ms[0], ms[-1]] if cfg.setting_k(config, ms[0]) != cfg.setting_k(config, ms[-1]) else [ms[0]]
+        for kind, ms in by_kind.items()
+    }
     icl = cfg.icl_setting(config, methods[0]) if methods else "icl"
     n_eval = len(splits.select_eval(pd.read_parquet(task_files[task]["eval"]), config["max_eval"]))
     calibration = Calibration(start_s=start_seconds(warm))

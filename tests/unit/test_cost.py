@@ -33,3 +33,25 @@ def test_a_failed_calibration_run_says_so():
         cost._in_fork(fails, copies=2)
     seconds, peak = cost._in_fork(lambda: None, copies=2)
     assert 0 <= seconds < 5 and peak > 10
+
+
+def test_a_named_device_by_its_assumptions():
+    device = cost.Device(
+        "X",
+        {4: 1e12},
+        eval_efficiency=0.5,
+        train_efficiency=0.1,
+        step_overhead_s=0.01,
+        job_start_s=2.0,
+        load_gbps=1.0,
+        host_base_mb=100.0,
+    )
+    job = work.Work(path="gd", eval_flops=1e12, train_flops=1e11, longest=4, steps=10)
+    weights = (100 + 2 * 10 * 8) * 4  # the blocks' linears, an embedding and a head of 10 x 8
+    seconds, host_mb, gpu_mb = cost.on_device(SHAPE, job, device, batch_size=16)
+    assert seconds == pytest.approx(2.0 + weights / 1e9 + 2.0 + 1.0 + 0.1)
+    assert host_mb == pytest.approx(100.0 + weights / 2**20)
+    kv = 2 * 2 * 8 * 8 * 4  # the K/V weights' float32 master copy, and as much again for their gradients
+    assert gpu_mb == pytest.approx((weights + 2 * kv) / 2**20 + cost.activation_mb(SHAPE, job, 16))
+    assert "ASSUMED" in device.assumptions(4) and "1 TFLOP/s" in device.assumptions(4)
+    assert set(cost.DEVICES) == {"A100", "H100"}

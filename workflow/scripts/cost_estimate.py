@@ -18,26 +18,33 @@ terminal = os.fdopen(os.dup(1), "w")  # this rule exists to print: the job's std
 log_to(snakemake.log[0], benchmark=snakemake.log.get("benchmark"))
 
 from icl_gd import cost
+from icl_gd.activations.work import DTYPE_BYTES
 
 claim_gpu(snakemake.config["device"], jobs_per_gpu=snakemake.resources.jobs_per_gpu)
 from icl_gd.common.frames import write_tsv
 
 config = snakemake.config
 say = logging.getLogger("cost_estimate").info
-with tempfile.TemporaryDirectory() as workdir:
-    calibration = cost.calibrate(
-        config,
-        snakemake.params.model_dirs,
-        snakemake.params.task_files,
-        workdir,
-        warm=snakemake.params.warm,
-        copies=snakemake.params.copies,
-        log=say,
-    )
 sequences = cost.sequences_from_files(config, snakemake.params.model_dirs, snakemake.params.task_files)
 shapes = {model: cost.shape_of(folder, config["dtype"]) for model, folder in snakemake.params.model_dirs.items()}
-table = cost.estimate(config, shapes, sequences, calibration)
+if config["cost_device"] == "here":
+    with tempfile.TemporaryDirectory() as workdir:
+        calibration = cost.calibrate(
+            config,
+            snakemake.params.model_dirs,
+            snakemake.params.task_files,
+            workdir,
+            warm=snakemake.params.warm,
+            copies=snakemake.params.copies,
+            log=say,
+        )
+    table = cost.estimate(config, shapes, sequences, calibration)
+    where = f"timed on this machine (calibration: {calibration.seconds:.0f} s)"
+else:
+    device = cost.DEVICES[config["cost_device"]]
+    table = cost.estimate(config, shapes, sequences, None, device)
+    where = device.assumptions(DTYPE_BYTES[config["dtype"]])
 write_tsv(table, snakemake.params.table)
-text = cost.describe(table, calibration, "this machine") + f"\nper job: {snakemake.params.table}"
+text = cost.describe(table, where) + f"\nper job: {snakemake.params.table}"
 say("\n%s", text)
 print(text, file=terminal, flush=True)

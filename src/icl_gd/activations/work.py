@@ -62,6 +62,7 @@ class Work:
     train_flops: float = 0.0
     examples: int = 0
     longest: int = 0  # the longest sequence the model runs at once (query, prefix + query, demonstration)
+    steps: int = 0  # training steps
     prefix: int = 0  # ICL: the context's tokens, kept as keys and values for every batch
 
     @property
@@ -107,6 +108,7 @@ def job_work(shape: Shape, spec: dict, sequences) -> Work:
         demos = sequences.demo_ids if spec["ft_demos"] == "all" else sequences.demo_ids[: sequences.true_k]
         lengths = [len(d) + 1 for d in demos]  # with the BOS (prompts.ft_sequences)
         work.train_flops = sum(train_step_flops(shape, n, spec["kind"]) for n in lengths)
+        work.steps = len(lengths)
         work.longest = max([work.longest, *lengths])
     return work
 
@@ -114,7 +116,7 @@ def job_work(shape: Shape, spec: dict, sequences) -> Work:
 def pretrain_work(shape: Shape, steps: int, length: int) -> Work:
     tokens = PRETRAIN_BATCH * length
     forward = forward_flops(shape, tokens, PRETRAIN_BATCH * pairs(length), tokens)
-    return Work(path="pretrain", train_flops=3.0 * forward * steps, longest=length)
+    return Work(path="pretrain", train_flops=3.0 * forward * steps, longest=length, steps=steps)
 
 
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
