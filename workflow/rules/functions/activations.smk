@@ -18,10 +18,6 @@ def cache_output(path=CACHE):
 
 # A further order of a run's demonstrations (config key orders; icl_gd/metrics/orders.py): its ICL and
 # finetuned caches beside the run's, the ZSL cache shared.
-
-
-# A further order of a run's demonstrations (config key orders; icl_gd/metrics/orders.py): its ICL and
-# finetuned caches beside the run's, the ZSL cache shared.
 ORDER_CACHE = "results/activations/{model}/{variant}/{task}/seed{seed}/order{order}/{setting}.arrow"
 
 
@@ -37,11 +33,6 @@ def order_setting_caches(wildcards):
 
 def all_order_activations():
     return [] if config["caches"] == "temporary" else [ORDER_CACHE.format(**e) for e in plan.order_extractions(config)]
-
-
-# Priorities keep a run depth-first: scoring (which frees a run group's caches) first, then the
-# settings of a run group whose ZSL is done, then the ZSL of a new group. With `caches: temporary`
-# only the groups in flight are on disk, about one per job slot, not every group whose ZSL is done.
 
 
 # Priorities keep a run depth-first: scoring (which frees a run group's caches) first, then the
