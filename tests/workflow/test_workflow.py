@@ -601,6 +601,31 @@ def test_the_disk_estimate_is_what_the_run_wrote(finished_run):
     assert jobs_planned(finished_run) == {}  # it writes nothing a later run would redo
 
 
+def test_the_cost_estimate_times_every_path_and_predicts_every_model_job(finished_run):
+    """`snakemake cost_estimate` on this machine (calibrated) and on a named GPU (assumed): one
+    row per model job of the run, each with its counted FLOPs as the job itself counted them."""
+    table_path = finished_run / "results/cost_estimate.tsv"
+    try:
+        out = snakemake(finished_run, "--cores", "2", "cost_estimate").stdout
+        assert "timed on this machine" in out and "total:" in out
+        table = pd.read_csv(table_path, sep="\t")
+        caches = list((finished_run / "results/activations").rglob("*.arrow"))
+        assert len(table) == len(caches) + 1  # and the built-in model's pretraining
+        assert (table["seconds"] > 0).all() and (table["peak_mb"] > 100).all()
+        # each extraction's FLOPs as its own record counted them
+        extraction = table[table["rule"] != "build_builtin_model"]
+        for row in extraction.itertuples():
+            run = f"results/benchmarks/extract/tiny/{row.variant}/{row.task}/seed{int(row.seed)}"
+            record = finished_run / run / (f"order{int(row.order)}" if row.order else "") / f"{row.setting}.tsv"
+            assert benchmark.read(record)["gflop"] == pytest.approx(row.gflop, rel=1e-3, abs=1e-4), record
+        assert jobs_planned(finished_run) == {}  # it writes nothing a later run would redo
+        out = snakemake(finished_run, "--cores", "1", "cost_estimate", "--config", "cost_device=A100").stdout
+        assert "A100: ASSUMED, not measured: 19.5 TFLOP/s" in out
+        assert pd.read_csv(table_path, sep="\t")["gpu_mb"].notna().all()
+    finally:
+        table_path.unlink(missing_ok=True)
+
+
 def test_a_bad_config_key_stops_the_run_with_its_name(tmp_path):
     bad = {**TINY, "methods": {"gd": {"kind": "gd", "lerning_rate": 0.1}}}
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(bad))
