@@ -56,6 +56,7 @@ SHAPES = {
     "pythia-1b": (16, 2048, 8, 50304, 8192),
     "pythia-1.4b": (24, 2048, 16, 50304, 8192),
 }
+CONTEXT = 2048  # every model of SHAPES
 GROUP = 4  # profiles/slurm: group-components of a model variant's extractions
 
 
@@ -109,7 +110,7 @@ def main() -> None:
         n = min(spec["max_eval"], n_evals[task])
         seq = SimpleNamespace(queries=[SimpleNamespace(ids=[0] * mean)] * n, context=[0], demo_ids=[], true_k=0)
         if spec["setting"] != "zsl":
-            context = SHAPES_CONTEXT.get(model, 2048)
+            context = CONTEXT
             seq.true_k = min(spec["k"], (context - 1 - 4 * mean) // (mean + 1))
             seq.demo_ids = [[0] * (mean + 1)] * spec["k"]
             if cfg.is_icl_setting(spec["setting"]):
@@ -150,8 +151,6 @@ def main() -> None:
         f"wall {max(gpus) / 3600:.2f} h, the longest SLURM job {groups[0] / 60:.0f} min"
     )
 
-
-SHAPES_CONTEXT = {"fairseq-1.3b": 2048, **{name: 2048 for name in SHAPES if name.startswith("pythia")}}
 
 if __name__ == "__main__":
     main()

@@ -35,7 +35,6 @@ from icl_gd.activations.work import (
     Work,
     job_work,
     pretrain_work,
-    shape_of,
 )
 from icl_gd.common import warm as worker
 from icl_gd.common.specs import is_icl_setting
@@ -365,6 +364,8 @@ def _two_point(points: list[tuple[float, float]]) -> tuple[float, float]:
 
 def calibrate(
     config: dict,
+    shapes: dict[str, Shape],
+    sequences,
     model_dirs: dict[str, str],
     task_files: dict[str, dict[str, str]],
     workdir: str,
@@ -387,7 +388,6 @@ def calibrate(
     began = time.perf_counter()
     if not os.environ.get(worker.CHILD_ENV):  # as the warm worker would have: its forks find them loaded
         worker.preload(list(worker.DEFAULT_PRELOAD))
-    sequences = sequences_from_files(config, model_dirs, task_files)
     task = next(iter(config["tasks"]))
     seed = cfg.task_seeds(config, task)[0]
     methods = [m for methods in config["variants"].values() for m in methods]
@@ -405,7 +405,7 @@ def calibrate(
     n_eval = len(splits.select_eval(pd.read_parquet(task_files[task]["eval"]), config["max_eval"]))
     calibration = Calibration(start_s=start_seconds(warm))
     for model, folder in model_dirs.items():
-        shape = shape_of(folder, config["dtype"])
+        shape = shapes[model]
         rates: dict[str, PathRate] = {}
 
         def run(setting: str, n: int, reference: str | None = None) -> tuple[Work, float, float, str]:

@@ -18,7 +18,7 @@ terminal = os.fdopen(os.dup(1), "w")  # this rule exists to print: the job's std
 log_to(snakemake.log[0], benchmark=snakemake.log.get("benchmark"))
 
 from icl_gd import cost
-from icl_gd.activations.work import DTYPE_BYTES
+from icl_gd.activations.work import DTYPE_BYTES, shape_of
 
 claim_gpu(snakemake.config["device"], jobs_per_gpu=snakemake.resources.jobs_per_gpu)
 from icl_gd.common.frames import write_tsv
@@ -26,11 +26,13 @@ from icl_gd.common.frames import write_tsv
 config = snakemake.config
 say = logging.getLogger("cost_estimate").info
 sequences = cost.sequences_from_files(config, snakemake.params.model_dirs, snakemake.params.task_files)
-shapes = {model: cost.shape_of(folder, config["dtype"]) for model, folder in snakemake.params.model_dirs.items()}
+shapes = {model: shape_of(folder, config["dtype"]) for model, folder in snakemake.params.model_dirs.items()}
 if config["cost_device"] == "here":
     with tempfile.TemporaryDirectory() as workdir:
         calibration = cost.calibrate(
             config,
+            shapes,
+            sequences,
             snakemake.params.model_dirs,
             snakemake.params.task_files,
             workdir,
