@@ -19,6 +19,9 @@ rule build_builtin_model:
         presets={task: preset(task) for task in BUILTIN_TASKS},
         code=MODEL_CODE,
     threads: 2
+    # every model job waits for it: it takes both cores as soon as the twins are done, before the
+    # data jobs (prepare_task) that are ready at the same time
+    priority: 3
     # pretrained on a GPU where the config's device is one; the weights are initialised on the CPU
     resources:
         gpu=MODEL_GPUS,

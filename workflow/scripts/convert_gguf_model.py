@@ -6,7 +6,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(snakemake.scriptdir).resolve().parents[1] / "src"))
 from icl_gd.common import warm
 
-warm.delegate()  # into the warm worker, where there is one (icl_gd/common/warm.py)
+warm.delegate(wait_s=warm.MODEL_JOB_WAIT_S)  # into the warm worker (icl_gd/common/warm.py), once it is ready
 from icl_gd.common.runtime import log_to
 
 log_to(snakemake.log[0], threads=snakemake.threads, benchmark=snakemake.log.get("benchmark"))

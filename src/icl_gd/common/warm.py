@@ -24,7 +24,10 @@ outside it) and the same values of the environment variables that the preloaded 
 import. The Snakefile starts none for dry runs and lints (Snakemake runs no onstart there), for
 executors other than the local one (the SLURM executor's local rules run in place, as before) or
 with a software deployment method. Otherwise (no worker yet, as for the jobs that start during
-its imports, or a worker that died) the script runs in place. The jobs run the package as the
+its imports, or a worker that died) the script runs in place; a model job (``delegate(wait_s=)``)
+first waits for a worker that is still importing, since its own imports would be the same ones.
+The worker also builds what transformers builds once per process at a first from_pretrained (its
+table of checkpoint conversions), so that no job builds its own. The jobs run the package as the
 worker imported it at the start of the run, as the run's code_version params were computed then.
 """
 
@@ -58,6 +61,8 @@ DEFAULT_PRELOAD = (
     "transformers:AutoTokenizer",
     "transformers:PreTrainedTokenizerFast",
     "transformers.models.gpt2.modeling_gpt2",
+    "transformers.models.qwen2.modeling_qwen2",  # the default model's
+    "transformers.models.llama.modeling_llama",  # SmolLM2's
     "pandas",
     "pyarrow",
     "pyarrow.parquet",
@@ -80,6 +85,9 @@ DEFAULT_PRELOAD = (
     "icl_gd.config.resolve",
 )
 KILL_GRACE_S = 3.0
+# How long a model job waits for a worker that is still importing; past it (a machine so loaded
+# that the imports take longer), the job runs in place.
+MODEL_JOB_WAIT_S = 120.0
 _HEADER = struct.Struct("!I")
 _STATUS = struct.Struct("!i")
 
@@ -105,19 +113,29 @@ def identity() -> dict:
 # Client: the job's own process.
 
 
-def delegate() -> None:
+def delegate(wait_s: float = 0.0) -> None:
     """Run this script (sys.argv[0]) in the warm worker and exit with its exit code; return at
-    once where there is no usable worker, or inside the worker, and the script runs in place."""
+    once where there is no usable worker, or inside the worker, and the script runs in place.
+
+    ``wait_s``: how long to wait for a worker that is still importing. A model job passes it: its
+    own imports are the worker's (torch, transformers), which the worker, started first, finishes
+    sooner than the job would on the same cores. A light job runs in place at once."""
     stamp_start()  # the job's clock (common/benchmark.py): a warm job's includes its hand-over
     path = os.environ.get(SOCKET_ENV)
     script = os.path.abspath(sys.argv[0]) if sys.argv and sys.argv[0] else ""
     if not path or os.environ.get(CHILD_ENV) or not enabled() or not os.path.isfile(script):
         return
-    try:
-        with open(os.path.join(os.path.dirname(path), "identity.json")) as f:
-            announced = json.load(f)
-    except (OSError, ValueError):
-        return  # not ready yet (it writes the file once it listens), or gone
+    folder = os.path.dirname(path)
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            with open(os.path.join(folder, "identity.json")) as f:
+                announced = json.load(f)
+            break
+        except (OSError, ValueError):  # not ready yet (it writes the file once it listens), or gone
+            if time.monotonic() >= deadline or not _starting(folder):
+                return
+            time.sleep(0.05)
     pid = announced.pop("pid", None)
     if announced != identity():
         return  # another host, Python, package or SLURM job: by design, not an error
@@ -145,6 +163,16 @@ def delegate() -> None:
     if status is None:
         sys.exit(f"icl_gd.common.warm: the worker at {path} ended before the job did")
     sys.exit(_STATUS.unpack(status)[0])
+
+
+def _starting(folder: str) -> bool:
+    """Whether the worker of this folder is alive (and so, without its identity.json, importing)."""
+    try:
+        with open(os.path.join(folder, "pid")) as f:
+            pid = int(f.read())
+    except (OSError, ValueError):
+        return False
+    return _alive(pid)
 
 
 def peer_is_us(conn: socket.socket) -> tuple[bool, int, int]:
@@ -198,6 +226,7 @@ def start_server(log_path: str, preload: list[str] | None = None, parent: int | 
         _servers[path] = subprocess.Popen(
             cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True
         )
+    write_text(os.path.join(folder, "pid"), str(_servers[path].pid))  # for the jobs that wait for it
     return path
 
 
@@ -233,6 +262,20 @@ def preload(names: list[str]) -> None:
         imported = importlib.import_module(module)
         if attr:
             getattr(imported, attr)  # transformers' lazy classes import their modules on access
+    if "transformers" in sys.modules:
+        _build_conversion_table()
+
+
+def _build_conversion_table() -> None:
+    """transformers builds its table of checkpoint conversions (~1000 regular expressions, ~0.1 s)
+    at a process's first from_pretrained or save_pretrained and keeps it in a module global: built
+    here, every job inherits it instead of building its own. Pure Python: no torch op, no thread."""
+    try:
+        from transformers import conversion_mapping
+
+        conversion_mapping.get_checkpoint_conversion_mapping("llama")
+    except (ImportError, AttributeError):  # another transformers version: the jobs build their own
+        pass
 
 
 def _threads() -> list[str]:

@@ -49,11 +49,12 @@ def server(tmp_path):
     assert not os.path.exists(os.path.dirname(path))
 
 
-def script(tmp_path, body: str, name: str = "job.py") -> Path:
+def script(tmp_path, body: str, name: str = "job.py", wait_s: float = 0.0) -> Path:
     """A script that starts as the workflow's do: the package on sys.path, then delegate."""
     path = tmp_path / name
     path.write_text(
-        f"import os, sys\nsys.path.insert(0, {str(SRC)!r})\nfrom icl_gd.common import warm\n\nwarm.delegate()\n"
+        f"import os, sys\nsys.path.insert(0, {str(SRC)!r})\nfrom icl_gd.common import warm\n\n"
+        f"warm.delegate(wait_s={wait_s})\n"
         "IN_WORKER = os.environ.get('ICL_GD_WARM_CHILD') == '1'\n" + textwrap.dedent(body)
     )
     return path
@@ -164,6 +165,32 @@ def test_without_a_usable_worker_the_script_runs_in_place(tmp_path):
     assert done.stderr.count("\n") == 1 and "running in place" in done.stderr
 
 
+def test_a_model_job_waits_for_a_worker_that_is_importing_and_a_light_job_does_not(tmp_path, monkeypatch):
+    """The default run's pretraining starts while the worker still imports torch: it waits for it
+    (its own imports would be the same, on the same cores); a data job runs in place at once. A
+    worker that dies while importing sends the waiting job back in place, not after its wait."""
+    (tmp_path / "slow_import.py").write_text("import time\ntime.sleep(3)\n")
+    (tmp_path / "failing_import.py").write_text("import time\ntime.sleep(1)\nraise ImportError('no')\n")
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]))
+    model_job = script(tmp_path, "print(IN_WORKER)\n", name="model.py", wait_s=30)
+    data_job = script(tmp_path, "print(IN_WORKER)\n", name="data.py")
+
+    path = warm.start_server(str(tmp_path / "worker.log"), preload=["slow_import"])
+    try:
+        started = time.monotonic()
+        assert client(path, data_job).stdout == "False\n"
+        assert time.monotonic() - started < 2.5
+        assert client(path, model_job).stdout == "True\n"
+    finally:
+        warm.stop_server(path)
+
+    path = warm.start_server(str(tmp_path / "dead.log"), preload=["failing_import"])
+    started = time.monotonic()
+    done = client(path, model_job)
+    assert (done.returncode, done.stdout) == (0, "False\n") and time.monotonic() - started < 15
+    warm.stop_server(path)
+
+
 def test_a_job_of_another_slurm_allocation_or_python_runs_in_place(server, tmp_path):
     job = script(tmp_path, "print(IN_WORKER)\n")
     assert client(server, job).stdout == "True\n"
@@ -268,6 +295,9 @@ def test_the_default_preload_leaves_one_thread_and_cuda_untouched():
         warm.preload(list(warm.DEFAULT_PRELOAD))
         assert not called and not torch.cuda.is_initialized(), called
         assert len(warm._threads()) == 1, warm._threads()
+        # built once here, not in every job's first from_pretrained
+        from transformers import conversion_mapping
+        assert conversion_mapping._checkpoint_conversion_mapping_cache is not None
         print("ok")
     """)
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
