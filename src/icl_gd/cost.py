@@ -8,7 +8,7 @@ The rates (measured, ``calibrate``): for each model and path, the real extractio
 config's first task and seed, run in a forked copy of this process at two sizes of the evaluation
 set (``max_eval``), from which a job's fixed time (loading the model, tokenizer and data, writing
 the cache) and its time per FLOP follow, and the forked copy's peak resident set. A training path
-is run at the smaller size and its training time is what remains after ZSL's evaluation at that
+is run at the larger size and its training time is what remains after ZSL's evaluation at that
 size (of two methods of a kind, the ones with the fewest and the most demonstrations: the training's
 fixed part apart from its time per FLOP). A job's start adds the warm worker's hand-over (local runs) or the imports of torch and
 transformers (every SLURM job, a local run without the worker), measured once.
@@ -447,10 +447,12 @@ def calibrate(
         for kind, chosen in by_kind.items():
             # the training's time: what is left of the run after ZSL's evaluation of its examples;
             # with two numbers of demonstrations, its fixed part (master weights, the first step's
-            # allocations) apart from its time per GFLOP
+            # allocations) apart from its time per GFLOP. On the larger evaluation set: what a
+            # method's evaluation costs beyond ZSL's (a linearized model's, three passes) counts as
+            # training here, and so is counted for that many examples, close to the jobs' own
             points, peaks = [], []
             for method in chosen:
-                work, seconds, peak, _ = run(method, small, refs[small])
+                work, seconds, peak, _ = run(method, large, refs[large])
                 evaluation = rates["zsl"].fixed_s + work.eval_flops / 1e9 * rates["zsl"].s_per_gflop
                 points.append((work.train_flops / 1e9, max(seconds - evaluation, 0.0)))
                 peaks.append((peak, work))
