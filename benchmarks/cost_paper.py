@@ -58,6 +58,14 @@ SHAPES = {
 }
 CONTEXT = 2048  # every model of SHAPES
 GROUP = 4  # profiles/slurm: group-components of a model variant's extractions
+ASSUMPTIONS = [  # (option, cost.Device field, unit)
+    ("--eval-efficiency", "eval_efficiency", "share of the peak"),
+    ("--train-efficiency", "train_efficiency", "share of the peak"),
+    ("--step-overhead", "step_overhead_s", "seconds a finetuning step"),
+    ("--job-start", "job_start_s", "seconds"),
+    ("--load-gbps", "load_gbps", "GB/s"),
+    ("--host-base", "host_base_mb", "MB"),
+]
 
 
 def shape(name: str, dtype_bytes: int) -> work.Shape:
@@ -77,27 +85,18 @@ def main() -> None:
     parser.add_argument("config")
     parser.add_argument("--device", choices=sorted(cost.DEVICES), default="A100")
     parser.add_argument("--gpus", type=int, default=1)
-    parser.add_argument("--eval-efficiency", type=float, default=0.4)
-    parser.add_argument("--train-efficiency", type=float, default=0.1)
-    parser.add_argument("--step-overhead", type=float, default=0.03, help="seconds a finetuning step")
-    parser.add_argument("--job-start", type=float, default=20.0, help="seconds")
-    parser.add_argument("--load-gbps", type=float, default=2.0)
-    parser.add_argument("--host-base", type=float, default=3000.0, help="MB")
+    # each option overrides one of the device's assumptions (icl_gd.cost.Device, whose defaults hold)
+    for option, field, unit in ASSUMPTIONS:
+        default = getattr(cost.Device, field)
+        parser.add_argument(option, dest=field, type=float, help=f"{unit} (default {default:g})")
     parser.add_argument("--chars-per-token", type=float, default=4.0)
     args = parser.parse_args()
 
     schema = yaml.safe_load((REPO / "workflow/schemas/config.schema.yaml").read_text())
     config = validation.validate(yaml.safe_load(Path(args.config).read_text()), schema)
     dtype_bytes = work.DTYPE_BYTES[config["dtype"]]
-    device = dataclasses.replace(
-        cost.DEVICES[args.device],
-        eval_efficiency=args.eval_efficiency,
-        train_efficiency=args.train_efficiency,
-        step_overhead_s=args.step_overhead,
-        job_start_s=args.job_start,
-        load_gbps=args.load_gbps,
-        host_base_mb=args.host_base,
-    )
+    given = {field: getattr(args, field) for _, field, _ in ASSUMPTIONS if getattr(args, field) is not None}
+    device = dataclasses.replace(cost.DEVICES[args.device], **given)
     batch = config["batch_size"] or 128
     published = read_published(PUBLISHED)
     chars = {r.task: float(r.value) for r in published[published.metric == "avg_tokens"].itertuples()}
