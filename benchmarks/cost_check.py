@@ -3,7 +3,7 @@ wall time (summed over the jobs) and peak memory (the largest job's), and their 
 
     snakemake --cores all --configfile <config>                 # the run: every job's record
     snakemake cost_estimate --cores all --configfile <config>   # results/cost_estimate.tsv
-    python benchmarks/cost_check.py [--workdir .]
+    python benchmarks/cost_check.py [--workdir .] [--markdown]
 
 Reads results/cost_estimate.tsv and each of its jobs' benchmark records
 (results/benchmarks/<rule>/...tsv, common/benchmark.py); a job without a record is counted as
@@ -33,6 +33,9 @@ def record_path(workdir: Path, row) -> Path:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--workdir", default=".", help="the run's folder")
+    parser.add_argument(
+        "--markdown", action="store_true", help="the table in Markdown, as docs/performance.md shows it"
+    )
     args = parser.parse_args()
     workdir = Path(args.workdir)
     estimate = pd.read_csv(workdir / "results/cost_estimate.tsv", sep="\t", keep_default_na=True)
@@ -47,18 +50,34 @@ def main() -> None:
     estimate["setting"] = estimate["setting"].fillna("-")
     both = estimate.dropna(subset=["measured_s"])
     print(f"{len(both)} of {len(estimate)} estimated jobs have a record\n")
-    print(
-        f"{'rule':22s} {'setting':10s} {'jobs':>5s} {'predicted':>10s} {'measured':>10s} {'ratio':>6s}"
-        f" {'peak pred.':>11s} {'peak meas.':>11s}"
-    )
-    for (rule, setting), jobs in both.groupby(["rule", "setting"], sort=False):
-        p, m = jobs["seconds"].sum(), jobs["measured_s"].sum()
-        print(
-            f"{rule:22s} {setting:10s} {len(jobs):5d} {p:9.1f}s {m:9.1f}s {p / m:6.2f}"
-            f" {jobs['peak_mb'].max():9,.0f}MB {jobs['measured_mb'].max():9,.0f}MB"
+    rows = [
+        (
+            rule,
+            setting,
+            len(jobs),
+            jobs["seconds"].sum(),
+            jobs["measured_s"].sum(),
+            jobs["peak_mb"].max(),
+            jobs["measured_mb"].max(),
         )
-    p, m = both["seconds"].sum(), both["measured_s"].sum()
-    print(f"{'all':22s} {'':10s} {len(both):5d} {p:9.1f}s {m:9.1f}s {p / m:6.2f}")
+        for (rule, setting), jobs in both.groupby(["rule", "setting"], sort=False)
+    ]
+    rows.append(("all", "", len(both), both["seconds"].sum(), both["measured_s"].sum(), None, None))
+    if args.markdown:
+        print("| rule | setting | jobs | predicted | measured | ratio | peak predicted | peak measured |")
+        print("|---|---|---:|---:|---:|---:|---:|---:|")
+        for rule, setting, n, p, m, pmb, mmb in rows:
+            peaks = f"{pmb:,.0f} MB | {mmb:,.0f} MB" if pmb is not None else " | "
+            print(
+                f"| {rule} | {setting if setting != '-' else ''} | {n} | {p:.1f} s | {m:.1f} s | {p / m:.2f} | {peaks} |"
+            )
+        return
+    print(
+        f"{'rule':22s} {'setting':14s} {'jobs':>5s} {'predicted':>10s} {'measured':>10s} {'ratio':>6s} {'peak pred.':>11s} {'peak meas.':>11s}"
+    )
+    for rule, setting, n, p, m, pmb, mmb in rows:
+        peaks = f" {pmb:9,.0f}MB {mmb:9,.0f}MB" if pmb is not None else ""
+        print(f"{rule:22s} {setting:14s} {n:5d} {p:9.1f}s {m:9.1f}s {p / m:6.2f}{peaks}")
 
 
 if __name__ == "__main__":

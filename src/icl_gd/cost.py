@@ -7,11 +7,15 @@ job notes them in its benchmark record).
 The rates (measured, ``calibrate``): for each model and path, the real extraction code on the
 config's first task and seed, run in a forked copy of this process at two sizes of the evaluation
 set (``max_eval``), from which a job's fixed time (loading the model, tokenizer and data, writing
-the cache) and its time per FLOP follow, and the forked copy's peak resident set. A training path
-is run at the larger size and its training time is what remains after ZSL's evaluation at that
+the cache) and its time per FLOP follow, and the forked copy's peak resident set. The runs share the
+machine as the run's jobs will: as many side by side as the run runs at once (``copies``), the
+longest first, and a filler in a slot that no run can take yet, so that none is timed on an emptier
+machine than the run's (and the calibration takes about its runs' time over ``copies``). A training
+path is run at the larger size and its training time is what remains after ZSL's evaluation at that
 size (of two methods of a kind, the ones with the fewest and the most demonstrations: the training's
-fixed part apart from its time per FLOP). A job's start adds the warm worker's hand-over (local runs) or the imports of torch and
-transformers (every SLURM job, a local run without the worker), measured once.
+fixed part apart from its time per FLOP). A job's start adds the warm worker's hand-over (local
+runs) or the imports of torch and transformers (every SLURM job, a local run without the worker),
+measured once.
 
 Memory: the calibration run's peak resident set of the job's path, plus the difference in
 activations between the job and the calibration run (the batch's longest sequence, the ICL prefix's
@@ -22,6 +26,7 @@ from __future__ import annotations
 
 import math
 import os
+import signal
 import time
 from dataclasses import dataclass, field
 
@@ -160,46 +165,75 @@ def on_device(shape: Shape, work: Work, device: Device, batch_size: int) -> tupl
 # Measuring
 
 
-def _in_fork(fn, copies: int = 1) -> tuple[float, float]:
-    """Run ``fn`` in ``copies`` forked copies of this process at once: (their mean seconds, the
-    largest copy's peak resident set in MB). A copy starts from this process's memory, as a
-    warm-worker job does; several at once share the machine as a local run's jobs do."""
-    started, children = {}, []
-    for _ in range(copies):
-        start = time.perf_counter()
-        pid = os.fork()
-        if pid == 0:
-            code = 1
-            try:
-                fn()
-                code = 0
-            except BaseException:
-                import traceback
+def _fork(fn) -> int:
+    """``fn`` in a forked copy of this process (which starts from this process's memory, as a
+    warm-worker job does); its pid. The copy exits 1 where ``fn`` raised, its traceback printed."""
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            fn()
+            code = 0
+        except BaseException:
+            import traceback
 
-                traceback.print_exc()
-            finally:
-                os._exit(code)
-        started[pid] = start
-        children.append(pid)
-    seconds, peak, failed = [], 0.0, False
-    for pid in children:
-        _, status, usage = os.wait4(pid, 0)
-        seconds.append(time.perf_counter() - started[pid])
-        peak = max(peak, usage.ru_maxrss / 1024)
-        failed |= os.waitstatus_to_exitcode(status) != 0
-    if failed:
-        raise RuntimeError("a calibration run failed (its traceback is above)")
-    return sum(seconds) / len(seconds), peak
+            traceback.print_exc()
+        finally:
+            os._exit(code)
+    return pid
 
 
-def _repeated(fn, copies: int, short_s: float = 5.0) -> tuple[float, float]:
-    """``_in_fork``, three times where a run is short (the median: a run of a second moves by tens
-    of percent with whatever else the machine does), once otherwise."""
-    first = _in_fork(fn, copies)
-    if first[0] >= short_s:
-        return first
-    runs = [first, _in_fork(fn, copies), _in_fork(fn, copies)]
-    return sorted(s for s, _ in runs)[1], max(p for _, p in runs)
+def time_side_by_side(runs: dict, slots: int = 1, filler=None, short_s: float = 5.0) -> dict:
+    """Each of ``runs`` ({key: (function, the key of a run it must follow, or None)}) in a forked
+    copy of this process, ``slots`` copies at a time, as a local run's jobs share the machine:
+    {key: (seconds, the copy's peak resident set in MB)}. Runs start in the order given, each once
+    the run it follows has finished; a run shorter than ``short_s`` is run thrice and its median
+    kept (a run of a second moves by tens of percent with whatever else the machine does). While
+    a run is still timed and no other can start, ``filler`` runs in the free slots (killed when it
+    is no longer needed), so that no run is timed on a machine emptier than the run's."""
+    pending, done = list(runs), set()
+    times: dict = {key: [] for key in runs}
+    running: dict[int, tuple] = {}  # pid: (key, or None for a filler; its start)
+
+    def ready():
+        return next((key for key in pending if runs[key][1] is None or runs[key][1] in done), None)
+
+    def stop(pid):
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        del running[pid]
+
+    try:
+        while pending or any(key is not None for key, _ in running.values()):
+            while (key := ready()) is not None:
+                if len(running) >= slots:
+                    fillers = [pid for pid, (k, _) in running.items() if k is None]
+                    if not fillers:
+                        break
+                    stop(fillers[0])
+                pending.remove(key)
+                running[_fork(runs[key][0])] = (key, time.perf_counter())
+            timed = any(key is not None for key, _ in running.values())
+            while filler is not None and timed and len(running) < slots:
+                running[_fork(filler)] = (None, time.perf_counter())
+            if not running:
+                raise ValueError(f"calibration runs follow runs that are not among them: {pending}")
+            pid, status, usage = os.wait4(-1, 0)
+            if pid not in running:  # not one of ours
+                continue
+            key, start = running.pop(pid)
+            if key is None:
+                continue
+            if os.waitstatus_to_exitcode(status) != 0:
+                raise RuntimeError(f"a calibration run failed ({key}; its traceback is above)")
+            times[key].append((time.perf_counter() - start, usage.ru_maxrss / 1024))
+            done.add(key)  # its cache is there for the runs that follow it
+            if len(times[key]) == 1 and times[key][0][0] < short_s:
+                pending[:0] = [key, key]
+    finally:
+        for pid in list(running):
+            stop(pid)
+    return {key: (sorted(s for s, _ in t)[len(t) // 2], max(p for _, p in t)) for key, t in times.items()}
 
 
 def sizes(n_eval: int) -> tuple[int, int]:
@@ -377,8 +411,8 @@ def calibrate(
 ) -> Calibration:
     """Each model's paths timed on this machine (see the module's docstring): the config's first
     task and seed, in forked copies of this process, the caches written under ``workdir``.
-    ``copies``: how many jobs the run will run at once here (each calibration run is timed with
-    that many copies side by side: two jobs on two cores each take longer than one alone)."""
+    ``copies``: how many jobs the run will run at once here (the calibration runs as many side by
+    side: two jobs on two cores each take longer than one alone)."""
     import torch
 
     from icl_gd.activations import extract
@@ -403,16 +437,16 @@ def calibrate(
     }
     icl = cfg.icl_setting(config, methods[0]) if methods else "icl"
     n_eval = len(splits.select_eval(pd.read_parquet(task_files[task]["eval"]), config["max_eval"]))
-    calibration = Calibration(start_s=start_seconds(warm))
+    small, large = sizes(n_eval)
+
+    # every model's runs, planned first and timed together: (model, setting, examples) -> its work
+    runs, works, fillers = {}, {}, {}
     for model, folder in model_dirs.items():
-        shape = shapes[model]
-        rates: dict[str, PathRate] = {}
 
-        def run(setting: str, n: int, reference: str | None = None) -> tuple[Work, float, float, str]:
+        def job(setting, n, out, reference=None, model=model, folder=folder):
             spec = {**plan.run_spec(config, task, setting, seed), "max_eval": n}
-            out = os.path.join(workdir, f"{model}-{setting}-{n}.arrow")
 
-            def job():  # copies side by side write the same files: each atomically, all alike
+            def run():  # copies side by side may write the same files: each atomically, all alike
                 torch.set_num_threads(threads)
                 extract.run(
                     spec,
@@ -422,28 +456,50 @@ def calibrate(
                     train_path=task_files[task]["train"],
                     eval_path=task_files[task]["eval"],
                     out_path=out,
-                    train_log_path=os.path.join(workdir, f"{model}-{setting}-{n}.parquet"),
+                    train_log_path=out.replace(".arrow", ".parquet"),
                     reference_path=reference,
                     device=config["device"],
                     batch_size=config["batch_size"],
                 )
 
-            seconds, peak = _repeated(job, copies)
-            work = job_work(shape, spec, sequences(model, spec))
-            log(
-                f"calibration {model} {setting} ({n} examples): {seconds:.2f} s, {peak:,.0f} MB, {work.flops / 1e9:,.2f} GFLOP"
-            )
-            return work, seconds, peak, out
+            return run, job_work(shapes[model], spec, sequences(model, spec))
 
-        small, large = sizes(n_eval)
-        zsl = [run("zsl", n) for n in (small, large)]
-        fixed, slope = _two_point([(w.flops / 1e9, s) for w, s, _, _ in zsl])
-        rates["zsl"] = PathRate(fixed, slope, max(p for _, _, p, _ in zsl), zsl[1][0])
-        refs = {small: zsl[0][3], large: zsl[1][3]}
-        if any(cfg.is_icl_setting(s) for s in [icl]):
-            runs = [run(icl, n, refs[n]) for n in (small, large)]
-            fixed, slope = _two_point([(w.flops / 1e9, s) for w, s, _, _ in runs])
-            rates["icl"] = PathRate(fixed, slope, max(p for _, _, p, _ in runs), runs[1][0])
+        def add(setting, n, after=None, model=model, job=job):
+            key = (model, setting, n)
+            reference = os.path.join(workdir, "{}-{}-{}.arrow".format(*after)) if after else None
+            run, works[key] = job(setting, n, os.path.join(workdir, "{}-{}-{}.arrow".format(*key)), reference)
+            runs[key] = (run, after)
+            return key
+
+        zsl = [add("zsl", n) for n in (large, small)]  # first: the others read their caches
+        fillers[model] = job("zsl", small, os.path.join(workdir, f"{model}-filler.arrow"))[0]
+        for method in [m for chosen in by_kind.values() for m in chosen]:
+            add(method, large, zsl[0])
+        if cfg.is_icl_setting(icl):
+            for n in (large, small):
+                add(icl, n, zsl[0] if n == large else zsl[1])
+    # the longest first among those that may start (a short run at the end keeps the tail short)
+    first = [key for key in runs if runs[key][1] is None]
+    order = first + sorted((key for key in runs if key not in first), key=lambda key: -works[key].flops)
+    timed = time_side_by_side({key: runs[key] for key in order}, copies, filler=next(iter(fillers.values())))
+    for key in order:
+        seconds, peak = timed[key]
+        log(
+            f"calibration {key[0]} {key[1]} ({key[2]} examples): {seconds:.2f} s, {peak:,.0f} MB, {works[key].flops / 1e9:,.2f} GFLOP"
+        )
+
+    calibration = Calibration(start_s=start_seconds(warm))
+    for model, folder in model_dirs.items():
+        rates: dict[str, PathRate] = {}
+
+        def fit(setting):
+            points = [(works[model, setting, n].flops / 1e9, timed[model, setting, n][0]) for n in (small, large)]
+            peak = max(timed[model, setting, n][1] for n in (small, large))
+            return PathRate(*_two_point(points), peak, works[model, setting, large])
+
+        rates["zsl"] = fit("zsl")
+        if cfg.is_icl_setting(icl):
+            rates["icl"] = fit(icl)
         for kind, chosen in by_kind.items():
             # the training's time: what is left of the run after ZSL's evaluation of its examples;
             # with two numbers of demonstrations, its fixed part (master weights, the first step's
@@ -452,7 +508,7 @@ def calibrate(
             # training here, and so is counted for that many examples, close to the jobs' own
             points, peaks = [], []
             for method in chosen:
-                work, seconds, peak, _ = run(method, large, refs[large])
+                work, (seconds, peak) = works[model, method, large], timed[model, method, large]
                 evaluation = rates["zsl"].fixed_s + work.eval_flops / 1e9 * rates["zsl"].s_per_gflop
                 points.append((work.train_flops / 1e9, max(seconds - evaluation, 0.0)))
                 peaks.append((peak, work))
@@ -464,7 +520,7 @@ def calibrate(
             rates[kind] = PathRate(fixed, slope, peak, work)
         spec = config["models"][model]
         if spec["source"] == "builtin" and spec.get("pretrain_steps"):
-            rates["pretrain"] = _calibrate_pretraining(folder, shape, spec, log)  # one job: alone
+            rates["pretrain"] = _calibrate_pretraining(folder, shapes[model], spec, log)  # one job: alone
         for path, rate in rates.items():
             log(
                 f"rate {model} {path}: {rate.fixed_s:.3f} s a job + {rate.s_per_gflop:.4f} s/GFLOP, peak {rate.peak_mb:,.0f} MB"
@@ -481,20 +537,21 @@ def _calibrate_pretraining(folder: str, shape: Shape, spec: dict, log) -> PathRa
     from icl_gd.models import builtin, loading
 
     length = min(spec["pretrain_len"], spec["n_positions"])
-    points, peak = [], 0.0
-    for steps in (5, 25):
 
-        def job(steps=steps):
+    def job(steps):
+        def run():
             torch.set_num_threads(2)  # the rule's threads
             model = loading.load_model(folder, device="cpu")
             gen = torch.Generator().manual_seed(0)
             episodes = torch.randint(4, shape.vocab, (64, length), generator=gen).tolist()
             builtin.pretrain(model, episodes, steps=steps, batch_size=PRETRAIN_BATCH, lr=1e-3, seed=0)
 
-        seconds, rss = _repeated(job, 1)
-        work = pretrain_work(shape, steps, length)
-        points.append((work.flops / 1e9, seconds))
-        peak = max(peak, rss)
+        return run, None
+
+    timed = time_side_by_side({steps: job(steps) for steps in (5, 25)})
+    points = []
+    for steps, (seconds, rss) in timed.items():
+        points.append((pretrain_work(shape, steps, length).flops / 1e9, seconds))
         log(f"calibration pretraining ({steps} steps): {seconds:.2f} s, {rss:,.0f} MB")
     fixed, slope = _two_point(points)
-    return PathRate(fixed, slope, peak, pretrain_work(shape, 25, length))
+    return PathRate(fixed, slope, max(rss for _, rss in timed.values()), pretrain_work(shape, 25, length))

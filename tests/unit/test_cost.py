@@ -3,6 +3,9 @@ time and memory, and the forked calibration runs."""
 
 from __future__ import annotations
 
+import os
+import time
+
 import pytest
 
 from icl_gd import cost
@@ -30,9 +33,48 @@ def test_a_failed_calibration_run_says_so():
         raise ValueError("boom")
 
     with pytest.raises(RuntimeError, match="calibration run failed"):
-        cost._in_fork(fails, copies=2)
-    seconds, peak = cost._in_fork(lambda: None, copies=2)
+        cost.time_side_by_side({"a": (fails, None), "b": (lambda: None, None)}, slots=2)
+    ((seconds, peak),) = cost.time_side_by_side({"a": (lambda: None, None)}, slots=2).values()
     assert 0 <= seconds < 5 and peak > 10
+
+
+def test_calibration_runs_side_by_side_follow_their_references_and_keep_the_machine_busy(tmp_path):
+    """Runs share the slots in the order given, each after the run it follows; a short run is
+    timed thrice; the filler runs only while a timed run does and is gone at the end."""
+    log = tmp_path / "log"
+
+    def run(name, seconds, needs=None):
+        def fn():
+            if needs:
+                assert (tmp_path / needs).exists(), f"{name} started before {needs}"
+            time.sleep(seconds)
+            with open(log, "a") as f:
+                f.write(name + "\n")
+            (tmp_path / name).touch()
+
+        return fn
+
+    def filler():
+        (tmp_path / f"filler-{os.getpid()}").touch()
+        time.sleep(60)
+
+    runs = {
+        "ref": (run("ref", 0.2), None),
+        "long": (run("long", 1.5, needs="ref"), "ref"),
+        "short": (run("short", 0.1, needs="ref"), "ref"),
+    }
+    start = time.perf_counter()
+    timed = cost.time_side_by_side(runs, slots=2, filler=filler, short_s=1.0)
+    assert time.perf_counter() - start < 10  # the filler was killed, not waited for
+    assert timed["long"][0] == pytest.approx(1.5, abs=0.5) and timed["short"][0] < 0.5
+    assert sorted(log.read_text().split()) == ["long"] + ["ref"] * 3 + ["short"] * 3
+    fillers = list(tmp_path.glob("filler-*"))
+    assert fillers  # "long" ran on after every other run had ended
+    for path in fillers:
+        with pytest.raises(ProcessLookupError):
+            os.kill(int(path.name.split("-")[1]), 0)
+    with pytest.raises(ValueError, match="follow runs that are not among them"):
+        cost.time_side_by_side({"a": (lambda: None, "nowhere")})
 
 
 def test_a_named_device_by_its_assumptions():

@@ -221,8 +221,9 @@ rule disk_estimate:
 # What the config's model jobs will take, per job and in total, printed and written to
 # results/cost_estimate.tsv: `snakemake --cores all cost_estimate`. Like disk_estimate it needs each
 # model's folder and the tasks' data; it times every path of each model where it runs (icl_gd/cost.py)
-# at two small sizes, in about a minute. The model rules' memory and time requests read the table
-# (functions/resources.smk). No declared output, so that naming it always measures anew.
+# at two small sizes, side by side as the run's jobs, in a minute or two. The model rules' memory
+# and time requests read the table (functions/resources.smk). No declared output, so that naming it
+# always measures anew.
 rule cost_estimate:
     input:
         models=[variant_dir(model, "trained") for model in MODELS],
