@@ -440,7 +440,11 @@ def calibrate(
     small, large = sizes(n_eval)
 
     # every model's runs, planned first and timed together: (model, setting, examples) -> its work
-    runs, works, fillers = {}, {}, {}
+    runs, works, filler = {}, {}, None
+
+    def path(key):
+        return os.path.join(workdir, "{}-{}-{}.arrow".format(*key))
+
     for model, folder in model_dirs.items():
 
         def job(setting, n, out, reference=None, model=model, folder=folder):
@@ -466,13 +470,13 @@ def calibrate(
 
         def add(setting, n, after=None, model=model, job=job):
             key = (model, setting, n)
-            reference = os.path.join(workdir, "{}-{}-{}.arrow".format(*after)) if after else None
-            run, works[key] = job(setting, n, os.path.join(workdir, "{}-{}-{}.arrow".format(*key)), reference)
+            run, works[key] = job(setting, n, path(key), path(after) if after else None)
             runs[key] = (run, after)
             return key
 
         zsl = [add("zsl", n) for n in (large, small)]  # first: the others read their caches
-        fillers[model] = job("zsl", small, os.path.join(workdir, f"{model}-filler.arrow"))[0]
+        if filler is None:  # the first model's smaller ZSL run, into a file of its own
+            filler = job("zsl", small, os.path.join(workdir, f"{model}-filler.arrow"))[0]
         for method in [m for chosen in by_kind.values() for m in chosen]:
             add(method, large, zsl[0])
         if cfg.is_icl_setting(icl):
@@ -481,7 +485,7 @@ def calibrate(
     # the longest first among those that may start (a short run at the end keeps the tail short)
     first = [key for key in runs if runs[key][1] is None]
     order = first + sorted((key for key in runs if key not in first), key=lambda key: -works[key].flops)
-    timed = time_side_by_side({key: runs[key] for key in order}, copies, filler=next(iter(fillers.values())))
+    timed = time_side_by_side({key: runs[key] for key in order}, copies, filler=filler)
     for key in order:
         seconds, peak = timed[key]
         log(
