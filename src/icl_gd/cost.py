@@ -27,6 +27,7 @@ from __future__ import annotations
 import math
 import os
 import signal
+import statistics
 import time
 from dataclasses import dataclass, field
 
@@ -134,6 +135,8 @@ class Device:
         )
 
 
+PRETRAIN_STEPS = (5, 25)  # the built-in model's pretraining is timed at these many steps
+
 DEVICES = {
     "A100": Device("A100", {4: 19.5e12, 2: 312e12}),
     "H100": Device("H100", {4: 67e12, 2: 989e12}),  # SXM
@@ -234,6 +237,19 @@ def time_side_by_side(runs: dict, slots: int = 1, filler=None, short_s: float = 
         for pid in list(running):
             stop(pid)
     return {key: (sorted(s for s, _ in t)[len(t) // 2], max(p for _, p in t)) for key, t in times.items()}
+
+
+def repeated(one_pass, until: float) -> tuple[dict, int]:
+    """``one_pass()`` ({key: (seconds, peak MB)}) called again until ``time.perf_counter()`` has
+    passed ``until`` (at least once): each key's median seconds and largest peak, and how many
+    passes it took."""
+    samples: dict = {}
+    passes = 0
+    while passes == 0 or time.perf_counter() < until:
+        for key, value in one_pass().items():
+            samples.setdefault(key, []).append(value)
+        passes += 1
+    return {key: (statistics.median(s for s, _ in t), max(p for _, p in t)) for key, t in samples.items()}, passes
 
 
 def sizes(n_eval: int) -> tuple[int, int]:
@@ -407,12 +423,14 @@ def calibrate(
     warm: bool = True,
     threads: int = 1,
     copies: int = 1,
+    min_seconds: float = 0.0,
     log=print,
 ) -> Calibration:
     """Each model's paths timed on this machine (see the module's docstring): the config's first
     task and seed, in forked copies of this process, the caches written under ``workdir``.
     ``copies``: how many jobs the run will run at once here (the calibration runs as many side by
-    side: two jobs on two cores each take longer than one alone)."""
+    side: two jobs on two cores each take longer than one alone). ``min_seconds``: the runs are
+    timed again, pass after pass, until this long has gone by, and each run's median kept."""
     import torch
 
     from icl_gd.activations import extract
@@ -485,7 +503,23 @@ def calibrate(
     # the longest first among those that may start (a short run at the end keeps the tail short)
     first = [key for key in runs if runs[key][1] is None]
     order = first + sorted((key for key in runs if key not in first), key=lambda key: -works[key].flops)
-    timed = time_side_by_side({key: runs[key] for key in order}, copies, filler=filler)
+    pretraining = {
+        model: _pretraining_runs(model_dirs[model], shapes[model], spec)
+        for model, spec in config["models"].items()
+        if model in model_dirs and spec["source"] == "builtin" and spec.get("pretrain_steps")
+    }
+
+    # Passes of every run until ``min_seconds`` have gone by, each run's median kept: a host's speed
+    # drifts in phases of 10-20 s (measured: docs/performance.md), and a calibration of a few
+    # seconds would take one phase for the machine's rate. The pretraining, one job, runs alone.
+    def one_pass():
+        timed = time_side_by_side({key: runs[key] for key in order}, copies, filler=filler)
+        for model, jobs in pretraining.items():
+            timed.update({(model, steps): t for steps, t in time_side_by_side(jobs).items()})
+        return timed
+
+    timed, passes = repeated(one_pass, until=began + min_seconds)
+    log(f"calibration: {passes} passes of every run in {time.perf_counter() - began:.0f} s")
     for key in order:
         seconds, peak = timed[key]
         log(
@@ -522,9 +556,8 @@ def calibrate(
                 fixed, slope = 0.0, points[0][1] / points[0][0] if points[0][0] else 0.0
             peak, work = max(peaks, key=lambda p: p[0])
             rates[kind] = PathRate(fixed, slope, peak, work)
-        spec = config["models"][model]
-        if spec["source"] == "builtin" and spec.get("pretrain_steps"):
-            rates["pretrain"] = _calibrate_pretraining(folder, shapes[model], spec, log)  # one job: alone
+        if model in pretraining:
+            rates["pretrain"] = _pretraining_rate(shapes[model], config["models"][model], timed, model, log)
         for path, rate in rates.items():
             log(
                 f"rate {model} {path}: {rate.fixed_s:.3f} s a job + {rate.s_per_gflop:.4f} s/GFLOP, peak {rate.peak_mb:,.0f} MB"
@@ -534,8 +567,8 @@ def calibrate(
     return calibration
 
 
-def _calibrate_pretraining(folder: str, shape: Shape, spec: dict, log) -> PathRate:
-    """The built-in model's pretraining: a few steps of its own loop at its length, twice."""
+def _pretraining_runs(folder: str, shape: Shape, spec: dict) -> dict:
+    """The built-in model's pretraining, a few steps of its own loop at its length: {steps: run}."""
     import torch
 
     from icl_gd.models import builtin, loading
@@ -552,10 +585,16 @@ def _calibrate_pretraining(folder: str, shape: Shape, spec: dict, log) -> PathRa
 
         return run, None
 
-    timed = time_side_by_side({steps: job(steps) for steps in (5, 25)})
+    return {steps: job(steps) for steps in PRETRAIN_STEPS}
+
+
+def _pretraining_rate(shape: Shape, spec: dict, timed: dict, model: str, log) -> PathRate:
+    length = min(spec["pretrain_len"], spec["n_positions"])
     points = []
-    for steps, (seconds, rss) in timed.items():
+    for steps in PRETRAIN_STEPS:
+        seconds, rss = timed[model, steps]
         points.append((pretrain_work(shape, steps, length).flops / 1e9, seconds))
         log(f"calibration pretraining ({steps} steps): {seconds:.2f} s, {rss:,.0f} MB")
     fixed, slope = _two_point(points)
-    return PathRate(fixed, slope, max(rss for _, rss in timed.values()), pretrain_work(shape, 25, length))
+    peak = max(timed[model, steps][1] for steps in PRETRAIN_STEPS)
+    return PathRate(fixed, slope, peak, pretrain_work(shape, PRETRAIN_STEPS[-1], length))

@@ -77,6 +77,23 @@ def test_calibration_runs_side_by_side_follow_their_references_and_keep_the_mach
         cost.time_side_by_side({"a": (lambda: None, "nowhere")})
 
 
+def test_a_calibration_repeats_its_passes_until_its_time_and_keeps_each_runs_median():
+    """A machine whose speed drifts: the passes go on until the calibration's minimum has gone by,
+    each run's median seconds and its largest peak kept; a minimum already past takes one pass."""
+    seconds = iter([3.0, 1.0, 2.0, 9.0, 5.0])
+    peaks = iter([100, 300, 200, 100, 100])
+
+    def one_pass():
+        time.sleep(0.05)
+        return {"run": (next(seconds), next(peaks))}
+
+    start = time.perf_counter()
+    timed, passes = cost.repeated(one_pass, until=start + 0.12)
+    assert passes == 3 and time.perf_counter() - start >= 0.12
+    assert timed == {"run": (2.0, 300)}
+    assert cost.repeated(one_pass, until=0.0) == ({"run": (9.0, 100)}, 1)
+
+
 def test_a_named_device_by_its_assumptions():
     device = cost.Device(
         "X",

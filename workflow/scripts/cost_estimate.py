@@ -38,6 +38,7 @@ if config["cost_device"] == "here":
             workdir,
             warm=snakemake.params.warm,
             copies=snakemake.params.copies,
+            min_seconds=config["cost_calibration_s"],
             log=say,
         )
     table = cost.estimate(config, shapes, sequences, calibration)
