@@ -13,7 +13,8 @@ longest first, and a filler in a slot that no run can take yet, so that none is 
 machine than the run's (and the calibration takes about its runs' time over ``copies``). A training
 path is run at the larger size and its training time is what remains after ZSL's evaluation at that
 size (of two methods of a kind, the ones with the fewest and the most demonstrations: the training's
-fixed part apart from its time per FLOP). A job's start adds the warm worker's hand-over (local
+fixed part apart from its time per FLOP; where all its methods have one number, and its run takes
+under 5 s, the same run on the task with the longest demonstrations does this). A job's start adds the warm worker's hand-over (local
 runs) or the imports of torch and transformers (every SLURM job, a local run without the worker),
 measured once.
 
@@ -186,7 +187,10 @@ def _fork(fn) -> int:
     return pid
 
 
-def time_side_by_side(runs: dict, slots: int = 1, filler=None, short_s: float = 5.0) -> dict:
+SHORT_S = 5.0  # a run shorter than this is timed thrice; its training apart on a second task
+
+
+def time_side_by_side(runs: dict, slots: int = 1, filler=None, short_s: float = SHORT_S) -> dict:
     """Each of ``runs`` ({key: (function, the key of a run it must follow, or None)}) in a forked
     copy of this process, ``slots`` copies at a time, as a local run's jobs share the machine:
     {key: (seconds, the copy's peak resident set in MB)}. Runs start in the order given, each once
@@ -441,7 +445,6 @@ def calibrate(
     if not os.environ.get(worker.CHILD_ENV):  # as the warm worker would have: its forks find them loaded
         worker.preload(list(worker.DEFAULT_PRELOAD))
     task = next(iter(config["tasks"]))
-    seed = cfg.task_seeds(config, task)[0]
     methods = [m for methods in config["variants"].values() for m in methods]
     # each kind's methods (those that run on the task, where any does) with the fewest and the most
     # demonstrations, where these differ; else its first
@@ -461,12 +464,17 @@ def calibrate(
     runs, works, filler = {}, {}, None
 
     def path(key):
-        return os.path.join(workdir, "{}-{}-{}.arrow".format(*key))
+        return os.path.join(workdir, "{}-{}-{}-{}.arrow".format(*key))
+
+    # a kind whose methods all have one number of demonstrations, on a second task: that with the
+    # longest demonstrations, so that the training's fixed part and its time per FLOP part
+    second: dict[tuple, tuple] = {}  # (model, method): the key of its run there
+    others = [t for t in config["tasks"] if t != task]
 
     for model, folder in model_dirs.items():
 
-        def job(setting, n, out, reference=None, model=model, folder=folder):
-            spec = {**plan.run_spec(config, task, setting, seed), "max_eval": n}
+        def job(setting, n, out, reference=None, model=model, folder=folder, task=task):
+            spec = {**plan.run_spec(config, task, setting, cfg.task_seeds(config, task)[0]), "max_eval": n}
 
             def run():  # copies side by side may write the same files: each atomically, all alike
                 torch.set_num_threads(threads)
@@ -486,9 +494,9 @@ def calibrate(
 
             return run, job_work(shapes[model], spec, sequences(model, spec))
 
-        def add(setting, n, after=None, model=model, job=job):
-            key = (model, setting, n)
-            run, works[key] = job(setting, n, path(key), path(after) if after else None)
+        def add(setting, n, after=None, model=model, job=job, task=task):
+            key = (model, task, setting, n)
+            run, works[key] = job(setting, n, path(key), path(after) if after else None, task=task)
             runs[key] = (run, after)
             return key
 
@@ -497,12 +505,25 @@ def calibrate(
             filler = job("zsl", small, os.path.join(workdir, f"{model}-filler.arrow"))[0]
         for method in [m for chosen in by_kind.values() for m in chosen]:
             add(method, large, zsl[0])
+        for method in [chosen[0] for chosen in by_kind.values() if len(chosen) == 1]:
+            there = [t for t in others if cfg.method_runs_on(config, method, t)]
+            if there:
+                longest = max(there, key=lambda t: job(method, large, "", task=t)[1].train_flops)
+                reference = (model, longest, "zsl", large)
+                if reference not in runs:
+                    add("zsl", large, task=longest)
+                second[model, method] = add(method, large, reference, task=longest)
         if cfg.is_icl_setting(icl):
             for n in (large, small):
                 add(icl, n, zsl[0] if n == large else zsl[1])
-    # the longest first among those that may start (a short run at the end keeps the tail short)
-    first = [key for key in runs if runs[key][1] is None]
-    order = first + sorted((key for key in runs if key not in first), key=lambda key: -works[key].flops)
+    # The longest first among those that may start (a short run at the end keeps the tail short).
+    # The second task's runs only where the first task's run is short (under 5 s): there the fixed
+    # part is much of a job's time, while a longer run is mostly its FLOPs (docs/performance.md).
+    extra = {key for key in second.values()} | {runs[key][1] for key in second.values()}
+    first = [key for key in runs if runs[key][1] is None and key not in extra]
+    order = first + sorted(
+        (key for key in runs if key not in first and key not in extra), key=lambda key: -works[key].flops
+    )
     pretraining = {
         model: _pretraining_runs(model_dirs[model], shapes[model], spec)
         for model, spec in config["models"].items()
@@ -514,16 +535,25 @@ def calibrate(
     # seconds would take one phase for the machine's rate. The pretraining, one job, runs alone.
     def one_pass():
         timed = time_side_by_side({key: runs[key] for key in order}, copies, filler=filler)
+        if not wanted and second:  # the first pass: which kinds' runs are short
+            wanted.extend(
+                key for (model, method), key in second.items() if timed[model, task, method, large][0] < SHORT_S
+            )
+            wanted[:0] = dict.fromkeys(runs[key][1] for key in wanted)  # their references first
+            second.clear()
+        if wanted:
+            timed.update(time_side_by_side({key: runs[key] for key in wanted}, copies, filler=filler))
         for model, jobs in pretraining.items():
             timed.update({(model, steps): t for steps, t in time_side_by_side(jobs).items()})
         return timed
 
+    wanted: list = []
     timed, passes = repeated(one_pass, until=began + min_seconds)
     log(f"calibration: {passes} passes of every run in {time.perf_counter() - began:.0f} s")
-    for key in order:
+    for key in order + wanted:
         seconds, peak = timed[key]
         log(
-            f"calibration {key[0]} {key[1]} ({key[2]} examples): {seconds:.2f} s, {peak:,.0f} MB, {works[key].flops / 1e9:,.2f} GFLOP"
+            f"calibration {key[0]} {key[1]} {key[2]} ({key[3]} examples): {seconds:.2f} s, {peak:,.0f} MB, {works[key].flops / 1e9:,.2f} GFLOP"
         )
 
     calibration = Calibration(start_s=start_seconds(warm))
@@ -531,9 +561,9 @@ def calibrate(
         rates: dict[str, PathRate] = {}
 
         def fit(setting):
-            points = [(works[model, setting, n].flops / 1e9, timed[model, setting, n][0]) for n in (small, large)]
-            peak = max(timed[model, setting, n][1] for n in (small, large))
-            return PathRate(*_two_point(points), peak, works[model, setting, large])
+            keys = [(model, task, setting, n) for n in (small, large)]
+            points = [(works[key].flops / 1e9, timed[key][0]) for key in keys]
+            return PathRate(*_two_point(points), max(timed[key][1] for key in keys), works[keys[1]])
 
         rates["zsl"] = fit("zsl")
         if cfg.is_icl_setting(icl):
@@ -545,8 +575,10 @@ def calibrate(
             # method's evaluation costs beyond ZSL's (a linearized model's, three passes) counts as
             # training here, and so is counted for that many examples, close to the jobs' own
             points, peaks = [], []
-            for method in chosen:
-                work, (seconds, peak) = works[model, method, large], timed[model, method, large]
+            keys = [(model, task, method, large) for method in chosen]
+            keys += [key for key in wanted if key[0] == model and key[2] in chosen]
+            for key in keys:
+                work, (seconds, peak) = works[key], timed[key]
                 evaluation = rates["zsl"].fixed_s + work.eval_flops / 1e9 * rates["zsl"].s_per_gflop
                 points.append((work.train_flops / 1e9, max(seconds - evaluation, 0.0)))
                 peaks.append((peak, work))
