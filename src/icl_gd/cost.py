@@ -13,10 +13,11 @@ longest first, and a filler in a slot that no run can take yet, so that none is 
 machine than the run's (and the calibration takes about its runs' time over ``copies``). A training
 path is run at the larger size and its training time is what remains after ZSL's evaluation at that
 size (of two methods of a kind, the ones with the fewest and the most demonstrations: the training's
-fixed part apart from its time per FLOP; where all its methods have one number, and its run takes
-under 5 s, the same run on the task with the longest demonstrations does this). A job's start adds the warm worker's hand-over (local
-runs) or the imports of torch and transformers (every SLURM job, a local run without the worker),
-measured once.
+fixed part apart from its time per FLOP). Where a path's run takes under 5 s (its fixed part much of
+its time), ICL and a kind whose methods all have one number of demonstrations are also run on the
+task with the longest prompts (with its ZSL), and each path's line fitted through all its points.
+A job's start adds the warm worker's hand-over (local runs) or the imports of torch and
+transformers (every SLURM job, a local run without the worker), measured once.
 
 Memory: the calibration run's peak resident set of the job's path, plus the difference in
 activations between the job and the calibration run (the batch's longest sequence, the ICL prefix's
@@ -406,14 +407,17 @@ def start_seconds(warm: bool) -> float:
     return time.perf_counter() - start
 
 
-def _two_point(points: list[tuple[float, float]]) -> tuple[float, float]:
-    """(fixed seconds, seconds per GFLOP) through two (GFLOP, seconds) points; a non-positive
-    slope (noise on a job too small to time) puts the whole time in the fixed part."""
-    (f1, t1), (f2, t2) = points
-    slope = (t2 - t1) / (f2 - f1) if f2 > f1 else 0.0
+def _line(points: list[tuple[float, float]]) -> tuple[float, float]:
+    """(fixed seconds, seconds per GFLOP): the least-squares line through (GFLOP, seconds) points
+    (through two, the line through both); a non-positive slope (noise on a job too small to time)
+    puts the whole time in the fixed part."""
+    xs, ys = [x for x, _ in points], [y for _, y in points]
+    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+    spread = sum((x - mx) ** 2 for x in xs)
+    slope = sum((x - mx) * (y - my) for x, y in points) / spread if spread else 0.0
     if slope <= 0:
-        return max(t1, t2), 0.0
-    return max(t1 - f1 * slope, 0.0), slope
+        return max(ys), 0.0
+    return max(my - mx * slope, 0.0), slope
 
 
 def calibrate(
@@ -466,9 +470,10 @@ def calibrate(
     def path(key):
         return os.path.join(workdir, "{}-{}-{}-{}.arrow".format(*key))
 
-    # a kind whose methods all have one number of demonstrations, on a second task: that with the
-    # longest demonstrations, so that the training's fixed part and its time per FLOP part
-    second: dict[tuple, tuple] = {}  # (model, method): the key of its run there
+    # ICL, and a training kind whose methods all have one number of demonstrations, also on a
+    # second task, that with the longest prompts: their fixed part and their time per FLOP part
+    # farther apart than two sizes of one task's evaluation set do (and with the task's ZSL, ZSL's)
+    second: dict[tuple, tuple] = {}  # (model, setting): the key of its run there
     others = [t for t in config["tasks"] if t != task]
 
     for model, folder in model_dirs.items():
@@ -505,17 +510,18 @@ def calibrate(
             filler = job("zsl", small, os.path.join(workdir, f"{model}-filler.arrow"))[0]
         for method in [m for chosen in by_kind.values() for m in chosen]:
             add(method, large, zsl[0])
-        for method in [chosen[0] for chosen in by_kind.values() if len(chosen) == 1]:
-            there = [t for t in others if cfg.method_runs_on(config, method, t)]
-            if there:
-                longest = max(there, key=lambda t: job(method, large, "", task=t)[1].train_flops)
-                reference = (model, longest, "zsl", large)
-                if reference not in runs:
-                    add("zsl", large, task=longest)
-                second[model, method] = add(method, large, reference, task=longest)
         if cfg.is_icl_setting(icl):
             for n in (large, small):
                 add(icl, n, zsl[0] if n == large else zsl[1])
+        single = [chosen[0] for chosen in by_kind.values() if len(chosen) == 1]
+        for setting in single + ([icl] if cfg.is_icl_setting(icl) else []):
+            there = [t for t in others if setting == icl or cfg.method_runs_on(config, setting, t)]
+            if there:
+                longest = max(there, key=lambda t: job(setting, large, "", task=t)[1].flops)
+                reference = (model, longest, "zsl", large)
+                if reference not in runs:
+                    add("zsl", large, task=longest)
+                second[model, setting] = add(setting, large, reference, task=longest)
     # The longest first among those that may start (a short run at the end keeps the tail short).
     # The second task's runs only where the first task's run is short (under 5 s): there the fixed
     # part is much of a job's time, while a longer run is mostly its FLOPs (docs/performance.md).
@@ -535,9 +541,9 @@ def calibrate(
     # seconds would take one phase for the machine's rate. The pretraining, one job, runs alone.
     def one_pass():
         timed = time_side_by_side({key: runs[key] for key in order}, copies, filler=filler)
-        if not wanted and second:  # the first pass: which kinds' runs are short
+        if not wanted and second:  # the first pass: which paths' runs are short
             wanted.extend(
-                key for (model, method), key in second.items() if timed[model, task, method, large][0] < SHORT_S
+                key for (model, setting), key in second.items() if timed[model, task, setting, large][0] < SHORT_S
             )
             wanted[:0] = dict.fromkeys(runs[key][1] for key in wanted)  # their references first
             second.clear()
@@ -562,8 +568,9 @@ def calibrate(
 
         def fit(setting):
             keys = [(model, task, setting, n) for n in (small, large)]
+            keys += [key for key in wanted if key[0] == model and key[2] == setting]
             points = [(works[key].flops / 1e9, timed[key][0]) for key in keys]
-            return PathRate(*_two_point(points), max(timed[key][1] for key in keys), works[keys[1]])
+            return PathRate(*_line(points), max(timed[key][1] for key in keys), works[keys[1]])
 
         rates["zsl"] = fit("zsl")
         if cfg.is_icl_setting(icl):
@@ -582,8 +589,8 @@ def calibrate(
                 evaluation = rates["zsl"].fixed_s + work.eval_flops / 1e9 * rates["zsl"].s_per_gflop
                 points.append((work.train_flops / 1e9, max(seconds - evaluation, 0.0)))
                 peaks.append((peak, work))
-            if len(points) == 2:
-                fixed, slope = _two_point(points)
+            if len(points) >= 2:
+                fixed, slope = _line(points)
             else:
                 fixed, slope = 0.0, points[0][1] / points[0][0] if points[0][0] else 0.0
             peak, work = max(peaks, key=lambda p: p[0])
@@ -627,6 +634,6 @@ def _pretraining_rate(shape: Shape, spec: dict, timed: dict, model: str, log) ->
         seconds, rss = timed[model, steps]
         points.append((pretrain_work(shape, steps, length).flops / 1e9, seconds))
         log(f"calibration pretraining ({steps} steps): {seconds:.2f} s, {rss:,.0f} MB")
-    fixed, slope = _two_point(points)
+    fixed, slope = _line(points)
     peak = max(timed[model, steps][1] for steps in PRETRAIN_STEPS)
     return PathRate(fixed, slope, peak, pretrain_work(shape, PRETRAIN_STEPS[-1], length))

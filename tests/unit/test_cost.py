@@ -15,8 +15,9 @@ SHAPE = work.Shape(n_layers=2, d_model=8, n_heads=2, vocab=10, block_params=100)
 
 
 def test_rates_from_two_runs_and_a_prediction():
-    assert cost._two_point([(1.0, 3.0), (3.0, 7.0)]) == (1.0, 2.0)
-    assert cost._two_point([(1.0, 3.0), (3.0, 2.5)]) == (3.0, 0.0)  # noise: all of it fixed
+    assert cost._line([(1.0, 3.0), (3.0, 7.0)]) == (1.0, 2.0)
+    assert cost._line([(1.0, 3.0), (3.0, 2.5)]) == (3.0, 0.0)  # noise: all of it fixed
+    assert cost._line([(1.0, 3.0), (2.0, 6.0), (3.0, 7.0)]) == pytest.approx((4 / 3, 2.0))  # least squares
     calibrated = work.Work(path="zsl", eval_flops=1e9, longest=4)
     rate = cost.PathRate(fixed_s=0.5, s_per_gflop=2.0, peak_mb=400.0, work=calibrated)
     job = work.Work(path="zsl", eval_flops=3e9, longest=4)
