@@ -471,8 +471,8 @@ def calibrate(
         return os.path.join(workdir, "{}-{}-{}-{}.arrow".format(*key))
 
     # ICL, and a training kind whose methods all have one number of demonstrations, also on a
-    # second task, that with the longest prompts: their fixed part and their time per FLOP part
-    # farther apart than two sizes of one task's evaluation set do (and with the task's ZSL, ZSL's)
+    # second task, that with the longest prompts: its points lie farther apart than two sizes of one
+    # task's evaluation set, which tells a fixed part from a time per FLOP (ZSL's too, with its run)
     second: dict[tuple, tuple] = {}  # (model, setting): the key of its run there
     others = [t for t in config["tasks"] if t != task]
 
@@ -570,7 +570,9 @@ def calibrate(
             keys = [(model, task, setting, n) for n in (small, large)]
             keys += [key for key in wanted if key[0] == model and key[2] == setting]
             points = [(works[key].flops / 1e9, timed[key][0]) for key in keys]
-            return PathRate(*_line(points), max(timed[key][1] for key in keys), works[keys[1]])
+            # memory: the largest run's peak, and a job's growth counted from that run's work
+            largest = max(keys, key=lambda key: timed[key][1])
+            return PathRate(*_line(points), timed[largest][1], works[largest])
 
         rates["zsl"] = fit("zsl")
         if cfg.is_icl_setting(icl):
