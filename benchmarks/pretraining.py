@@ -28,6 +28,7 @@ import pandas as pd
 import torch
 import yaml
 
+from icl_gd.config import resolve as cfg
 from icl_gd.data import prompts, splits
 from icl_gd.models import builtin, loading
 
@@ -42,7 +43,7 @@ def zero_shot_accuracy(folder: Path, twins: Path, tasks: list[str], max_eval: in
     model = loading.load_model(str(folder), device="cpu")
     accuracy = {}
     for task in tasks:
-        spec = builtin._preset(task)
+        spec = cfg.task_spec({"tasks": {task: {}}}, task)  # the built-in task as the protocol defines it
         label_ids = prompts.label_token_ids(tokenizer, spec)
         rows = splits.select_eval(pd.read_parquet(twins / task / "eval.parquet"), max_eval)
         right = 0

@@ -525,7 +525,7 @@ def calibrate(
     # The longest first among those that may start (a short run at the end keeps the tail short).
     # The second task's runs only where the first task's run is short (under 5 s): there the fixed
     # part is much of a job's time, while a longer run is mostly its FLOPs (docs/performance.md).
-    extra = {key for key in second.values()} | {runs[key][1] for key in second.values()}
+    extra = set(second.values()) | {runs[key][1] for key in second.values()}
     first = [key for key in runs if runs[key][1] is None and key not in extra]
     order = first + sorted(
         (key for key in runs if key not in first and key not in extra), key=lambda key: -works[key].flops
