@@ -627,6 +627,26 @@ def test_the_cost_estimate_times_every_path_and_predicts_every_model_job(finishe
         table_path.unlink(missing_ok=True)
 
 
+@pytest.mark.slow
+def test_the_timeline_places_every_job_of_a_finished_run(finished_run):
+    """benchmarks/timeline.py over the run's records: every record counted under its rule, the
+    data first, every job inside the run's span."""
+    out = subprocess.run(
+        [sys.executable, str(REPO / "benchmarks/timeline.py"), "--workdir", str(finished_run), "--cores", "2"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    rows = {line.split()[0]: line.split()[1:] for line in out.splitlines()[1:] if line and line[0].isalpha()}
+    records = list((finished_run / "results/benchmarks").rglob("*.tsv"))
+    caches = list((finished_run / "results/activations").rglob("*.arrow"))
+    assert int(rows["extract"][0]) == len(caches)
+    assert sum(int(jobs) for jobs, *_ in rows.values()) == len(records)
+    assert out.splitlines()[1].split()[0] in ("synthetic_twin", "prepare_task") and rows["first_page"][0] == "1"
+    span = float(re.search(r"jobs over ([\d.]+) s", out).group(1))
+    assert all(0 <= float(first) <= float(last) <= span for _, first, last, *_ in rows.values())
+
+
 def test_a_bad_config_key_stops_the_run_with_its_name(tmp_path):
     bad = {**TINY, "methods": {"gd": {"kind": "gd", "lerning_rate": 0.1}}}
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(bad))

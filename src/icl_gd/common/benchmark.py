@@ -4,7 +4,8 @@ One row in Snakemake's benchmark format (tab-separated, its column names where t
 same: ``s``, ``h:m:s``, ``max_rss``, ``io_in``, ``io_out`` in MB, ``mean_load`` in percent,
 ``cpu_time``), then what Snakemake's record lacks: ``gpu_max_mb`` (the most GPU memory torch held,
 0 where the job used none), ``threads``, ``warm`` (1 where the job ran in the warm worker, so that
-its imports were paid before it started) and ``host``; then what the job noted of its own work
+its imports were paid before it started), ``host`` and ``started`` (when its clock started, in
+seconds since the epoch: with ``s``, where the job lay in the run, benchmarks/timeline.py); then what the job noted of its own work
 (``note``: an extraction job's ``gflop``).
 
 Why not Snakemake's own ``benchmark:`` directive: it samples the job's process tree with psutil,
@@ -48,6 +49,7 @@ COLUMNS = (
     "threads",
     "warm",
     "host",
+    "started",
 )
 MB = 2**20
 _NOTES: dict[str, object] = {}  # what the job adds to its record (note), as further columns
@@ -100,6 +102,7 @@ def measure(start: float, threads: int | None = None) -> dict:
         "threads": threads or "",
         "warm": int(bool(os.environ.get("ICL_GD_WARM_CHILD"))),
         "host": socket.gethostname(),
+        "started": round(start, 3),
     }
 
 

@@ -4,7 +4,9 @@ job fails."""
 
 from __future__ import annotations
 
+import importlib.util
 import os
+from pathlib import Path
 
 import pytest
 
@@ -66,6 +68,7 @@ def test_the_clock_starts_once_per_job(monkeypatch):
     assert benchmark.started() == first
     record = benchmark.measure(first - 10.0)
     assert record["s"] >= 10 and record["h:m:s"].startswith("0:00:1")
+    assert record["started"] == round(first - 10.0, 3)  # where the job lay in the run, with s
 
 
 def test_a_job_notes_its_work_as_further_columns(tmp_path, monkeypatch):
@@ -97,3 +100,39 @@ def test_the_warm_client_stamps_the_start_before_handing_over(monkeypatch):
     monkeypatch.delenv(warm.SOCKET_ENV, raising=False)
     warm.delegate()  # no worker: returns, and the job runs in place with its clock started
     assert float(os.environ[benchmark.START_ENV]) > 0
+
+
+def _timeline():
+    path = Path(__file__).resolve().parents[3] / "benchmarks/timeline.py"
+    spec = importlib.util.spec_from_file_location("timeline", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_timeline_places_each_rule_from_its_jobs_records(tmp_path):
+    """benchmarks/timeline.py: per rule, its first start and last end after the run's first job,
+    and its jobs' seconds and CPU; a record from before the started column by its file's time."""
+    root = tmp_path / "results/benchmarks"
+    t0 = 1_700_000_000.0
+
+    def job(rel: str, started: float | None, s: float, cpu: float) -> None:
+        record = {**benchmark.measure(t0), "s": s, "cpu_time": cpu, "started": started}
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        if started is None:  # a record written before the column existed
+            del record["started"]
+            (root / rel).write_text("\t".join(record) + "\n" + "\t".join(map(str, record.values())) + "\n")
+        else:
+            benchmark.write(root / rel, record)
+
+    job("prepare_task/sst2.tsv", t0, 1.0, 0.5)
+    job("prepare_task/cb.tsv", t0 + 0.5, 2.0, 1.5)
+    job("extract/tiny/trained/sst2/seed2/zsl.tsv", t0 + 3.0, 4.0, 3.0)
+    job("aggregate_metrics.tsv", None, 1.5, 1.0)
+    os.utime(root / "aggregate_metrics.tsv", (t0 + 9.0, t0 + 9.0))  # exited at 9 s: started at 7.5
+    phases = _timeline().phases(root)
+    assert [(p.rule, p.jobs, p.first_start, p.last_end, p.job_s, p.cpu_s) for p in phases] == [
+        ("prepare_task", 2, 0.0, 2.5, 3.0, 2.0),
+        ("extract", 1, 3.0, 7.0, 4.0, 3.0),
+        ("aggregate_metrics", 1, 7.5, 9.0, 1.5, 1.0),
+    ]
