@@ -55,11 +55,10 @@ def span_of(path: Path, record: dict) -> tuple[float, float]:
 
 def phases(root: Path) -> list[Phase]:
     """One phase per rule, in the order the rules started, times relative to the first job's start."""
-    spans: dict[str, list[tuple[float, float, float, float]]] = {}
+    spans: dict[str, list[tuple[float, float, float]]] = {}  # rule: (start, end, CPU) per job
     for path in sorted(root.rglob("*.tsv")):
         record = benchmark.read(path)
-        start, end = span_of(path, record)
-        spans.setdefault(rule_of(path, root), []).append((start, end, float(record["s"]), float(record["cpu_time"])))
+        spans.setdefault(rule_of(path, root), []).append((*span_of(path, record), float(record["cpu_time"])))
     if not spans:
         raise SystemExit(f"no job records under {root}: run the workflow first")
     t0 = min(start for jobs in spans.values() for start, *_ in jobs)
@@ -69,8 +68,8 @@ def phases(root: Path) -> list[Phase]:
             jobs=len(jobs),
             first_start=min(j[0] for j in jobs) - t0,
             last_end=max(j[1] for j in jobs) - t0,
-            job_s=sum(j[2] for j in jobs),
-            cpu_s=sum(j[3] for j in jobs),
+            job_s=sum(end - start for start, end, _ in jobs),
+            cpu_s=sum(j[2] for j in jobs),
         )
         for rule, jobs in spans.items()
     ]

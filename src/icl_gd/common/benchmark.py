@@ -5,8 +5,8 @@ same: ``s``, ``h:m:s``, ``max_rss``, ``io_in``, ``io_out`` in MB, ``mean_load`` 
 ``cpu_time``), then what Snakemake's record lacks: ``gpu_max_mb`` (the most GPU memory torch held,
 0 where the job used none), ``threads``, ``warm`` (1 where the job ran in the warm worker, so that
 its imports were paid before it started), ``host`` and ``started`` (when its clock started, in
-seconds since the epoch: with ``s``, where the job lay in the run, benchmarks/timeline.py); then what the job noted of its own work
-(``note``: an extraction job's ``gflop``).
+seconds since the epoch: with ``s``, where the job lay in the run, benchmarks/timeline.py); then
+what the job noted of its own work (``note``: an extraction job's ``gflop``).
 
 Why not Snakemake's own ``benchmark:`` directive: it samples the job's process tree with psutil,
 at 30 s intervals after the first half second, and with the warm worker (common/warm.py) a job's
