@@ -184,6 +184,13 @@ class _Linear(torch.autograd.Function):
     def jvp(ctx, x_t, weight_t, bias_t):
         x, weight = ctx.saved_tensors
         with torch.no_grad():  # the tangent is not differentiated backward: record nothing
+            # a tangent in another dtype than its primal is cast to it: on CUDA, layer norm's
+            # forward derivative leaves a half-precision input's tangent in float32 (GPT-2's ln_2 ->
+            # mlp.c_fc), which a half-precision weight cannot multiply
+            x_t, weight_t, bias_t = (
+                t.to(p.dtype) if t is not None and t.dtype != p.dtype else t
+                for t, p in ((x_t, x), (weight_t, weight), (bias_t, weight))
+            )
             out = F.linear(x_t, weight) if x_t is not None else None
             if weight_t is not None:
                 term = F.linear(x, weight_t)
