@@ -41,6 +41,8 @@
 #   --python PY         the Python (default python3; --tiny: .venv/bin/python where there is one)
 #   --no-install        skip the wheels' install (a machine that has them already)
 #   --site DIR          where the wheels are installed (default /tmp/site)
+#   --profile-before F  the step profile also counts the training.py in file F (an older
+#                       version, carried: the copy has no git history) beside today's
 # The summary names the commit from git, else from $GPU_CHECK_COMMIT (a copy without .git).
 
 set -uo pipefail
@@ -86,7 +88,7 @@ part() {
             echo "error: benchmarks/step_profile.py is not in this checkout"
             return 2
         fi
-        "$GC_PY" benchmarks/step_profile.py "${PROFILE_ARGS[@]}"
+        "$GC_PY" benchmarks/step_profile.py "${PROFILE_ARGS[@]}" ${GC_BEFORE:+--before "$GC_BEFORE"}
         ;;
     grid)
         "$GC_PY" -m snakemake --cores "$GC_CORES" -s "$REPO/Snakefile" --directory "$GC_WORK" \
@@ -128,7 +130,7 @@ fi
 # Options.
 
 MODE=gpu DOWNLOAD=0 INSTALL=1 TOTAL="" GRID_S="" OUTDIR=/tmp/gpu_check WORK=/tmp/gpu_check_run
-CONFIG="" CORES=$(nproc) PY="" SITE=/tmp/site
+CONFIG="" CORES=$(nproc) PY="" SITE=/tmp/site BEFORE=""
 while [ $# -gt 0 ]; do
     case "$1" in
     --download) DOWNLOAD=1 ;;
@@ -142,6 +144,7 @@ while [ $# -gt 0 ]; do
     --cores) CORES=$2; shift ;;
     --python) PY=$2; shift ;;
     --site) SITE=$2; shift ;;
+    --profile-before) BEFORE=$2; shift ;;
     -h | --help) sed -n '2,/^$/p' "$SELF" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "unknown option: $1 (--help lists them)" >&2; exit 2 ;;
     esac
@@ -197,7 +200,7 @@ mkdir -p "$SCRATCH" && touch "$WORK/.gpu_check_run" || exit 1
 PY=$(command -v "$PY") || { echo "error: no Python $PY" >&2; exit 2; }
 
 export GC_MODE=$MODE GC_PY=$PY GC_SITE=$SITE GC_WORK=$WORK GC_OUT=$OUTDIR GC_SCRATCH=$SCRATCH
-export GC_CONFIG=$CONFIG GC_CORES=$CORES GC_DEADLINE=0 GC_COST_DEVICE=H100
+export GC_CONFIG=$CONFIG GC_CORES=$CORES GC_DEADLINE=0 GC_COST_DEVICE=H100 GC_BEFORE=$BEFORE
 export HF_HUB_OFFLINE=1 PYTHONUNBUFFERED=1 MPLBACKEND=Agg
 export PATH="$(dirname "$PY"):$GC_SITE/bin:$PATH"
 export PYTHONPATH="$REPO/src${PYTHONPATH:+:$PYTHONPATH}"

@@ -212,20 +212,115 @@ class _Linear(torch.autograd.Function):
         )
 
 
+class _LayerNorm(torch.autograd.Function):
+    """``nn.LayerNorm`` whose forward-mode derivative is the closed form for the input's tangent
+    (its weight and bias, frozen, have none): g * rstd * (t - mean(t) - xhat * mean(t * xhat)), in
+    float32 at least and returned in the input's dtype. Torch's own decomposes into ~110 operations a layer
+    norm, a fifth of a linearized GPT-2 step's. Forward and backward are torch's own kernels."""
+
+    @staticmethod
+    def forward(ctx, x, weight, bias, shape, eps):
+        out, mean, rstd = torch.native_layer_norm(x, shape, weight, bias, eps)
+        ctx.save_for_backward(x, weight, bias, mean, rstd)
+        ctx.save_for_forward(x, weight, bias, mean, rstd)
+        ctx.shape = shape
+        ctx.set_materialize_grads(False)
+        return out
+
+    @staticmethod
+    def jvp(ctx, x_t, weight_t, bias_t, *_):
+        if x_t is None:
+            return None
+        x, weight, _, mean, rstd = ctx.saved_tensors
+        with torch.no_grad():
+            dims = tuple(range(-len(ctx.shape), 0))
+            wide = torch.promote_types(x.dtype, torch.float32)
+            xhat = (x.to(wide) - mean) * rstd
+            t = x_t.to(wide)
+            t = t - t.mean(dims, keepdim=True)
+            t = (t - xhat * (t * xhat).mean(dims, keepdim=True)) * rstd
+            return (t if weight is None else t * weight).to(x.dtype)
+
+    @staticmethod
+    def backward(ctx, grad):
+        if grad is None:
+            return None, None, None, None, None
+        x, weight, bias, mean, rstd = ctx.saved_tensors
+        need = [ctx.needs_input_grad[0], weight is not None and ctx.needs_input_grad[1]]
+        need.append(bias is not None and ctx.needs_input_grad[2])
+        grads = torch.ops.aten.native_layer_norm_backward(grad, x, ctx.shape, mean, rstd, weight, bias, need)
+        return (*grads, None, None)
+
+
+class _Elementwise(torch.autograd.Function):
+    """An elementwise activation ``fn`` whose derivative, one number an entry, is taken once by a
+    backward pass through ``fn`` and multiplies the tangent (forward mode) and the gradient
+    (backward): transformers' activations are written as several operations (GPT-2's GELU: seven),
+    each of which forward mode would otherwise differentiate on its own (~180 operations a layer)."""
+
+    @staticmethod
+    def forward(ctx, x, fn):
+        ctx.fn = fn
+        ctx.save_for_backward(x)
+        ctx.save_for_forward(x)
+        return fn(x)
+
+    @staticmethod
+    def _slope(ctx):
+        if getattr(ctx, "slope", None) is None:
+            (x,) = ctx.saved_tensors
+            with torch.enable_grad():
+                leaf = x.detach().requires_grad_()
+                (ctx.slope,) = torch.autograd.grad(ctx.fn(leaf), leaf, torch.ones_like(leaf))
+        return ctx.slope
+
+    @staticmethod
+    def jvp(ctx, x_t, _):
+        return None if x_t is None else x_t * _Elementwise._slope(ctx).to(x_t.dtype)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return (None if grad is None else grad * _Elementwise._slope(ctx)), None
+
+
 def _linear_forward(module, x):
     if type(module).__name__ == "Conv1D":  # GPT-2: weight (in, out)
         return _Linear.apply(x, module.weight.t(), module.bias)
     return _Linear.apply(x, module.weight, module.bias)
 
 
+def _layer_norm_forward(module, x):
+    return _LayerNorm.apply(x, module.weight, module.bias, module.normalized_shape, module.eps)
+
+
+def _activation_forward(module, x):
+    return _Elementwise.apply(x, type(module).forward.__get__(module))
+
+
+def _lean_forward(module):
+    """The forward that ``_lean_tangents`` gives ``module``, or None: linear layers (``nn.Linear``,
+    GPT-2's ``Conv1D``), ``nn.LayerNorm`` and transformers' activations (elementwise, without
+    parameters)."""
+    kind = type(module)
+    if kind is torch.nn.Linear or kind.__name__ == "Conv1D":
+        return _linear_forward
+    if kind is torch.nn.LayerNorm:
+        return _layer_norm_forward
+    if kind.__module__ == "transformers.activations" and not any(True for _ in module.parameters()):
+        return _activation_forward
+    return None
+
+
 @contextlib.contextmanager
 def _lean_tangents(model):
-    """While inside, the model's linear layers (``nn.Linear``, GPT-2's ``Conv1D``) run ``_Linear``;
-    a module whose forward is already replaced (hooks of accelerate, ...) is left alone."""
+    """While inside, the model's linear layers, layer norms and activations compute their forward-mode
+    derivatives in closed form (``_Linear``, ``_LayerNorm``, ``_Elementwise``); a module whose forward
+    is already replaced (hooks of accelerate, ...) is left alone."""
     patched = []
     for module in model.modules():
-        if (type(module) is torch.nn.Linear or type(module).__name__ == "Conv1D") and "forward" not in vars(module):
-            module.forward = _linear_forward.__get__(module)
+        forward = _lean_forward(module)
+        if forward is not None and "forward" not in vars(module):
+            module.forward = forward.__get__(module)
             patched.append(module)
     try:
         yield
@@ -235,13 +330,16 @@ def _lean_tangents(model):
 
 
 @contextlib.contextmanager
-def linearized(model, base: list[torch.Tensor], current: list[torch.Tensor] | None = None):
+def linearized(
+    model, base: list[torch.Tensor], current: list[torch.Tensor] | None = None, kv: list[KVParameter] | None = None
+):
     """While inside, the model computes its first-order expansion around the K/V values ``base``
     in the direction of ``current`` (default: its parameters; give the float32 masters of a
     half-precision model, so that the direction is not the difference of two rounded weights):
     each tensor it produces is a forward-mode dual whose primal + tangent is the linearized value
-    (``capture.realize`` reads it)."""
-    kv = kv_parameters(model)
+    (``capture.realize`` reads it). ``kv``: the model's ``kv_parameters``, where the caller has them
+    (finding them again builds the fused projections' masks: ~1000 operations a step)."""
+    kv = kv_parameters(model) if kv is None else kv
     if current is None:
         current = [item.param.detach() for item in kv]
     implementation = model.config._attn_implementation
@@ -274,8 +372,8 @@ def _linearized_loss_and_grads(model, ids, kv, base, current, loss_scale):
     # primal, f(theta0), is recorded for the backward pass that gives J(theta0)^T dloss (the primal
     # ops of a dual pass are the plain pass at theta0: no second forward)
     leaves = [b.to(item.param.dtype).detach().requires_grad_() for item, b in zip(kv, base)]
-    with linearized(model, leaves, current), torch.enable_grad():
-        primal, tangent = fwAD.unpack_dual(model(input_ids=ids).logits)
+    with linearized(model, leaves, current, kv), torch.enable_grad():
+        primal, tangent = fwAD.unpack_dual(model(input_ids=ids, use_cache=False).logits)
         logits = (primal + tangent).detach().requires_grad_()
     with torch.enable_grad():  # outside the dual level: the graph's saved tensors are plain again
         loss = _next_token_loss(logits, ids)
@@ -407,12 +505,14 @@ def sequence_loss(model, ids: torch.Tensor, kind: str, *, chunk_rows: int | None
     """The loss of one sequence (ids: (1, tokens)): ``gd``, the model's mean next-token
     cross-entropy; ``lcgd``, the sum over blocks of that of each block's output through the frozen
     final norm and head, computed by ``head_cross_entropy`` (``chunk_rows`` rows at a time)."""
+    # use_cache=False: a training pass never reads the key/value cache, and filling it costs two
+    # concatenations a layer (a tenth of a GPT-2 forward pass's operations)
     if kind == "gd":
-        return _next_token_loss(model(input_ids=ids).logits, ids)
+        return _next_token_loss(model(input_ids=ids, use_cache=False).logits, ids)
     if kind == "lcgd":
         norm = final_norm(model)
         with layer_causal(model) as outputs:
-            model.base_model(input_ids=ids)
+            model.base_model(input_ids=ids, use_cache=False)
         # every block's output at every position that predicts a token, through the frozen head
         # together (not one product a layer); the sum over layers x tokens over the tokens is the
         # sum of the per-layer means
@@ -457,7 +557,10 @@ def finetune(
     halved = [(item, m) for item, m in zip(kv, master) if m.data_ptr() != item.param.data_ptr()]  # copies
     device = model.device
     layer_of = torch.tensor([item.layer for item in kv], device=device)
-    masks = [item.mask.to(device) if item.mask is not None else None for item in kv]
+    # the fused projections' K/V masks; the zero they put in the query part, made once
+    fused = [(i, item.mask.to(device)) for i, item in enumerate(kv) if item.mask is not None]
+    zero = torch.zeros((), device=device)
+    cast = any(item.param.dtype != torch.float32 for item in kv)
     loss_scale = FLOAT16_LOSS_SCALE if any(item.param.dtype == torch.float16 for item in kv) else 1.0
     for param in model.parameters():
         param.requires_grad_(False)
@@ -479,10 +582,11 @@ def finetune(
                 grads = torch.autograd.grad(
                     loss * loss_scale if loss_scale != 1.0 else loss, [item.param for item in kv]
                 )
-            grads = [g.float() for g in grads]
+            grads = [g.float() for g in grads] if cast else list(grads)
             if loss_scale != 1.0:
                 torch._foreach_mul_(grads, 1.0 / loss_scale)
-            grads = [g if mask is None else torch.where(mask, g, 0.0) for g, mask in zip(grads, masks)]
+            for i, mask in fused:  # out of place: a contiguous gradient, whose norm sums as before
+                grads[i] = torch.where(mask, grads[i], zero)
             param_sq = torch.stack(torch._foreach_norm(grads)).double().square()
             layer_sq = torch.zeros(model.config.num_hidden_layers, dtype=torch.float64, device=device)
             layer_sq.index_add_(0, layer_of, param_sq)
@@ -492,13 +596,13 @@ def finetune(
                 break
             loss_scale /= 2  # float16 overflow: redo the step at half the scale
             log.info("step %d: float16 gradients overflowed; loss scale now %g", len(losses), loss_scale)
-        # a non-finite step is skipped without asking the GPU: its gradients count as zero (on the
-        # CPU asking costs nothing, and a finite step's gradients need no masking)
+        # a non-finite step is skipped without asking the device: its gradients count as zero
         factor = torch.where(ok, lr_on_device, 0.0)
         if clip_grad_norm is not None:
             factor = factor * torch.clamp(clip_grad_norm / total, max=1.0)
-        if device.type != "cpu" or not bool(ok):
-            grads = [torch.where(ok, g, 0.0) for g in grads]
+        skip = ~ok
+        for g in grads:
+            g.masked_fill_(skip, 0.0)
         torch._foreach_mul_(grads, factor.float())
         with torch.no_grad():
             torch._foreach_sub_(master, grads)

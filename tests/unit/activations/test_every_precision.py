@@ -44,9 +44,11 @@ class _Float32Tangent(torch.autograd.Function):
 
 @pytest.fixture
 def cuda_layer_norm(monkeypatch):
-    """Every ``nn.LayerNorm`` hands on float32 tangents, as on CUDA."""
-    forward = torch.nn.LayerNorm.forward
+    """Every ``nn.LayerNorm`` hands on float32 tangents, as on CUDA: torch's own, and the closed
+    form that a linearized model runs."""
+    forward, lean = torch.nn.LayerNorm.forward, training._layer_norm_forward
     monkeypatch.setattr(torch.nn.LayerNorm, "forward", lambda self, x: _Float32Tangent.apply(forward(self, x)))
+    monkeypatch.setattr(training, "_layer_norm_forward", lambda self, x: _Float32Tangent.apply(lean(self, x)))
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])

@@ -162,3 +162,50 @@ def test_half_precision_linearized_steps_follow_float32(dtype, load_tiny, senten
     slack = 0.05 if dtype == torch.bfloat16 else 0.01
     assert float(F.cosine_similarity(change, change32, dim=0)) > 0.99
     assert 1 - slack < float(change.norm() / change32.norm()) < 1 + slack
+
+
+@pytest.mark.parametrize(
+    "module",
+    [torch.nn.LayerNorm(8), torch.nn.LayerNorm(8, elementwise_affine=False), torch.nn.LayerNorm(8, bias=False)],
+    ids=["affine", "plain", "no-bias"],
+)
+def test_layer_norm_closed_form_tangent_and_gradient_equal_torchs_own(module):
+    """``_LayerNorm``: its tangent (the closed form) and its gradient (torch's kernel) equal those
+    of torch's own layer norm, through forward mode and backward mode."""
+    import torch.autograd.forward_ad as fwAD
+
+    generator = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        for p in module.parameters():
+            p.copy_(torch.randn(p.shape, generator=generator))
+    x, x_t, grad = (torch.randn(3, 5, 8, generator=generator, dtype=torch.float64) for _ in range(3))
+    module.double()
+    with fwAD.dual_level():
+        want = fwAD.unpack_dual(module(fwAD.make_dual(x, x_t))).tangent
+        got = fwAD.unpack_dual(training._layer_norm_forward(module, fwAD.make_dual(x, x_t))).tangent
+    torch.testing.assert_close(got, want)
+    leaf = x.clone().requires_grad_()
+    (want,) = torch.autograd.grad(module(leaf), leaf, grad)
+    (got,) = torch.autograd.grad(training._layer_norm_forward(module, leaf), leaf, grad)
+    torch.testing.assert_close(got, want)
+
+
+@pytest.mark.parametrize("name", ["gelu_new", "gelu_fast", "quick_gelu", "silu", "mish", "relu2", "gelu_pytorch_tanh"])
+def test_activations_slope_tangent_and_gradient_equal_torchs_own(name):
+    """``_Elementwise`` on transformers' activations: the tangent and the gradient, each the
+    activation's slope times the input's, equal torch's own chain rule through the activation."""
+    import torch.autograd.forward_ad as fwAD
+    from transformers.activations import ACT2FN
+
+    act = ACT2FN[name]
+    assert training._lean_forward(act) is training._activation_forward
+    generator = torch.Generator().manual_seed(0)
+    x, x_t, grad = (torch.randn(4, 6, generator=generator, dtype=torch.float64) for _ in range(3))
+    with fwAD.dual_level():
+        want = fwAD.unpack_dual(act(fwAD.make_dual(x, x_t))).tangent
+        got = fwAD.unpack_dual(training._activation_forward(act, fwAD.make_dual(x, x_t))).tangent
+    torch.testing.assert_close(got, want)
+    leaf = x.clone().requires_grad_()
+    (want,) = torch.autograd.grad(act(leaf), leaf, grad)
+    (got,) = torch.autograd.grad(training._activation_forward(act, leaf), leaf, grad)
+    torch.testing.assert_close(got, want)

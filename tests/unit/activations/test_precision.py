@@ -1,13 +1,16 @@
-"""Precision on a real pretrained model (SmolLM2-135M). Float16 finetuning (issue 27): at the
-protocol's rates for sst2, sst5, MR and Subj the float16 path (the model in half precision, float32
-master copies of the K/V weights, a loss scale whose overflowing steps are redone) changes the
-attention outputs as float32 does; at AGNews' and CB's it does not, on this model, which is why the
-README recommends float32. Compact caches (issue 32): at every protocol rate, the metrics of float32
-caches."""
+"""Precision on a real pretrained model (SmolLM2-135M). Compact caches (issue 32): at every protocol
+rate, the metrics of float32 caches.
+
+Whether float16 finetuning changes the attention outputs as float32 does is a measurement, not a
+test (benchmarks/precision.py, docs/precision.md): on this model it held for SST-2 on an AVX-512 CPU
+and failed on one with native float16 kernels (cosine 0.93), SST-5 likewise between AVX-512 and
+AVX2, so its verdict is the CPU's, not this project's (issue 60). What the project controls is
+tested on tiny models: float32 masters (test_training.py), the loss scale that redoes an
+overflowed step (ibid.), every method in every precision (test_every_precision.py), and the
+warning a half-precision config prints (tests/unit/config/test_config.py)."""
 
 from __future__ import annotations
 
-import logging
 import os
 
 os.environ["HF_HUB_OFFLINE"] = "1"
@@ -104,42 +107,6 @@ def float32_runs(smollm2_dir, twin_splits, tmp_path_factory):
         return done[task]
 
     return runs
-
-
-# One task: float16 runs ~50x slower than float32 on a CPU without native float16 (AVX2), 2.5-5.5
-# min a task; the README's table has all six and the two limits (benchmarks/precision.py). AGNews'
-# and CB's rates wreck this model and float16 then departs from float32; and which side a task falls
-# on can depend on the CPU: SST-5's eight steps (|dh| / |h| 5.5%, 13x the floor) followed float32 on
-# an AVX-512 machine and gave cosine 0.92, 0.71 of the change on an AVX2-only AMD EPYC.
-@pytest.mark.parametrize("task", ["sst2"])
-def test_float16_finetuning_on_a_real_model_changes_attention_outputs_as_float32_does(
-    smollm2_dir, twin_splits, float32_runs, task, tmp_path, caplog
-):
-    """SmolLM2-135M (real weights: its activations overflow float16 gradients at a loss scale of
-    2^16), eight demonstrations of the task's twin at the task's protocol rate: dh = h_GD - h_ZSL in
-    float16 against float32, cosine >= 0.95 and norm ratio 0.9-1.1 (means over layers).
-
-    What this does not show: a change within a few times float16's noise floor on |h| (~0.4% on
-    this model) is not resolved at all; benchmarks/precision.py prints both for a user's model and
-    data, and the README recommends float32 for that reason."""
-    h = {("float32", s): float32_runs(task)[s].outputs() for s in ("zsl", "gd")}
-    for setting in ("zsl", "gd"):
-        with caplog.at_level(logging.INFO, logger="icl_gd.activations.training"):
-            h["float16", setting] = _extract(
-                smollm2_dir, twin_splits, task, "float16", setting, tmp_path / f"float16-{setting}.arrow"
-            ).outputs()
-    per_layer, ratio = formulas.change_agreement(
-        h["float16", "zsl"], h["float16", "gd"], h["float32", "zsl"], h["float32", "gd"]
-    )
-    size = np.linalg.norm(h["float32", "gd"] - h["float32", "zsl"]) / np.linalg.norm(h["float32", "zsl"])
-    lr = cfg.learning_rate(_config(smollm2_dir, task, "float32"), task, "gd")
-    floor = np.linalg.norm(h["float16", "zsl"] - h["float32", "zsl"]) / np.linalg.norm(h["float32", "zsl"])
-    report = (
-        f"{task} lr {lr:g}: cos {per_layer.mean():.4f}, ratio {ratio:.3f}, |dh|/|h| {size:.3g}, "
-        f"float16 floor {floor:.3g}"
-    )
-    assert per_layer.mean() >= 0.95 and 0.9 <= ratio <= 1.1, report
-    assert "loss scale now" in caplog.text, "the float16 path's redone steps were not exercised: " + report
 
 
 SIMILARITIES = ("simaou", "simaou_norm", "simam_before", "simam_after", "simam_delta", "alpha")
