@@ -1,4 +1,4 @@
-"""What a config's model jobs cost on a GPU we cannot measure here (A100, H100), on paper.
+"""What a config's model jobs cost on a GPU we cannot measure here (A100, H100, H200), on paper.
 
     python benchmarks/cost_paper.py configs/paper.yaml --device A100
     python benchmarks/cost_paper.py configs/sweep-pythia.yaml --device H100 --gpus 16
@@ -12,14 +12,14 @@ is an assumption, printed with the result:
   (``SHAPES``: the public configs of the fairseq dense 1.3B and the Pythia suite) and each task's
   prompt length from paper 001 Table 3 (characters / 4 plus the template's words, as
   ``benchmarks/disk.py``); a demonstration is a query plus its label word;
-- the rate and the rest: ``icl_gd.cost.on_device`` with the device's dense peak for the config's
-  dtype (``cost.DEVICES``: A100 19.5 TFLOP/s float32, 312 bfloat16; H100 SXM 67 and 989) and its
-  assumptions, each an option here: ``--eval-efficiency`` (0.4: batches of 128 prompts),
-  ``--train-efficiency`` (0.1: one demonstration a step) plus ``--step-overhead`` (30 ms a step),
-  ``--job-start`` (20 s: a SLURM job's start, imports, CUDA's set-up), the weights read at
-  ``--load-gbps`` (2 GB/s), ``--host-base`` (3000 MB of host memory before the weights); GPU memory:
-  the weights, in finetuning a float32 master copy of the K/V weights and their gradients, and
-  the activations as ``cost.activation_mb`` counts them.
+- the rate and the rest: ``icl_gd.cost.on_device`` with the device's figures (``cost.DEVICES``:
+  the H100's and H200's measured on such a GPU, the A100's the H100's scaled by the memories'
+  bandwidths; each printed with its source), every job started as a SLURM job starts (torch's
+  imports, no warm worker), its checkpoint taken as float32 (the largest a load reads: the
+  checkpoint's pages and the cast copy at once). Options override the scalar ones:
+  ``--load-gbps``, ``--cold-start`` (seconds of imports a job), ``--host-base`` (MB of host memory
+  before the model). GPU memory: the weights, in finetuning a float32 master copy of the K/V
+  weights and their gradients, and the activations as ``cost.activation_mb`` counts them.
 
 ``snakemake cost_estimate --configfile <config> --config cost_device=A100`` makes the same estimate
 from the config's real token counts, where its models and data are at hand.
@@ -59,12 +59,9 @@ SHAPES = {
 CONTEXT = 2048  # every model of SHAPES
 GROUP = 4  # profiles/slurm: group-components of a model variant's extractions
 ASSUMPTIONS = [  # (option, cost.Device field, unit)
-    ("--eval-efficiency", "eval_efficiency", "share of the peak"),
-    ("--train-efficiency", "train_efficiency", "share of the peak"),
-    ("--step-overhead", "step_overhead_s", "seconds a finetuning step"),
-    ("--job-start", "job_start_s", "seconds"),
-    ("--load-gbps", "load_gbps", "GB/s"),
-    ("--host-base", "host_base_mb", "MB"),
+    ("--load-gbps", "load_gbps", "GB/s: the checkpoint read, cast and moved to the GPU"),
+    ("--cold-start", "cold_start_s", "seconds: a job's imports"),
+    ("--host-base", "host_base_mb", "MB of host memory before the model"),
 ]
 
 
@@ -85,7 +82,7 @@ def main() -> None:
     parser.add_argument("config")
     parser.add_argument("--device", choices=sorted(cost.DEVICES), default="A100")
     parser.add_argument("--gpus", type=int, default=1)
-    # each option overrides one of the device's assumptions (icl_gd.cost.Device, whose defaults hold)
+    # each option overrides one of the device's scalar figures (icl_gd.cost.Device's defaults, measured)
     for option, field, unit in ASSUMPTIONS:
         default = getattr(cost.Device, field)
         parser.add_argument(option, dest=field, type=float, help=f"{unit} (default {default:g})")
@@ -121,11 +118,11 @@ def main() -> None:
         spec = plan.run_spec(config, e["task"], e["setting"], e["seed"], e.get("order", 0))
         s = shape(e["model"], dtype_bytes)
         job = work.job_work(s, spec, sequences(e["model"], spec))
-        seconds, host_mb, gpu_mb = cost.on_device(s, job, device, batch)
+        seconds, host_mb, gpu_mb = cost.on_device(s, job, device, batch, warm=False)
         rule = "zsl" if e["setting"] == "zsl" else "icl" if job.path == "icl" else job.path
         jobs.append(((e["model"], e["variant"]), seconds, gpu_mb, host_mb, rule, job.flops))
 
-    print(f"{args.config} on {device.assumptions(dtype_bytes)}")
+    print(f"{args.config} on {device.summary(dtype_bytes)}")
     by: dict[str, list] = {}
     for _, seconds, gpu_mb, host_mb, path, flops in jobs:
         by.setdefault(path, []).append((seconds, gpu_mb, host_mb, flops))

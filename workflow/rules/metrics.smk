@@ -237,6 +237,13 @@ rule cost_estimate:
         # jobs side by side: locally as many as --cores (single-threaded extractions; at most 4 in
         # the calibration), on a cluster one (each job a GPU and cores of its own)
         copies=lambda wildcards: max(1, min(int(workflow.cores or 1), 4)) if local_run() else 1,
+        # a named cost_device's local run: its model jobs on the GPUs at once, the gpu cap (the
+        # default profile's 4), whatever this machine's cores; else as the calibration's copies
+        gpu_jobs=lambda wildcards: (
+            int(getattr(workflow.global_resources.get("gpu"), "value", None) or max(1, min(int(workflow.cores or 1), 4)))
+            if local_run()
+            else 1
+        ),
     threads: 2
     # not a local rule: on a cluster it calibrates where the model jobs will run
     resources:

@@ -45,8 +45,17 @@ if config["cost_device"] == "here":
     where = f"timed on this machine (calibration: {calibration.seconds:.0f} s)"
 else:
     device = cost.DEVICES[config["cost_device"]]
-    table = cost.estimate(config, shapes, sequences, None, device)
-    where = device.assumptions(DTYPE_BYTES[config["dtype"]])
+    table = cost.estimate(
+        config,
+        shapes,
+        sequences,
+        None,
+        device,
+        warm=snakemake.params.warm,
+        slots=snakemake.params.gpu_jobs,
+        checkpoints={model: cost.checkpoint_of(folder) for model, folder in snakemake.params.model_dirs.items()},
+    )
+    where = device.summary(DTYPE_BYTES[config["dtype"]])
 write_tsv(table, snakemake.params.table)
 text = cost.describe(table, where) + f"\nper job: {snakemake.params.table}"
 say("\n%s", text)
