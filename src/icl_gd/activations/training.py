@@ -373,7 +373,7 @@ def _linearized_loss_and_grads(model, ids, kv, base, current, loss_scale):
     # ops of a dual pass are the plain pass at theta0: no second forward)
     leaves = [b.to(item.param.dtype).detach().requires_grad_() for item, b in zip(kv, base)]
     with linearized(model, leaves, current, kv), torch.enable_grad():
-        primal, tangent = fwAD.unpack_dual(model(input_ids=ids, use_cache=False).logits)
+        primal, tangent = fwAD.unpack_dual(model(input_ids=ids).logits)
         logits = (primal + tangent).detach().requires_grad_()
     with torch.enable_grad():  # outside the dual level: the graph's saved tensors are plain again
         loss = _next_token_loss(logits, ids)
@@ -505,14 +505,15 @@ def sequence_loss(model, ids: torch.Tensor, kind: str, *, chunk_rows: int | None
     """The loss of one sequence (ids: (1, tokens)): ``gd``, the model's mean next-token
     cross-entropy; ``lcgd``, the sum over blocks of that of each block's output through the frozen
     final norm and head, computed by ``head_cross_entropy`` (``chunk_rows`` rows at a time)."""
-    # use_cache=False: a training pass never reads the key/value cache, and filling it costs two
-    # concatenations a layer (a tenth of a GPT-2 forward pass's operations)
+    # The key/value cache stays on, though a training pass never reads it (filling it is a tenth of
+    # a GPT-2 forward pass's operations): without one, transformers (5.x) checks every pass's
+    # positions for packed sequences, a host synchronisation a step on a GPU (seen on an H200)
     if kind == "gd":
-        return _next_token_loss(model(input_ids=ids, use_cache=False).logits, ids)
+        return _next_token_loss(model(input_ids=ids).logits, ids)
     if kind == "lcgd":
         norm = final_norm(model)
         with layer_causal(model) as outputs:
-            model.base_model(input_ids=ids, use_cache=False)
+            model.base_model(input_ids=ids)
         # every block's output at every position that predicts a token, through the frozen head
         # together (not one product a layer); the sum over layers x tokens over the tokens is the
         # sum of the per-layer means
@@ -600,9 +601,7 @@ def finetune(
         factor = torch.where(ok, lr_on_device, 0.0)
         if clip_grad_norm is not None:
             factor = factor * torch.clamp(clip_grad_norm / total, max=1.0)
-        skip = ~ok
-        for g in grads:
-            g.masked_fill_(skip, 0.0)
+        grads = [torch.where(ok, g, zero) for g in grads]
         torch._foreach_mul_(grads, factor.float())
         with torch.no_grad():
             torch._foreach_sub_(master, grads)
