@@ -9,7 +9,7 @@ from icl_gd.common import warm
 warm.delegate(wait_s=warm.MODEL_JOB_WAIT_S)  # into the warm worker (icl_gd/common/warm.py), once it is ready
 from icl_gd.common.runtime import log_to
 
-log_to(snakemake.log[0], threads=snakemake.threads, benchmark=snakemake.log.get("benchmark"))
+log_to(snakemake.log[0], threads=snakemake.threads, benchmark=snakemake.log.get("benchmark"), outputs=snakemake.output)
 from icl_gd.models import loading
 
 loading.convert_gguf(snakemake.input.gguf, snakemake.output[0], name=snakemake.wildcards.model)

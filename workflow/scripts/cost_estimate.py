@@ -15,7 +15,7 @@ import tempfile
 from icl_gd.common.runtime import claim_gpu, log_to
 
 terminal = os.fdopen(os.dup(1), "w")  # this rule exists to print: the job's stdout, before the log takes it
-log_to(snakemake.log[0], benchmark=snakemake.log.get("benchmark"))
+log_to(snakemake.log[0], benchmark=snakemake.log.get("benchmark"), outputs=snakemake.output)
 
 from icl_gd import cost
 from icl_gd.activations.work import DTYPE_BYTES, shape_of

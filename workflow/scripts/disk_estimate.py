@@ -14,7 +14,7 @@ import os
 from icl_gd.common.runtime import log_to
 
 terminal = os.fdopen(os.dup(1), "w")  # this rule exists to print: the job's stdout, before the log takes it
-log_to(snakemake.log[0], benchmark=snakemake.log.get("benchmark"))
+log_to(snakemake.log[0], benchmark=snakemake.log.get("benchmark"), outputs=snakemake.output)
 
 from icl_gd import disk
 

@@ -9,7 +9,7 @@ from icl_gd.common import warm
 warm.delegate(wait_s=warm.MODEL_JOB_WAIT_S)  # into the warm worker (icl_gd/common/warm.py), once it is ready
 from icl_gd.common.runtime import claim_gpu, log_to
 
-log_to(snakemake.log[0], threads=snakemake.threads, benchmark=snakemake.log.get("benchmark"))
+log_to(snakemake.log[0], threads=snakemake.threads, benchmark=snakemake.log.get("benchmark"), outputs=snakemake.output)
 # The imports (torch, transformers: the bulk of a job's start-up before its model loads) come
 # before the wait for a GPU slot, so a job that waits starts computing as soon as one frees. They
 # must not touch CUDA (tests/unit/common/test_runtime.py checks): CUDA fixes the devices it sees when it

@@ -9,7 +9,7 @@ from icl_gd.common import warm
 warm.delegate()  # into the warm worker, where there is one (icl_gd/common/warm.py)
 from icl_gd.common.runtime import log_to
 
-log_to(snakemake.log[0], benchmark=snakemake.log.get("benchmark"))
+log_to(snakemake.log[0], benchmark=snakemake.log.get("benchmark"), outputs=snakemake.output)
 from icl_gd.metrics import orders
 
 stats = snakemake.params.statistics

@@ -16,8 +16,9 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import MutableMapping
+from typing import Iterable, MutableMapping
 
+from icl_gd.common.atomic import remove_stale
 from icl_gd.common.benchmark import record_at_exit
 
 log = logging.getLogger(__name__)
@@ -28,12 +29,13 @@ LOCK_ROOT = Path("/tmp")
 _held_locks: list[int] = []  # kept open (and so locked) until the process ends
 
 
-def log_to(path: str, threads: int | None = None, benchmark: str | None = None) -> None:
+def log_to(path: str, threads: int | None = None, benchmark: str | None = None, outputs: Iterable[str] = ()) -> None:
     """Send stdout, stderr (tqdm, warnings, library messages) and logging to ``path``.
 
     The file descriptors themselves are redirected, so output from C extensions lands there too.
     ``threads`` caps the BLAS/OpenMP threads of this process before torch is imported.
     ``benchmark``: where the job writes its benchmark record when it exits (common/benchmark.py).
+    ``outputs``: the job's outputs, whose temporary files a killed earlier job left are removed.
     """
     record_at_exit(benchmark, threads)
     os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
@@ -47,6 +49,8 @@ def log_to(path: str, threads: int | None = None, benchmark: str | None = None) 
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr, force=True
     )
     logging.captureWarnings(True)
+    for stale in remove_stale(*outputs):
+        log.info("removed %s, left by a job that was killed while writing it", stale)
     if threads:
         for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
             os.environ[var] = str(threads)

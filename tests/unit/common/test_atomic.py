@@ -117,3 +117,39 @@ def test_the_temporary_file_sits_beside_the_target_and_is_renamed(tmp_path):
         tmp.write_text("done")
     assert target.read_text() == "done" and not tmp.exists()
     assert [p.name for p in target.parent.iterdir()] == ["x.md"]
+
+
+def test_a_writer_killed_outright_leaves_a_temporary_that_the_next_write_removes(tmp_path):
+    """SIGKILL runs no ``finally``: the killed writer's temporary stays until the target is
+    written again (or a job that writes it starts, ``runtime.log_to``), and is never taken for it."""
+    import signal
+    import subprocess
+    import sys
+
+    target = tmp_path / "figures" / "grad_norms.png"
+    code = (
+        "import os, signal\n"
+        "from icl_gd.common import atomic\n"
+        f"with atomic.atomic_path({str(target)!r}) as tmp:\n"
+        "    tmp.write_bytes(b'half a figure')\n"
+        "    os.kill(os.getpid(), signal.SIGKILL)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code])
+    assert proc.returncode == -signal.SIGKILL
+    (left,) = target.parent.iterdir()
+    assert left.name.startswith(".grad_norms.png.") and left.name.endswith(".tmp") and not target.exists()
+    other = target.with_name(".grad_norms.png.notatoken.tmp")  # not a name the writer makes: kept
+    other.write_text("")
+    atomic.write_text(target, "whole")
+    assert sorted(p.name for p in target.parent.iterdir()) == sorted([target.name, other.name])
+    assert target.read_text() == "whole"
+
+
+def test_remove_stale_takes_only_the_named_outputs_temporaries(tmp_path):
+    mine, theirs = tmp_path / "a.parquet", tmp_path / "b.parquet"
+    stale = [tmp_path / ".a.parquet.0123abcd.tmp", tmp_path / ".a.parquet.ffffffff.tmp"]
+    kept = [tmp_path / ".b.parquet.0123abcd.tmp", tmp_path / "a.parquet.0123abcd.tmp", mine]
+    for path in stale + kept:
+        path.write_text("")
+    assert sorted(atomic.remove_stale(mine, theirs.with_name("absent"), tmp_path / "no" / "folder")) == sorted(stale)
+    assert sorted(tmp_path.iterdir()) == sorted(kept)

@@ -30,6 +30,19 @@ def test_log_to_captures_logging_print_and_c_level_output(tmp_path):
     assert proc.stdout == "" and proc.stderr == ""
 
 
+def test_log_to_removes_what_a_killed_job_left_of_its_outputs(tmp_path):
+    out = tmp_path / "results" / "figure.png"
+    out.parent.mkdir()
+    stale, other = out.with_name(".figure.png.0a1b2c3d.tmp"), out.with_name(".table.md.0a1b2c3d.tmp")
+    stale.write_text("half")
+    other.write_text("someone else's")
+    code = f"from icl_gd.common.runtime import log_to\nlog_to({str(tmp_path / 'job.log')!r}, outputs=[{str(out)!r}])\n"
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert not stale.exists() and other.exists()
+    assert "left by a job that was killed" in (tmp_path / "job.log").read_text()
+
+
 def test_visible_gpus_honour_cuda_visible_devices_and_count_otherwise():
     assert runtime.visible_gpus({"CUDA_VISIBLE_DEVICES": "2,3"}, count=8) == ["2", "3"]
     assert runtime.visible_gpus({"CUDA_VISIBLE_DEVICES": "GPU-5d3c,1"}) == ["GPU-5d3c", "1"]
