@@ -16,7 +16,7 @@
 #   estimate  snakemake cost_estimate --configfile configs/benchmark-1.3b.yaml
 #             --config cost_device=<the GPU's, where the schema names it, else H100>; per-job table
 #   profile   python benchmarks/step_profile.py --shape 1.3b --dtype bfloat16 --device cuda
-#             --kinds gd,lcgd,linearized --steps 5 (where a finetuning step's time goes)
+#             --kinds gd,lcgd,linearized --steps 3 (where a finetuning step's time goes)
 #   grid      snakemake --keep-going --configfile configs/benchmark-1.3b.yaml, stopped at its limit
 #             (what the others leave of --total, or --grid-seconds), with the GPU's utilisation and
 #             memory sampled every 0.5 s (nvidia-smi) over the whole check
@@ -105,6 +105,14 @@ part() {
         echo '```'
         "$GC_PY" benchmarks/timeline.py --workdir "$GC_WORK" --cores "$GC_CORES"
         echo '```'
+        # every finished job's own record, so that a later cost model can be set against them
+        echo
+        echo "Records (results/benchmarks/<rule>/...tsv: path, then the record):"
+        echo '```'
+        find "$GC_WORK/results/benchmarks" -name '*.tsv' -size +0 2>/dev/null | sort | while read -r f; do
+            printf '%s\t%s\n' "${f#"$GC_WORK"/results/benchmarks/}" "$(tr '\n' '|' <"$f")"
+        done
+        echo '```'
         return $rc
         ;;
     esac
@@ -118,7 +126,7 @@ if [ "${GC_MODE:-gpu}" = tiny ]; then
 else
     EXTRACT_ARGS=(--shape 1.3b --dtype bfloat16 --device cuda --examples 256 --naive-examples 8
         --batch-size 64 --train-steps 8)
-    PROFILE_ARGS=(--shape 1.3b --dtype bfloat16 --device cuda --kinds gd,lcgd,linearized --steps 5)
+    PROFILE_ARGS=(--shape 1.3b --dtype bfloat16 --device cuda --kinds gd,lcgd,linearized --steps 3)
 fi
 
 if [ "${1:-}" = --part ]; then
@@ -215,6 +223,8 @@ left() { echo $((TOTAL - SECONDS)); }
 # Each part's own limit, and the least it is worth running (the parts before it leave that much
 # of the total to each part after it): extract, estimate, profile, grid (what is left), check.
 if [ "$MODE" = tiny ]; then OWN=(120 150 90 0 60) MIN=(30 30 30 30 15); else OWN=(120 120 80 0 30) MIN=(45 45 30 40 15); fi
+# an older training.py beside today's doubles the profile (on an H200, 80 s held GD's two alone)
+[ -n "$BEFORE" ] && OWN[2]=$((2 * OWN[2]))
 # a part's limit: its own, or less where the parts after it (reserve) would run out of the total
 limit() {
     local own=$1 reserve=$2 rest
