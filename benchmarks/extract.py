@@ -29,6 +29,7 @@ from icl_gd.data.prompts import Query  # noqa: E402
 from icl_gd.models.loading import DTYPES, pick_device  # noqa: E402
 
 SHAPES = {  # (layers, width, heads, context)
+    "tiny24": (24, 64, 4, 2048),  # the 1.3B's depth at a small width: its operations, counted on a CPU
     "gpt2-small": (12, 768, 12, 2048),
     "1.3b": (24, 2048, 32, 2048),  # the fairseq dense 1.3B (XGLM) shape
 }

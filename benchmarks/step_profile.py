@@ -5,7 +5,7 @@ per GD, LCGD and linearized step, under torch.profiler.
     python benchmarks/step_profile.py --before 1f624a9                  # the same counts of an older training.py beside
     python benchmarks/step_profile.py --shape 1.3b --dtype bfloat16 --device cuda --kinds gd,lcgd,linearized --steps 5
 
-A randomly initialised GPT-2 (or XGLM, Llama) of the chosen shape, one sequence of ``--tokens``
+A randomly initialised GPT-2 (or XGLM) of the chosen shape (``extract.py``'s ``build``), one sequence of ``--tokens``
 random ids per step (the length of one of the protocol's demonstrations), ``training.finetune``
 at learning rate 0 (every step sees the same weights). The per-step figures are the difference of
 two profiled ``finetune`` calls of ``--steps`` and 2 x ``--steps`` steps, divided by ``--steps``:
@@ -35,50 +35,17 @@ from pathlib import Path
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import torch  # noqa: E402
+from extract import SHAPES, build  # noqa: E402
 from torch.profiler import ProfilerActivity, profile  # noqa: E402
-from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM  # noqa: E402
 
 from icl_gd.activations import training  # noqa: E402
 from icl_gd.models.loading import DTYPES, pick_device  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
-SHAPES = {  # (layers, width, heads)
-    "tiny24": (24, 64, 4),
-    "gpt2-small": (12, 768, 12),
-    "1.3b": (24, 2048, 32),  # the fairseq dense 1.3B's (XGLM) shape, as configs/benchmark-1.3b.yaml
-}
 LAUNCHES = ("cudaLaunchKernel", "cuLaunchKernel", "cuLaunchKernelEx", "cudaLaunchKernelExC")
 HOST_SYNCS = ("aten::_local_scalar_dense",)  # a value read back to the host (.item(), bool(), ...)
 CUDA_SYNCS = ("cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize")
 CUDA_COPIES = ("cudaMemcpy",)  # cudaMemcpy, cudaMemcpyAsync, ...: either way, a copy the host takes part in
-
-
-def build(shape: str, arch: str, dtype: torch.dtype, device: torch.device, vocab: int):
-    layers, width, heads = SHAPES[shape]
-    torch.manual_seed(0)
-    if arch == "llama":
-        config = LlamaConfig(
-            vocab_size=vocab,
-            hidden_size=width,
-            intermediate_size=4 * width,
-            num_hidden_layers=layers,
-            num_attention_heads=heads,
-            num_key_value_heads=heads,
-            max_position_embeddings=2048,
-        )
-        model = LlamaForCausalLM(config)
-    else:
-        config = GPT2Config(
-            vocab_size=vocab,
-            n_layer=layers,
-            n_embd=width,
-            n_head=heads,
-            resid_pdrop=0.0,
-            embd_pdrop=0.0,
-            attn_pdrop=0.0,
-        )
-        model = GPT2LMHeadModel(config)
-    return model.to(device=device, dtype=dtype).eval()
 
 
 def module_at(rev: str):
@@ -148,25 +115,25 @@ def wall_ms(module, model, sequences, kind: str, device: torch.device) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--shape", choices=sorted(SHAPES), default="tiny24")
-    parser.add_argument("--arch", choices=("gpt2", "llama"), default="gpt2")
+    parser.add_argument("--arch", choices=("gpt2", "xglm"), default="gpt2", help="gpt2: what the benchmark grid runs")
     parser.add_argument("--dtype", choices=sorted(DTYPES), default="float32")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--kinds", default="gd,lcgd,linearized")
     parser.add_argument("--steps", type=int, default=5, help="steps per profiled call (two calls: n and 2n)")
     parser.add_argument("--tokens", type=int, default=45, help="tokens per demonstration")
-    parser.add_argument("--vocab", type=int, default=2000)
     parser.add_argument(
         "--before", metavar="REV", help="also count training.py as it was at this git revision (or in this file)"
     )
     args = parser.parse_args()
 
     device, dtype = pick_device(args.device), DTYPES[args.dtype]
-    model = build(args.shape, args.arch, dtype, device, args.vocab)
+    model = build(args.shape, args.arch, dtype, device)
     generator = torch.Generator().manual_seed(0)
-    sequences = torch.randint(0, args.vocab, (2 * args.steps, args.tokens), generator=generator).tolist()
+    vocab = model.config.vocab_size
+    sequences = torch.randint(0, vocab, (2 * args.steps, args.tokens), generator=generator).tolist()
     versions = [("before", module_at(args.before))] if args.before else []
     versions.append(("now", training))
-    layers, width, heads = SHAPES[args.shape]
+    layers, width, heads, _ = SHAPES[args.shape]
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU"
     print(
         f"{args.arch}, {layers} layers, width {width}, {args.dtype}, {name}; one {args.tokens}-token demonstration a step",

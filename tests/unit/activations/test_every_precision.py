@@ -10,7 +10,7 @@ import torch.autograd.forward_ad as fwAD
 
 from icl_gd.activations import cache, training
 from tests.conftest import run_extraction
-from tests.unit.activations.test_extract import _config, rows
+from tests.unit.activations.test_extract import _config, rows, tiny_job
 
 METHODS = {
     "gd": {"kind": "gd", "lr": 0.5},
@@ -70,19 +70,12 @@ def test_linear_layer_takes_a_float32_tangent_with_half_precision_weights(dtype)
 def test_every_method_runs_end_to_end_in_every_precision(method, dtype, tmp_path, model_dirs, cuda_layer_norm):
     """An extraction job of each method kind (GD, layer-causal GD, clipped, label-switched,
     linearized) on a tiny GPT-2 in the given dtype, with CUDA's float32 layer-norm tangents:
-    finite attention outputs that the finetuning moved from ZSL's, every step taken."""
+    finite attention outputs of ZSL's examples that the finetuning moved from ZSL's, every step
+    taken (in float32, the linearized method's extraction job as the workflow runs it)."""
     rows(12, 3).to_parquet(tmp_path / "train.parquet")
     rows(6, 4).to_parquet(tmp_path / "eval.parquet")
     config = _config(methods={method: METHODS[method]}, dtype=dtype)
-    common = dict(
-        model_name="tiny",
-        variant="trained",
-        task="sst2",
-        seed=2,
-        model_dir=str(model_dirs["gpt2"]),
-        train_path=str(tmp_path / "train.parquet"),
-        eval_path=str(tmp_path / "eval.parquet"),
-    )
+    common = tiny_job(model_dirs["gpt2"], tmp_path / "train.parquet", tmp_path / "eval.parquet")
     run_extraction(config, setting="zsl", out_path=str(tmp_path / "zsl.arrow"), **common)
     log_path = tmp_path / "log.parquet"
     run_extraction(config, setting=method, out_path=str(tmp_path / "ft.arrow"), train_log_path=str(log_path), **common)
@@ -90,5 +83,6 @@ def test_every_method_runs_end_to_end_in_every_precision(method, dtype, tmp_path
     assert ft.meta["kind"] == METHODS[method]["kind"] and ft.meta["n_train_steps"] == 3
     assert np.isfinite(ft.attn_out).all() and np.isfinite(ft.label_logprobs).all()
     assert not np.allclose(zsl.attn_out, ft.attn_out)
+    assert np.array_equal(zsl.example_id, ft.example_id) and np.array_equal(zsl.query_len, ft.query_len)
     log = pd.read_parquet(log_path)
     assert not log["skipped"].any() and np.isfinite(log["loss"]).all()

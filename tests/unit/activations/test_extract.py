@@ -102,6 +102,20 @@ def _config(**overrides):
     return {**base, **overrides}
 
 
+def tiny_job(model_dir, train, evaluation) -> dict:
+    """The arguments of one extraction job of a tiny model on sst2 (seed 2), but for its setting
+    and paths out."""
+    return dict(
+        model_name="tiny",
+        variant="trained",
+        task="sst2",
+        seed=2,
+        model_dir=str(model_dir),
+        train_path=str(train),
+        eval_path=str(evaluation),
+    )
+
+
 @pytest.fixture
 def task_files(tmp_path):
     train, evaluation = tmp_path / "train.parquet", tmp_path / "eval.parquet"
@@ -113,16 +127,7 @@ def task_files(tmp_path):
 def test_run_writes_caches_that_identify_the_run(tmp_path, model_dirs, task_files):
     """The compact layout (the default): ZSL's values, and the other settings' changes from them."""
     torch.manual_seed(0)
-    train, evaluation = task_files
-    common = dict(
-        model_name="tiny",
-        variant="trained",
-        task="sst2",
-        seed=2,
-        model_dir=str(model_dirs["gpt2"]),
-        train_path=train,
-        eval_path=evaluation,
-    )
+    common = tiny_job(model_dirs["gpt2"], *task_files)
     config = _config(cache_dtype="compact")
     reference = str(tmp_path / "zsl.arrow")
     run_extraction(config, setting="zsl", out_path=reference, **common)

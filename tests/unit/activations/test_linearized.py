@@ -5,7 +5,6 @@ import pytest
 import torch
 
 from icl_gd.activations import capture, extract, training
-from tests.conftest import run_extraction  # noqa: E402
 
 
 @pytest.mark.parametrize("arch", ["gpt2", "llama", "xglm"])
@@ -76,37 +75,6 @@ def test_recording_a_linearized_model(load_tiny, tokenizer, sentences):
     assert np.isfinite(trained["label_logprobs"]).all() and (trained["label_logprobs"] < 0).all()
 
 
-def test_extraction_job_with_a_linearized_method(tmp_path, model_dirs):
-    from icl_gd.activations import cache
-    from tests.unit.activations.test_extract import _config, rows
-
-    rows(12, 3).to_parquet(tmp_path / "train.parquet")
-    rows(6, 4).to_parquet(tmp_path / "eval.parquet")
-    config = _config(methods={"lin": {"kind": "linearized", "lr": 0.5}})
-    common = dict(
-        model_name="tiny",
-        variant="trained",
-        task="sst2",
-        seed=2,
-        model_dir=str(model_dirs["gpt2"]),
-        train_path=str(tmp_path / "train.parquet"),
-        eval_path=str(tmp_path / "eval.parquet"),
-    )
-    run_extraction(config, setting="zsl", out_path=str(tmp_path / "zsl.arrow"), **common)
-    run_extraction(
-        config,
-        setting="lin",
-        out_path=str(tmp_path / "lin.arrow"),
-        train_log_path=str(tmp_path / "lin_log.parquet"),
-        **common,
-    )
-    zsl, lin = cache.read_cache(tmp_path / "zsl.arrow"), cache.read_cache(tmp_path / "lin.arrow")
-    assert (lin.meta["method"], lin.meta["kind"]) == ("lin", "linearized") and lin.meta["n_train_steps"] == 3
-    assert np.array_equal(zsl.example_id, lin.example_id)
-    assert not np.allclose(zsl.attn_out, lin.attn_out)
-    np.testing.assert_array_equal(zsl.query_len, lin.query_len)
-
-
 @pytest.mark.parametrize("arch", ["gpt2", "opt", "llama"])
 def test_linear_layers_tangents_equal_torchs_own(arch, load_tiny, sentences):
     """Inside ``linearized`` every linear layer (GPT-2's Conv1D, OPT's biased nn.Linear) takes
@@ -164,6 +132,24 @@ def test_half_precision_linearized_steps_follow_float32(dtype, load_tiny, senten
     assert 1 - slack < float(change.norm() / change32.norm()) < 1 + slack
 
 
+def _assert_same_derivatives(fn, reference, shape):
+    """``fn``'s tangent (forward mode) and gradient (backward mode) at a random point in float64
+    equal ``reference``'s."""
+    import torch.autograd.forward_ad as fwAD
+
+    generator = torch.Generator().manual_seed(0)
+    x, x_t, grad = (torch.randn(shape, generator=generator, dtype=torch.float64) for _ in range(3))
+    for f in (fn, reference):
+        with fwAD.dual_level():
+            tangent = fwAD.unpack_dual(f(fwAD.make_dual(x, x_t))).tangent
+        leaf = x.clone().requires_grad_()
+        (gradient,) = torch.autograd.grad(f(leaf), leaf, grad)
+        if f is fn:
+            got = tangent, gradient
+    torch.testing.assert_close(got[0], tangent)
+    torch.testing.assert_close(got[1], gradient)
+
+
 @pytest.mark.parametrize(
     "module",
     [torch.nn.LayerNorm(8), torch.nn.LayerNorm(8, elementwise_affine=False), torch.nn.LayerNorm(8, bias=False)],
@@ -172,40 +158,20 @@ def test_half_precision_linearized_steps_follow_float32(dtype, load_tiny, senten
 def test_layer_norm_closed_form_tangent_and_gradient_equal_torchs_own(module):
     """``_LayerNorm``: its tangent (the closed form) and its gradient (torch's kernel) equal those
     of torch's own layer norm, through forward mode and backward mode."""
-    import torch.autograd.forward_ad as fwAD
-
-    generator = torch.Generator().manual_seed(0)
+    generator = torch.Generator().manual_seed(1)
     with torch.no_grad():
         for p in module.parameters():
             p.copy_(torch.randn(p.shape, generator=generator))
-    x, x_t, grad = (torch.randn(3, 5, 8, generator=generator, dtype=torch.float64) for _ in range(3))
     module.double()
-    with fwAD.dual_level():
-        want = fwAD.unpack_dual(module(fwAD.make_dual(x, x_t))).tangent
-        got = fwAD.unpack_dual(training._layer_norm_forward(module, fwAD.make_dual(x, x_t))).tangent
-    torch.testing.assert_close(got, want)
-    leaf = x.clone().requires_grad_()
-    (want,) = torch.autograd.grad(module(leaf), leaf, grad)
-    (got,) = torch.autograd.grad(training._layer_norm_forward(module, leaf), leaf, grad)
-    torch.testing.assert_close(got, want)
+    _assert_same_derivatives(lambda x: training._layer_norm_forward(module, x), module, (3, 5, 8))
 
 
 @pytest.mark.parametrize("name", ["gelu_new", "gelu_fast", "quick_gelu", "silu", "mish", "relu2", "gelu_pytorch_tanh"])
 def test_activations_slope_tangent_and_gradient_equal_torchs_own(name):
     """``_Elementwise`` on transformers' activations: the tangent and the gradient, each the
     activation's slope times the input's, equal torch's own chain rule through the activation."""
-    import torch.autograd.forward_ad as fwAD
     from transformers.activations import ACT2FN
 
     act = ACT2FN[name]
     assert training._lean_forward(act) is training._activation_forward
-    generator = torch.Generator().manual_seed(0)
-    x, x_t, grad = (torch.randn(4, 6, generator=generator, dtype=torch.float64) for _ in range(3))
-    with fwAD.dual_level():
-        want = fwAD.unpack_dual(act(fwAD.make_dual(x, x_t))).tangent
-        got = fwAD.unpack_dual(training._activation_forward(act, fwAD.make_dual(x, x_t))).tangent
-    torch.testing.assert_close(got, want)
-    leaf = x.clone().requires_grad_()
-    (want,) = torch.autograd.grad(act(leaf), leaf, grad)
-    (got,) = torch.autograd.grad(training._activation_forward(act, leaf), leaf, grad)
-    torch.testing.assert_close(got, want)
+    _assert_same_derivatives(lambda x: training._activation_forward(act, x), act, (4, 6))
