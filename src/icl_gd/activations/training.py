@@ -306,7 +306,7 @@ def _lean_forward(module):
         return _linear_forward
     if kind is torch.nn.LayerNorm:
         return _layer_norm_forward
-    if kind.__module__ == "transformers.activations" and not any(True for _ in module.parameters()):
+    if kind.__module__ == "transformers.activations" and next(module.parameters(), None) is None:
         return _activation_forward
     return None
 

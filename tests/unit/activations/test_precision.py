@@ -58,7 +58,7 @@ def twin_splits(tmp_path_factory) -> dict[str, dict[str, str]]:
     return files
 
 
-def _config(smollm2_dir, task: str, dtype: str) -> dict:
+def _config(smollm2_dir, task: str) -> dict:
     schema = yaml.safe_load((ROOT / "workflow/schemas/config.schema.yaml").read_text())
     return validation.validate(
         {
@@ -68,7 +68,7 @@ def _config(smollm2_dir, task: str, dtype: str) -> dict:
             "variants": {"trained": ["gd", "lcgd"]},
             "k": 8,
             "max_eval": 8,
-            "dtype": dtype,
+            "dtype": "float32",
             "cache_dtype": "float32",
             "device": "cpu",
         },
@@ -76,10 +76,10 @@ def _config(smollm2_dir, task: str, dtype: str) -> dict:
     )
 
 
-def _extract(smollm2_dir, twin_splits, task: str, dtype: str, setting: str, path: Path) -> cache.RunCache:
+def _extract(smollm2_dir, twin_splits, task: str, setting: str, path: Path) -> cache.RunCache:
     seed = cfg.task_seeds({"tasks": {task: {}}}, task)[0]
     run_extraction(
-        _config(smollm2_dir, task, dtype),
+        _config(smollm2_dir, task),
         task=task,
         seed=seed,
         setting=setting,
@@ -101,7 +101,7 @@ def float32_runs(smollm2_dir, twin_splits, tmp_path_factory):
     def runs(task: str) -> dict[str, cache.RunCache]:
         if task not in done:
             done[task] = {
-                s: _extract(smollm2_dir, twin_splits, task, "float32", s, folder / f"{task}-{s}.arrow")
+                s: _extract(smollm2_dir, twin_splits, task, s, folder / f"{task}-{s}.arrow")
                 for s in ("zsl", "icl", "gd", "lcgd")
             }
         return done[task]
