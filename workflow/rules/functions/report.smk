@@ -200,5 +200,8 @@ def table_roles(wildcards):
 
 def table_caption(wildcards):
     # the data table's names the real text its tasks ran on (a package corpus: origin, size, rule, licence)
-    sources = data_sources() if wildcards.table == "data" else None
-    return names.table_caption(wildcards.table, ci_level=config["statistics"]["ci_level"], data_sources=sources)
+    # and the pretrained checkpoints (origin and terms of use, where known)
+    if wildcards.table != "data":
+        return names.table_caption(wildcards.table, ci_level=config["statistics"]["ci_level"])
+    caption = names.table_caption("data", ci_level=config["statistics"]["ci_level"], data_sources=data_sources())
+    return " ".join(filter(None, [caption, origins.checkpoint_note(config["models"])]))
