@@ -82,14 +82,14 @@ PACKAGE_DATA_CODE = code_version("common/specs", "data/corpora", "data/sources")
 # a run's scores and their aggregate; the comparisons, the claims' tests and the orders on top
 METRICS_CODE = code_version("activations/cache", "common/provenance", "metrics/formulas", "metrics/inference", "metrics/resampling", "metrics/scoring", "metrics/units")
 COMPARISONS_CODE = code_version("activations/cache", "common/provenance", "metrics/comparisons", "metrics/formulas", "metrics/inference", "metrics/resampling", "metrics/scoring", "metrics/units")
-CLAIMS_CODE = code_version("activations/cache", "common/names", "common/provenance", "metrics/claim_tests", "metrics/claims", "metrics/formulas", "metrics/inference", "metrics/resampling", "metrics/scoring", "metrics/units")
+CLAIMS_CODE = code_version("activations/cache", "common/names", "common/provenance", "metrics/claim_tests", "metrics/claims", "metrics/formulas", "metrics/inference", "metrics/premise", "metrics/resampling", "metrics/scoring", "metrics/units")
 ORDERS_CODE = code_version("activations/cache", "common/provenance", "metrics/formulas", "metrics/inference", "metrics/orders", "metrics/resampling", "metrics/scoring", "metrics/units")
 # the data table's statistics: an edit of them reruns no run's scores
 TASK_STATISTICS_CODE = code_version("activations/cache", "common/provenance", "metrics/statistics")
 DATA_STATISTICS_CODE = code_version("common/provenance")
 # every table, figure and the first page: one script each, through report/outputs.py; the claims'
 # text (report/claims_text.py) is here, not in CLAIMS_CODE, so that rewording it reruns no test
-REPORT_CODE = code_version("activations/cache", "common/names", "common/provenance", "metrics/claims", "metrics/inference", "metrics/resampling", "metrics/units", "report/claims_text", "report/costs", "report/figures", "report/outputs", "report/published", "report/render", "report/selection", "report/summary", "report/tables")
+REPORT_CODE = code_version("activations/cache", "common/names", "common/provenance", "metrics/claims", "metrics/inference", "metrics/premise", "metrics/resampling", "metrics/units", "report/claims_text", "report/costs", "report/figures", "report/outputs", "report/published", "report/render", "report/selection", "report/summary", "report/tables")
 # Every number the papers print, in the workflow's names: the reproduction table and figure read it
 # from the checkout (report/outputs.PUBLISHED), and rerun, through this checksum, when it changes.
 PUBLISHED_VERSION = hashlib.sha256((Path(workflow.basedir) / "docs" / "published.csv").read_bytes()).hexdigest()[:16]

@@ -143,7 +143,9 @@ rule compare_methods:
 
 
 # The papers' claims tested on every model of the run (icl_gd/metrics/claims.py): per task the paired
-# difference and its interval, the verdict, and what an inconclusive one would need.
+# difference and its interval, the verdict, and what an inconclusive one would need; their premise,
+# whether the model learns in context on each task (icl_gd/metrics/premise.py), and each claim read
+# again over the tasks where it does.
 rule evaluate_claims:
     input:
         examples=all_run_examples(),
@@ -151,10 +153,13 @@ rule evaluate_claims:
     output:
         table="results/metrics/claims.parquet",
         csv="results/metrics/claims.csv",
+        premise="results/metrics/premise.parquet",
+        premise_csv="results/metrics/premise.csv",
     params:
         code=CLAIMS_CODE,
         roles=plan.published_roles(config),
         statistics=config["statistics"],
+        labels={task: list(cfg.task_spec(config, task).label_words) for task in TASKS},
     conda:
         "../../envs/analysis.yaml"
     log:

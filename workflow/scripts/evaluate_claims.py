@@ -1,4 +1,4 @@
-"""Test the papers' claims on every model of the run, paired by example (parquet and CSV)."""
+"""Test the papers' claims on every model of the run, paired by example, and their premise (parquet and CSV)."""
 
 import sys
 from pathlib import Path
@@ -18,6 +18,8 @@ claim_tests.write_claim_tests(
     snakemake.output.table,
     snakemake.output.csv,
     snakemake.params.roles,
+    premise_paths=(snakemake.output.premise, snakemake.output.premise_csv),
+    labels=snakemake.params.labels,
     order_paths=snakemake.input.get("orders", []),
     n_boot=stats["n_boot"],
     level=stats["ci_level"],

@@ -1,7 +1,8 @@
 """The claims' paired tests on a run (``metrics.claims`` states the claims and how a verdict is
 read): per claim and task the difference a - b on the crossed seeds x examples design, its
 interval drawn from shared resamples of the task's examples, redrawn where an end is unsettled,
-and what an inconclusive claim would need; written as the claims' test table.
+and what an inconclusive claim would need; the claims' premise (``metrics.premise``), and each
+claim read again over the tasks where it holds; written as the claims' and the premise's tables.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import pandas as pd
 
 from icl_gd.common import names
 from icl_gd.common.frames import atomic_write_frame, write_csv
-from icl_gd.metrics import inference, resampling
+from icl_gd.metrics import inference, premise, resampling
 from icl_gd.metrics.claims import (
     CLAIMS,
     COLUMNS,
@@ -47,8 +48,14 @@ def _cell_terms(ex: RunExamples, metric: str, rows: np.ndarray):
     ratio, or the (n, L) similarity values."""
     if metric in ex.similarities:
         return ex.similarities[metric][rows]
+    if metric == premise.MAJORITY:
+        return premise.majority_terms(ex.gold[rows])
     num, den = ex.ratio_terms(metric)
     return num[rows], den[rows]
+
+
+def _has_score(ex: RunExamples, metric: str) -> bool:
+    return metric in ex.ratio_names or metric in ex.similarities or metric == premise.MAJORITY
 
 
 def _statistic(terms, counts: np.ndarray) -> np.ndarray:
@@ -99,7 +106,7 @@ class _Replicates:
                 terms[s] = {
                     c: _cell_terms(runs[c[:2]], c[2], rows[c[:2]])
                     for c in self.cells
-                    if c[:2] in present[s] and (c[2] in runs[c[:2]].ratio_names or c[2] in runs[c[:2]].similarities)
+                    if c[:2] in present[s] and _has_score(runs[c[:2]], c[2])
                 }
                 points[s] = {c: float(_statistic(t, ones)[0]) for c, t in terms[s].items()}
             self._tasks[key] = (ids, terms, points)
@@ -147,7 +154,12 @@ class _Replicates:
         )[:n_rep]
 
 
-def evaluate_claims(
+def evaluate_claims(examples: list[RunExamples], roles: dict[str, str], **options) -> pd.DataFrame:
+    """The claims' table of :func:`evaluate` (``options``: its keywords)."""
+    return evaluate(examples, roles, **options)[0]
+
+
+def evaluate(
     examples: list[RunExamples],
     roles: dict[str, str],
     *,
@@ -156,16 +168,22 @@ def evaluate_claims(
     seed: int = 0,
     claims: tuple[Claim, ...] | None = None,
     max_replicates: int = MAX_REPLICATES,
-) -> pd.DataFrame:
-    """Every claim on every model of ``examples``: one row per (claim, cell b, task), and one for
-    the mean over tasks (task :data:`MEAN`), with the difference a - b (points for a percentage,
-    else the score's own unit), its interval on the crossed seeds x examples design at the level its
-    quantifier reads it, its status and side, and the claim's verdict; for an inconclusive claim,
-    the factor on the seeds, and on the examples per task and seed, at which its test would have
-    80% power, and the verdict each would resolve to. Where an end of an interval that the verdict
-    reads lies within its Monte Carlo error of the value it is read against, the claim draws twice
-    the replicates, up to ``max_replicates``, and says in ``settled`` whether that was enough. A
-    claim the run has no cell of has one row, verdict "not run"."""
+    labels: dict[str, list[str]] | None = None,
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Every claim on every model of ``examples``, and their premise. The claims' table: one row per
+    (claim, cell b, task), and one for the mean over tasks (task :data:`MEAN`), with the difference
+    a - b (points for a percentage, else the score's own unit), its interval on the crossed seeds x
+    examples design at the level its quantifier reads it, its status and side, and the claim's
+    verdict; for an inconclusive claim, the factor on the seeds, and on the examples per task and
+    seed, at which its test would have 80% power, and the verdict each would resolve to. Where an
+    end of an interval that the verdict reads lies within its Monte Carlo error of the value it is
+    read against, the claim draws twice the replicates, up to ``max_replicates``, and says in
+    ``settled`` whether that was enough. A claim the run has no cell of has one row, verdict "not
+    run". Each row also says whether the model learns in context on its task, and the claim read
+    over only such tasks (:data:`premise.CLAIM_COLUMNS`). The premise's table
+    (:data:`premise.COLUMNS`): per model and task, ICL against ZSL and against the majority class,
+    whether the model learns in context there, and ICL's most-predicted class, named by ``labels``
+    (task -> its label words)."""
     claims = CLAIMS if claims is None else claims
     alpha = 1.0 - level
     index: dict[tuple[str, str], dict[int, dict[tuple[str, str], RunExamples]]] = {}
@@ -180,27 +198,28 @@ def evaluate_claims(
         variant, method, metric = cell
         return (variant, roles[method], metric) if method in roles else None
 
-    needed = {run_cell(c) for claim in claims for c in [claim.a, *claim.against] if not isinstance(c, float)}
+    cells = [c for claim in (*claims, premise.PREMISE) for c in [claim.a, *claim.against]]
+    needed = {run_cell(c) for c in cells if not isinstance(c, float)}
     needed.discard(None)
     values = _Replicates(index, needed, n_boot, seed)
+    read = dict(level=level, alpha=alpha, n_boot=n_boot, max_replicates=max_replicates)
 
-    rows = []
+    rows, premise_rows = [], []
     for model in models:
         tasks = names.order_tasks({t for m, t in index if m == model})
+        reading = _test_claim(premise.PREMISE, model, tasks, values, run_cell, **read)
+        learns = premise.learning_tasks(reading)
+        premise_rows += premise.premise_rows(reading, _top_predictions(index, model, tasks, run_cell), labels or {})
+        subset = [t for t in tasks if learns.get(t)]
         for claim in claims:
-            rows += _test_claim(
-                claim,
-                model,
-                tasks,
-                values,
-                run_cell,
-                level=level,
-                alpha=alpha,
-                n_boot=n_boot,
-                max_replicates=max_replicates,
-            )
-    table = pd.DataFrame(rows, columns=COLUMNS)
-    return table.astype(
+            first = _test_claim(claim, model, tasks, values, run_cell, **read)
+            # over the tasks where the model learns in context, Bonferroni over those tasks alone
+            second = first if subset == tasks else None
+            if subset and second is None:
+                second = _test_claim(claim, model, subset, values, run_cell, **read)
+            rows += premise.annotate(first, second, learns)
+    table = pd.DataFrame(rows, columns=[*COLUMNS, *premise.CLAIM_COLUMNS])
+    table = table.astype(
         {
             "comparison": "int64",
             "n_examples": "Int64",
@@ -209,10 +228,27 @@ def evaluate_claims(
             "n_replicates": "Int64",
             "settled": "boolean",
             "redrawn": "boolean",
+            "learns": "boolean",
             "status": object,
             "incomplete": object,
+            "premise_status": object,
         }
     )
+    premise_table = pd.DataFrame(premise_rows, columns=premise.COLUMNS).astype(
+        {"n_seeds": "Int64", "n_examples": "Int64", "learns": bool, "collapsed": bool, "top_class": "int64"}
+    )
+    return table, premise_table
+
+
+def _top_predictions(index, model: str, tasks: list[str], run_cell) -> dict[str, tuple[int, float]]:
+    """Per task, ICL's most-predicted class over the seeds of the premise's runs and its share."""
+    cell = run_cell(premise.PREMISE.a)
+    tops = {}
+    for task in tasks:
+        found = [runs[cell[:2]].pred_icl for runs in index[(model, task)].values() if cell and cell[:2] in runs]
+        if found:
+            tops[task] = premise.top_prediction(found)
+    return tops
 
 
 @dataclass
@@ -404,7 +440,7 @@ def _differences(model: str, covered: dict[str, _Task], values: _Replicates, a_c
 def _difference_range(a_cell, b) -> tuple[float, float]:
     """The values a - b can take, a a cell and b a cell or a constant (``units.metric_range``)."""
     low_a, high_a = metric_range(a_cell[2])
-    low_b, high_b = (b, b) if isinstance(b, float) else metric_range(b[2])
+    low_b, high_b = (b, b) if isinstance(b, float) else (0.0, 1.0) if b[2] == premise.MAJORITY else metric_range(b[2])
     return low_a - high_b, high_a - low_b
 
 
@@ -545,19 +581,30 @@ def write_claim_tests(
     csv_path: str,
     roles: dict[str, str],
     *,
+    premise_paths: tuple[str, str] | None = None,
+    labels: dict[str, list[str]] | None = None,
     order_paths: list[str] = (),
     n_boot: int = 1000,
     level: float = 0.95,
     seed: int = 0,
 ) -> pd.DataFrame:
-    """The claims evaluated (:func:`evaluate_claims`) on the runs' per-example files, as parquet and
-    CSV. ``order_paths``: the runs that also ran in further orders (``orders.order_sensitivity``),
-    which stand in for their own order's file."""
+    """The claims evaluated (:func:`evaluate`) on the runs' per-example files, as parquet and CSV,
+    and the premise's table as ``premise_paths`` (parquet, CSV). ``order_paths``: the runs that also
+    ran in further orders (``orders.order_sensitivity``), which stand in for their own order's file."""
     with_orders = {run_key(ex.meta): ex for ex in map(read_examples, order_paths)}
     examples = [with_orders.get(run_key(ex.meta), ex) for ex in map(read_examples, example_paths)]
-    table = evaluate_claims(examples, roles, n_boot=n_boot, level=level, seed=seed)
-    atomic_write_frame(table, parquet_path, runs_provenance(examples))
+    table, premise_table = evaluate(examples, roles, n_boot=n_boot, level=level, seed=seed, labels=labels)
+    made_by = runs_provenance(examples)
+    atomic_write_frame(table, parquet_path, made_by)
     write_csv(table, csv_path)
-    counts = table.drop_duplicates(["model", "claim"])["verdict"].value_counts().to_dict()
+    if premise_paths:
+        atomic_write_frame(premise_table, premise_paths[0], made_by)
+        write_csv(premise_table, premise_paths[1])
+    for model, found in premise_table.groupby("model"):
+        log.info("%s %s", model, premise.learns_text(found))
+    claim_rows = table.drop_duplicates(["model", "claim"])
+    counts = claim_rows["verdict"].value_counts().to_dict()
     log.info("claims: %s", ", ".join(f"{counts.get(v, 0)} {v}" for v in VERDICTS))
+    again = claim_rows["premise_verdict"].value_counts().to_dict()
+    log.info("claims where the model learns in context: %s", ", ".join(f"{n} {v}" for v, n in again.items()))
     return table

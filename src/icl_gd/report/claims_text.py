@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 
 from icl_gd.common import names
+from icl_gd.metrics import premise as premise_module
 from icl_gd.metrics.claims import (
     CLAIMS,
     MAX_REPLICATES,
@@ -97,20 +98,31 @@ def _read_on(claim: Claim, level: float, margin: float, unit: str) -> str:
     return f"{read} ({percent_text(level)} intervals; {kind}, margin {shown})"
 
 
-def claims_table(tests: pd.DataFrame, model: str, roles: dict[str, str], *, ci_level: float = 0.95) -> pd.DataFrame:
+def claims_table(
+    tests: pd.DataFrame,
+    model: str,
+    roles: dict[str, str],
+    *,
+    ci_level: float = 0.95,
+    premise: pd.DataFrame | None = None,
+) -> pd.DataFrame:
     """One row per claim and cell b: the test in words, the level each task's interval is read
     at and the smallest effect of interest, per task the difference a - b [interval] (a task with a
     seed missing or undefined marked incomplete, with the seed), the mean over tasks [interval],
-    how many tasks hold, break, are negligible or open, the verdict, and what an inconclusive one
-    would need. Footnotes count the verdicts and state the rule."""
+    how many tasks hold, break, are negligible or open, the verdict, the verdict read over only the
+    tasks where the model learns in context, and what an inconclusive one would need. Footnotes
+    count the verdicts, state the rule and, from ``premise`` (``claim_tests.evaluate``' premise
+    table), where the model learns in context."""
     tests = tests[tests["model"] == model]
     tasks = names.order_tasks(t for t in tests["task"] if t not in ("", MEAN))
+    again = premise_verdicts(tests)
     columns = [
         "Read on",
         *map(names.task_label, tasks),
         "Mean over tasks",
         "Tasks: hold / break / negligible / open",
         "Verdict",
+        *([AGAIN] if again else []),
         "Needed for a verdict (80% power)",
     ]
     rows, keys, verdict_of = [], [], verdicts(tests)
@@ -122,8 +134,9 @@ def claims_table(tests: pd.DataFrame, model: str, roles: dict[str, str], *, ci_l
             statement = claim_statement(claim, roles, j)
             keys.append((claim.paper, claim.table, text, statement))
             part = found[found["comparison"] == j]
+            again_cell = [again[claim.id]] if again else []
             if verdict == "not run" or part.empty:
-                rows.append([QUANTIFIERS[claim.quantifier], *["—"] * len(tasks), "—", "—", "not run", ""])
+                rows.append([QUANTIFIERS[claim.quantifier], *["—"] * len(tasks), "—", "—", "not run", *again_cell, ""])
                 continue
             by_task = {r.task: r for r in part.itertuples(index=False)}
             decimals = _decimals(part["unit"].iloc[0], (part["ci_high"] - part["ci_low"]).tolist())
@@ -140,6 +153,7 @@ def claims_table(tests: pd.DataFrame, model: str, roles: dict[str, str], *, ci_l
                     _interval(by_task[MEAN], decimals),
                     " / ".join(map(str, counts)),
                     verdict if _settled(first) else f"{verdict} (bootstrap-limited)",
+                    *again_cell,
                     needed,
                 ]
             )
@@ -164,6 +178,7 @@ def claims_table(tests: pd.DataFrame, model: str, roles: dict[str, str], *, ci_l
             "open; a task undefined in every seed is not counted. No correction across claims.",
             replicates_text(tests),
             needed_footnote(tests),
+            *([premise_footnote(premise[premise["model"] == model])] if premise is not None else []),
         ],
     )
     return table
@@ -226,6 +241,52 @@ def needed_footnote(tests: pd.DataFrame) -> str:
         f"the margin), from the run's own variance parts, and the verdict it would then give: more seeds narrow "
         f"the seeds' part (and the t quantile's), more examples the examples' part, so none suffice where the "
         f"other part alone is too wide; with one seed, the seeds' spread is unknown."
+    )
+
+
+AGAIN = "Verdict where it learns in context"
+
+
+def premise_verdicts(tests: pd.DataFrame) -> dict[str, str]:
+    """Each claim's verdict read over only the tasks where the model learns in context (empty for
+    a table written before the premise was tested)."""
+    if "premise_verdict" not in tests:
+        return {}
+    found = tests.drop_duplicates("claim").set_index("claim")["premise_verdict"].to_dict()
+    return {claim.id: found.get(claim.id, "not run") for claim in CLAIMS}
+
+
+def premise_task_text(row) -> str:
+    """One task's premise (a row of the premise table) in words: ICL against ZSL and against the
+    majority class, each difference in points with its interval, and ICL's most-predicted class."""
+    if row.icl_zsl_status == "not run":
+        return f"{names.task_label(row.task)}: not run"
+
+    def gain(name: str) -> str:
+        value, low, high = (getattr(row, f"{name}{end}") for end in ("", "_low", "_high"))
+        return f"{value:+.1f} points [{low:+.1f}, {high:+.1f}]" if math.isfinite(value) else "undefined"
+
+    incomplete = f" (incomplete: {row.incomplete})" if row.incomplete else ""
+    return (
+        f"{names.task_label(row.task)}{incomplete}: ICL {row.icl:.1f}% against ZSL {row.zsl:.1f}% "
+        f"({gain('icl_zsl')}) and the majority class's {row.majority:.1f}% ({gain('icl_majority')}); "
+        f"ICL answers {premise_module.top_text(row)}"
+    )
+
+
+def premise_footnote(premise: pd.DataFrame) -> str:
+    """The claims table's footnote on their premise, per task."""
+    if premise.empty:
+        return "The premise (that the model learns in context) was not tested: the run has no ICL of the trained model."
+    level = percent_text(float(premise["level"].iloc[0]))
+    return (
+        f"The premise, not a claim: the model {premise_module.learns_text(premise)} (ICL more accurate than "
+        f"zero-shot and than always answering the majority class of the evaluation examples, both {level} "
+        "intervals above 0, as a claim on every task reads them). '"
+        + AGAIN
+        + "': the claim read again over only those tasks (Bonferroni over them alone). Per task: "
+        + "; ".join(premise_task_text(r) for r in premise.itertuples(index=False))
+        + "."
     )
 
 

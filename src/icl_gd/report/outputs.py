@@ -63,7 +63,13 @@ def build_table(
     if name == "orders":
         return tables.orders_table(frames.read_frame(inputs["orders"]), model, variant, methods)
     if name == "claims":
-        return claims_text.claims_table(frames.read_frame(inputs["claims"]), model, roles or {}, ci_level=ci_level)
+        return claims_text.claims_table(
+            frames.read_frame(inputs["claims"]),
+            model,
+            roles or {},
+            ci_level=ci_level,
+            premise=frames.read_frame(inputs["premise"]) if "premise" in inputs else None,
+        )
     summary = frames.read_frame(inputs["summary"])
     if name == "reproduction":
         table = published.read_published(PUBLISHED)
@@ -238,9 +244,11 @@ def write_first_page(
     ci_level: float = 0.95,
 ) -> None:
     """The report's first page (``summary``) from the run's files: the data statistics, and where
-    the report sets the run beside the papers, the claims' tests and the summary."""
-    claim_tests = cells = None
+    the report sets the run beside the papers, the claims' tests, their premise and the summary."""
+    claim_tests = cells = premise = None
     n_published = 0
+    if "premise" in inputs:
+        premise = frames.read_frame(inputs["premise"])
     if "claims" in inputs:
         claim_tests = frames.read_frame(inputs["claims"])
         table = published.read_published(PUBLISHED)
@@ -252,6 +260,7 @@ def write_first_page(
         about=about,
         data=frames.read_frame(inputs["data"]),
         claim_tests=claim_tests,
+        premise=premise,
         reproduction=cells,
         n_published=n_published,
         tables=list(tables),

@@ -15,6 +15,7 @@ import pandas as pd
 from icl_gd.common import names, provenance
 from icl_gd.common.atomic import write_text
 from icl_gd.metrics import claims as claims_module
+from icl_gd.metrics import premise as premise_module
 from icl_gd.report import claims_text
 
 
@@ -29,6 +30,7 @@ class Link:
 
 Inline = list  # of str and Link
 Block = tuple  # ("h1" | "h2", str) | ("p", Inline) | ("ul", list[Inline])
+COLLAPSE = f"{100 * premise_module.COLLAPSE_SHARE:g}%"
 
 
 def _table(name: str, label: str | None = None) -> Link:
@@ -74,6 +76,61 @@ def _claim_line(claim: claims_module.Claim, verdict: str, rows: pd.DataFrame) ->
     return line
 
 
+def _premise_blocks(premise: pd.DataFrame) -> list[Block]:
+    """Whether the model learns in context, per task: the claims' precondition."""
+    blocks: list[Block] = [("h2", "Does the model learn in context?")]
+    if premise.empty:
+        return blocks + [("p", ["Not tested: the run has no ICL of the trained model."])]
+    level = claims_text.percent_text(float(premise["level"].iloc[0]))
+    collapsed = premise[premise["collapsed"]]
+    blocks.append(
+        (
+            "p",
+            [
+                f"The model {premise_module.learns_text(premise)}. The claims' premise, not one of them: on a task "
+                "where ICL is no more accurate than zero-shot (ZSL), or than always answering the evaluation "
+                "examples' majority class, a claim on ICL says nothing about ICL. It learns where both differences "
+                f"lie above 0 on {level} intervals (seeds and examples crossed, as a claim on every task reads them)"
+                + (
+                    f"; ICL collapses onto one label (at least {COLLAPSE} of its answers) on "
+                    + ", ".join(names.task_label(t) for t in collapsed["task"])
+                    if len(collapsed)
+                    else ""
+                )
+                + ":"
+            ],
+        )
+    )
+    return blocks + [("ul", [[claims_text.premise_task_text(r)] for r in premise.itertuples(index=False)])]
+
+
+def _second_reading(verdicts: dict[str, str], again: dict[str, str], premise: pd.DataFrame) -> list[Block]:
+    """The claims whose verdicts differ when read over only the tasks where the model learns in
+    context."""
+    if not again or premise.empty:
+        return []
+    learning = [names.task_label(t) for t in names.order_tasks(premise.loc[premise["learns"].astype(bool), "task"])]
+    if not learning:
+        return [("p", ["No claim can be read again over the tasks where the model learns in context: there is none."])]
+    where = f"only the tasks where the model learns in context ({', '.join(learning)})"
+    differ = [c for c in claims_module.CLAIMS if again[c.id] != verdicts[c.id]]
+    if not differ:
+        return [("p", [f"Read again over {where}, every claim gets the same verdict."])]
+    return [
+        (
+            "p",
+            [f"Read again over {where}, {len(differ)} of the {len(verdicts)} claims get another verdict:"],
+        ),
+        (
+            "ul",
+            [
+                [f"{c.paper} {c.table}, {c.text}: {verdicts[c.id]} over all tasks, {again[c.id]} over those"]
+                for c in differ
+            ],
+        ),
+    ]
+
+
 def _seeds(tests: pd.DataFrame) -> int:
     seeds = tests["n_seeds"].dropna()
     return int(seeds.max()) if len(seeds) else 0
@@ -87,6 +144,7 @@ def first_page(
     data: pd.DataFrame | None,
     claim_tests: pd.DataFrame | None,
     reproduction: pd.DataFrame | None,
+    premise: pd.DataFrame | None = None,
     n_published: int,
     tables: list[str],
     figures: list[str],
@@ -96,7 +154,8 @@ def first_page(
     """The blocks of the first page. ``about``: what was run (models, variants, tasks -> seeds, k,
     max_eval, config files, and ``data``: each task's source, for which ran on real text and which
     on the synthetic twins, ``names.data_sources_text``), from the config; ``data``: the data statistics (examples evaluated);
-    ``claim_tests``: ``claims.evaluate_claims``' table; ``reproduction``: ``published.reproduction``'s
+    ``claim_tests``: ``claims.evaluate_claims``' table; ``premise``: ``claim_tests.evaluate``'s table of
+    their premise, whether the model learns in context on each task; ``reproduction``: ``published.reproduction``'s
     cells of the report model, out of ``n_published`` result cells; ``tables`` and ``figures``:
     the report's, to link to; ``made_by``: the summary table's provenance (the software that made the
     caches, and that computed the metrics). The claims and reproduction parts are left out where
@@ -133,6 +192,8 @@ def first_page(
         )
         blocks.append(("p", [f"Data: {names.data_sources_text(about['data'], brief=True)}", *link]))
 
+    if premise is not None:
+        blocks += _premise_blocks(premise[premise["model"] == model])
     if claim_tests is not None:
         tests = claim_tests[claim_tests["model"] == model]
         verdicts = claims_text.verdicts(tests)
@@ -155,6 +216,8 @@ def first_page(
         blocks.append(
             ("ul", [_claim_line(c, verdicts[c.id], tests[tests["claim"] == c.id]) for c in claims_module.CLAIMS])
         )
+        if premise is not None:
+            blocks += _second_reading(verdicts, claims_text.premise_verdicts(tests), premise[premise["model"] == model])
     if reproduction is not None:
         within = int(reproduction["within"].sum())
         blocks.append(("h2", "Against the published numbers"))

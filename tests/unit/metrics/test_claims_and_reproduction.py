@@ -634,6 +634,7 @@ def test_the_claims_table_and_figure_show_every_claim_with_its_intervals(tmp_pat
         "Mean over tasks",
         "Tasks: hold / break / negligible / open",
         "Verdict",
+        "Verdict where it learns in context",
         "Needed for a verdict (80% power)",
     ]
     verdicts = dict(zip(csv["Claim"], csv["Verdict"]))

@@ -86,6 +86,7 @@ def first_page_inputs(wildcards):
     inputs = {"data": rules.data_statistics.output[0], "summary": rules.aggregate_metrics.output.summary}
     if config["report"]["reproduction"]:
         inputs["claims"] = rules.evaluate_claims.output.table
+        inputs["premise"] = rules.evaluate_claims.output.premise
     return inputs
 
 
@@ -140,6 +141,7 @@ def table_inputs(wildcards):
         inputs["data"] = rules.data_statistics.output[0]
     elif wildcards.table == "claims":
         inputs["claims"] = rules.evaluate_claims.output.table
+        inputs["premise"] = rules.evaluate_claims.output.premise
     else:
         inputs["summary"] = rules.aggregate_metrics.output.summary
     return inputs

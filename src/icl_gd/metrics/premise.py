@@ -1,0 +1,202 @@
+"""The claims' premise: that the model learns in context on a task. The papers ask whether ICL
+changes what a model computes the way finetuning does; on a task where ICL does no better than the
+model without demonstrations, or than always answering the most frequent label, a similarity
+between ICL and finetuning says nothing about ICL (paper 001's point: untrained models that show
+no ICL score as high). The premise is a precondition of the claims, not one of them.
+
+Per (model, task) it is tested as a claim on every task (``claim_tests`` reads it with the claims'
+machinery, the crossed seeds x examples intervals at 1 - alpha/m, m = tasks x 2 cells): ICL's
+accuracy minus ZSL's, and minus the majority-class rate of the evaluation examples (:data:`MAJORITY`),
+both of the trained variant; the model *learns in context* on a task where both intervals lie
+above 0. Beside it, ICL's most-predicted class and its share of the examples, pooled over seeds:
+a *collapse* onto one label where that share is at least :data:`COLLAPSE_SHARE`. Every claim is then
+read a second time over only the tasks where the premise holds (:func:`annotate`).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from icl_gd.common import names
+from icl_gd.metrics.claims import MEAN, Claim
+
+# A run's share of its evaluation examples whose gold label is the most frequent one: a pseudo-score
+# that the claims' tests resample like an accuracy (``majority_terms``), in no metric table.
+MAJORITY = "majority_rate"
+COLLAPSE_SHARE = 0.9  # ICL's most-predicted class on this share of the examples or more: a collapse
+NO_TASK = "no task where the model learns in context"
+
+PREMISE = Claim(
+    "premise",
+    "",
+    "premise",
+    "The model learns in context: ICL is more accurate than zero-shot and than always answering the majority class",
+    ("trained", "gd", "acc_icl"),
+    (("trained", "gd", "acc_zsl"), ("trained", "gd", MAJORITY)),
+    +1,
+    "every",
+    note="the claims' precondition, not a claim: read per task, each task's two intervals at the level "
+    "of a claim on every task",
+)
+ZSL, MAJORITY_CELL = 0, 1  # the premise's comparisons, in the order of PREMISE.b
+
+COLUMNS = [
+    "model",
+    "task",
+    "n_seeds",
+    "n_examples",
+    "level",
+    "icl",
+    "zsl",
+    "majority",
+    "icl_zsl",
+    "icl_zsl_low",
+    "icl_zsl_high",
+    "icl_zsl_status",
+    "icl_majority",
+    "icl_majority_low",
+    "icl_majority_high",
+    "icl_majority_status",
+    "incomplete",
+    "learns",
+    "top_class",
+    "top_label",
+    "top_share",
+    "collapsed",
+]
+# the columns each claims row gains: the task's premise, and the claim read over the premise's tasks
+CLAIM_COLUMNS = [
+    "learns",
+    "premise_verdict",
+    "premise_status",
+    "premise_difference",
+    "premise_ci_low",
+    "premise_ci_high",
+    "premise_level",
+]
+
+
+def majority_terms(gold: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per example (numerator, denominator) of the majority-class rate: whether its gold label is
+    the most frequent one of these examples (the smallest such label on a tie)."""
+    gold = np.asarray(gold, dtype=np.int64)
+    if not len(gold):
+        return np.zeros(0), np.zeros(0)
+    return (gold == np.bincount(gold).argmax()).astype(np.float64), np.ones(len(gold))
+
+
+def top_prediction(predictions: list[np.ndarray]) -> tuple[int, float]:
+    """The class predicted most often over every seed's examples, and its share of them."""
+    pooled = np.concatenate([np.asarray(p, dtype=np.int64) for p in predictions])
+    if not len(pooled):
+        return -1, math.nan
+    counts = np.bincount(pooled)
+    return int(counts.argmax()), float(counts.max() / len(pooled))
+
+
+def learning_tasks(reading: list[dict]) -> dict[str, bool]:
+    """Per task of the premise's rows (``claim_tests``' rows of :data:`PREMISE`): whether both its
+    intervals hold, ICL above ZSL and above the majority class."""
+    statuses: dict[str, list[str]] = {}
+    for row in reading:
+        if row["task"] not in ("", MEAN):
+            statuses.setdefault(row["task"], []).append(row.get("status", ""))
+    return {t: len(s) == len(PREMISE.against) and all(x == "holds" for x in s) for t, s in statuses.items()}
+
+
+def premise_rows(reading: list[dict], tops: dict[str, tuple[int, float]], labels: dict[str, list[str]]) -> list[dict]:
+    """One row per task of the premise (:data:`COLUMNS`), from its test's rows, ICL's most-predicted
+    class per task (:func:`top_prediction`) and the tasks' label words (class -> word)."""
+    learns = learning_tasks(reading)
+    by_task: dict[str, dict[int, dict]] = {}
+    for row in reading:
+        if row["task"] not in ("", MEAN):
+            by_task.setdefault(row["task"], {})[row["comparison"]] = row
+    rows = []
+    for task in names.order_tasks(by_task):
+        zsl, majority = by_task[task].get(ZSL, {}), by_task[task].get(MAJORITY_CELL, {})
+        top_class, top_share = tops.get(task, (-1, math.nan))
+        words = labels.get(task, [])
+        rows.append(
+            dict(
+                model=zsl.get("model", majority.get("model")),
+                task=task,
+                n_seeds=zsl.get("n_seeds"),
+                n_examples=zsl.get("n_examples"),
+                level=zsl.get("level"),
+                icl=zsl.get("a", math.nan),
+                zsl=zsl.get("b", math.nan),
+                majority=majority.get("b", math.nan),
+                **_interval("icl_zsl", zsl),
+                **_interval("icl_majority", majority),
+                incomplete=zsl.get("incomplete", ""),
+                learns=learns[task],
+                top_class=top_class,
+                top_label=words[top_class] if 0 <= top_class < len(words) else "",
+                top_share=top_share,
+                collapsed=bool(top_share >= COLLAPSE_SHARE),
+            )
+        )
+    return rows
+
+
+def _interval(name: str, row: dict) -> dict:
+    return {
+        name: row.get("difference", math.nan),
+        f"{name}_low": row.get("ci_low", math.nan),
+        f"{name}_high": row.get("ci_high", math.nan),
+        f"{name}_status": row.get("status", "not run"),
+    }
+
+
+def annotate(first: list[dict], second: list[dict] | None, learns: dict[str, bool]) -> list[dict]:
+    """A claim's rows, each with the task's premise (``learns``; empty on the mean's row) and the
+    claim read a second time over only the tasks where the premise holds (``second``: its rows on
+    those tasks; None where there is none): the verdict of that reading, and per task and for their
+    mean the status and interval at its own level."""
+    if first[0]["verdict"] == "not run" or not learns:
+        verdict = "not run"  # the claim, or the premise, lacks a cell
+    elif not second or second[0]["verdict"] == "not run":
+        verdict = NO_TASK
+    else:
+        verdict = second[0]["verdict"]
+    again = {(r["comparison"], r["task"]): r for r in second or [] if r["task"]}
+    out = []
+    for row in first:
+        match = again.get((row["comparison"], row["task"]), {})
+        out.append(
+            dict(
+                row,
+                learns=learns.get(row["task"], pd.NA),
+                premise_verdict=verdict,
+                premise_status=match.get("status", ""),
+                premise_difference=match.get("difference", math.nan),
+                premise_ci_low=match.get("ci_low", math.nan),
+                premise_ci_high=match.get("ci_high", math.nan),
+                premise_level=match.get("level", math.nan),
+            )
+        )
+    return out
+
+
+def learns_text(premise: pd.DataFrame) -> str:
+    """One model's premise in words: "learns in context on 2 of 6 tasks: SST2, Subj"."""
+    tasks = names.order_tasks(premise["task"])
+    learning = set(premise.loc[premise["learns"].astype(bool), "task"])
+    shown = [names.task_label(t) for t in tasks if t in learning]
+    if not shown:
+        return f"learns in context on none of {len(tasks)} task{'s' if len(tasks) != 1 else ''}"
+    return f"learns in context on {len(shown)} of {len(tasks)} task{'s' if len(tasks) != 1 else ''}: " + ", ".join(
+        shown
+    )
+
+
+def top_text(row) -> str:
+    """ICL's most-predicted class of a premise row, in words ("'Business' for 100% of the examples")."""
+    if not math.isfinite(row.top_share):
+        return "no prediction"
+    label = f"'{row.top_label}'" if row.top_label else f"class {int(row.top_class)}"
+    return f"{label} for {100 * row.top_share:.0f}% of the examples" + (", collapsed" if row.collapsed else "")

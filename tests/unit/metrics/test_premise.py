@@ -1,0 +1,153 @@
+"""The claims' premise (that the model learns in context) on hand-made per-example files, and every
+claim read a second time over only the tasks where it holds (issue 61, item 1)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from icl_gd.metrics import claim_tests, claims, premise, scoring
+from icl_gd.report import claims_text, summary
+
+N = 200
+ROLES = {"gd": "gd"}
+
+
+def _right(gold: np.ndarray, n_right: int, n_classes: int, rng) -> np.ndarray:
+    """Predictions right on ``n_right`` examples drawn at random, the next class on the others."""
+    right = np.zeros(len(gold), dtype=bool)
+    right[rng.permutation(len(gold))[:n_right]] = True
+    return np.where(right, gold, (gold + 1) % n_classes).astype(np.int16)
+
+
+def _task(task: str, *, icl, zsl: int, ft: int, gold_counts=(N // 2, N // 2), seed=1):
+    """One run of a task: gold labels in ``gold_counts`` per class, shuffled; ZSL and FT right on
+    ``zsl`` and ``ft`` examples; ICL right on ``icl`` examples, or predicting class ``icl`` alone
+    where given as ("all", class)."""
+    rng = np.random.default_rng(len(task) * 10 + seed)
+    n_classes = len(gold_counts)
+    gold = rng.permutation(np.repeat(np.arange(n_classes), gold_counts)).astype(np.int16)
+    if isinstance(icl, tuple):
+        pred_icl = np.full(len(gold), icl[1], dtype=np.int16)
+    else:
+        pred_icl = _right(gold, icl, n_classes, rng)
+    return scoring.RunExamples(
+        meta=dict(model="m", variant="trained", task=task, seed=seed, method="gd", baseline=None),
+        example_id=np.arange(len(gold)),
+        gold=gold,
+        pred_zsl=_right(gold, zsl, n_classes, rng),
+        pred_icl=pred_icl,
+        pred_ft=_right(gold, ft, n_classes, rng),
+        similarities={},
+    )
+
+
+# SST2 learns (ICL 90% against ZSL 50% and a 50% majority); MR is at chance (ICL 50%, as ZSL);
+# AGNews collapses onto class 2, its majority class (40%): ICL beats ZSL (10%) and still does not
+# learn, as always answering class 2 is as good. FT beats ZSL on MR and AGNews, not on SST2.
+RUNS = [
+    _task("sst2", icl=180, zsl=100, ft=60),
+    _task("mr", icl=100, zsl=100, ft=180),
+    _task("agnews", icl=("all", 2), zsl=20, ft=160, gold_counts=(40, 40, 80, 40)),
+]
+LABELS = {"agnews": ["World", "Sports", "Business", "Technology"]}
+
+# holds on 2 of 3 tasks (supported on "most"), and breaks on the only task where the model learns
+FT_ZSL = claims.Claim(
+    "ft-zsl",
+    "003",
+    "Table 1",
+    "FT is more accurate than zero-shot on most tasks",
+    ("trained", "gd", "acc_ft"),
+    (("trained", "gd", "acc_zsl"),),
+    +1,
+    "most",
+)
+# SST2, the task where the model learns, left out
+NOT_SST2 = dataclasses.replace(FT_ZSL, id="not-sst2", quantifier="every", except_tasks=("sst2",))
+
+
+@pytest.fixture(scope="module")
+def evaluated():
+    return claim_tests.evaluate(RUNS, ROLES, n_boot=200, claims=(FT_ZSL, NOT_SST2), labels=LABELS)
+
+
+def test_the_premise_holds_where_icl_beats_zero_shot_and_the_majority_class(evaluated):
+    _, table = evaluated
+    rows = table.set_index("task")
+    assert list(table["task"]) == ["sst2", "mr", "agnews"]
+    assert rows["learns"].to_dict() == {"sst2": True, "mr": False, "agnews": False}
+    # the premise's intervals are a claim's on every task: Bonferroni over 3 tasks x 2 cells
+    assert rows["level"].tolist() == pytest.approx([1 - 0.05 / 6] * 3)
+    sst2, mr, agnews = rows.loc["sst2"], rows.loc["mr"], rows.loc["agnews"]
+    assert (sst2.icl, sst2.zsl, sst2.majority) == pytest.approx((90.0, 50.0, 50.0))
+    assert sst2.icl_zsl_low > 0 and sst2.icl_majority_low > 0 and sst2.icl_zsl_status == "holds"
+    # at chance: no gain over ZSL, none over the majority class
+    assert mr.icl_zsl == pytest.approx(0.0) and mr.icl_zsl_low < 0 < mr.icl_zsl_high
+    assert not mr.collapsed and mr.top_share < 0.9
+    # collapsed onto its majority class: above ZSL, but exactly the majority class's rate
+    assert agnews.icl_zsl_status == "holds" and agnews.majority == pytest.approx(40.0)
+    assert agnews.icl_majority == pytest.approx(0.0) and agnews.icl_majority_status != "holds"
+    assert agnews.collapsed and agnews.top_share == 1.0 and agnews.top_class == 2 and agnews.top_label == "Business"
+    assert premise.learns_text(table) == "learns in context on 1 of 3 tasks: SST2"
+    assert premise.top_text(agnews) == "'Business' for 100% of the examples, collapsed"
+
+
+def test_a_claim_is_read_again_over_the_tasks_where_the_model_learns(evaluated):
+    tests, _ = evaluated
+    ft_zsl = tests[tests["claim"] == "ft-zsl"].set_index("task")
+    assert set(ft_zsl["verdict"]) == {"supported"}  # 2 of 3 tasks hold
+    assert set(ft_zsl["premise_verdict"]) == {"contradicted"}  # SST2 alone, where it breaks
+    assert ft_zsl.loc[["sst2", "mr", "agnews"], "learns"].tolist() == [True, False, False]
+    assert pd.isna(ft_zsl.loc[claims.MEAN, "learns"])
+    # the second reading is of SST2 alone: its own Bonferroni m (one task), no status elsewhere
+    assert ft_zsl.loc["sst2", "premise_status"] == "breaks" and ft_zsl.loc["mr", "premise_status"] == ""
+    assert ft_zsl.loc["sst2", "premise_level"] == pytest.approx(0.95)
+    assert ft_zsl.loc["sst2", "level"] == pytest.approx(1 - 0.05 / 3)
+    assert ft_zsl.loc[claims.MEAN, "premise_difference"] == pytest.approx(-20.0)
+    # a claim that leaves out the one task where the model learns has none to be read on
+    not_sst2 = tests[tests["claim"] == "not-sst2"]
+    assert set(not_sst2["verdict"]) == {"supported"}
+    assert set(not_sst2["premise_verdict"]) == {premise.NO_TASK}
+
+
+def test_where_the_model_learns_on_no_task_every_claim_says_so():
+    tests, table = claim_tests.evaluate(RUNS[1:], ROLES, n_boot=200, claims=(FT_ZSL,))
+    assert not table["learns"].any() and premise.learns_text(table) == "learns in context on none of 2 tasks"
+    assert set(tests["verdict"]) == {"supported"} and set(tests["premise_verdict"]) == {premise.NO_TASK}
+
+
+def test_the_report_states_the_premise_and_the_verdicts_the_readings_differ_on():
+    tests, table = claim_tests.evaluate(RUNS, ROLES, n_boot=200, labels=LABELS)
+    assert set(tests["claim"]) == {c.id for c in claims.CLAIMS}  # the premise is no claim
+    page = summary.to_markdown(
+        summary.first_page(
+            model="m",
+            variant="trained",
+            about=dict(models={"m": "builtin"}, variants=["trained"], seeds={}, k=[32], configfiles=[]),
+            data=None,
+            claim_tests=tests,
+            premise=table,
+            reproduction=None,
+            n_published=0,
+            tables=["claims"],
+            figures=[],
+        )
+    )
+    assert "The model learns in context on 1 of 3 tasks: SST2." in page
+    assert "- AGNews: ICL 40.0% against ZSL 10.0%" in page and "'Business' for 100% of the examples, collapsed" in page
+    assert "on 99.17% intervals" in page
+    # ICL above zero-shot on every task: open on MR (at chance) over all three, supported on SST2 alone;
+    # ICL above finetuning on the mean: FT's 90% and 80% on MR and AGNews outweigh its 30% on SST2
+    assert (
+        "Read again over only the tasks where the model learns in context (SST2), 2 of the 19 claims get "
+        "another verdict:\n\n- 003 Table 1, ICL is more accurate than zero-shot on every task: inconclusive over all "
+        "tasks, supported over those\n- 003 Table 1, ICL is more accurate than finetuning, on average over tasks: "
+        "contradicted over all tasks, supported over those\n" in page
+    )
+    shown = claims_text.claims_table(tests, "m", ROLES, premise=table)
+    assert set(shown[claims_text.AGAIN]) <= {*claims.VERDICTS, premise.NO_TASK}
+    assert "learns in context on 1 of 3 tasks: SST2" in shown.attrs["footnotes"][-1]
