@@ -191,6 +191,8 @@ def first_page(
             else []
         )
         blocks.append(("p", [f"Data: {names.data_sources_text(about['data'], brief=True)}", *link]))
+    if about.get("checkpoints"):  # a pretrained checkpoint's origin and the terms its use is under
+        blocks.append(("p", [about["checkpoints"]]))
 
     if premise is not None:
         blocks += _premise_blocks(premise[premise["model"] == model])

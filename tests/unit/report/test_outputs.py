@@ -238,6 +238,7 @@ def test_the_first_page_says_what_was_run_and_what_it_found(tmp_path):
         k=[4, 8],
         configfiles=["configs/x.yaml"],
         overrides="",
+        checkpoints="Model m: a checkpoint; its use is under the Terms (https://example.org/terms).",
     )
     data = pd.DataFrame({"task": ["sst2", "cb"], "n_evaluated": [80, 80]})
     blocks = summary.first_page(
@@ -254,6 +255,8 @@ def test_the_first_page_says_what_was_run_and_what_it_found(tmp_path):
     md = summary.to_markdown(blocks)
     assert md.startswith("# What this run found") and "SST2 (seed 2), CB (seed 3)" in md and "80 evaluation" in md
     assert "k = 4, 8 demonstrations" in md
+    # a pretrained checkpoint's terms on the first screen, under what was run
+    assert md.index("its use is under the Terms (https://example.org/terms)") < md.index("## The papers' claims")
     assert "configs/x.yaml" in md and "[the claims table](tables/claims.md)" in md
     verdict = tests.loc[tests["claim"] == "003-T1-icl-zsl", "verdict"].iloc[0]
     assert f"- **{verdict}**: 003 Table 1, ICL is more accurate than zero-shot on every task" in md

@@ -97,6 +97,7 @@ def first_page_about(wildcards):
     about.update(
         models={name: spec.get("id") or spec.get("package") or spec["source"] for name, spec in config["models"].items()},
         data=data_sources(),
+        checkpoints=origins.checkpoint_note(config["models"]),
         variants=list(config["variants"]),
         k=sorted({cfg.setting_k(config, m) for methods in config["variants"].values() for m in methods}),
     )
