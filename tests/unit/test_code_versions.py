@@ -1,6 +1,6 @@
-"""The rerun trigger's grain: each rule's ``code`` parameter (workflow/rules/common.smk) hashes
-exactly the package modules its job executes that can change what it writes, so an edit reruns
-the jobs that run the edited code and no other (issue 49, item 2)."""
+"""The rerun trigger's grain: each rule's ``code`` parameter is the checksum of the package modules
+its script executes, read from the imports (``icl_gd.common.code_versions``), so an edit reruns
+the jobs that run the edited code and no other (issue 49, item 2; issue 62, item 2)."""
 
 from __future__ import annotations
 
@@ -9,83 +9,24 @@ from pathlib import Path
 
 import pytest
 
-from tests.unit.test_layering import imported
+from icl_gd.common import code_versions
+from icl_gd.common.code_versions import DECIDERS, INFRASTRUCTURE, executed
 
 REPO = Path(__file__).resolve().parents[2]
-PACKAGE = REPO / "src" / "icl_gd"
 RULES = REPO / "workflow" / "rules"
-# How a job runs, not what it computes: writing files atomically, recording what a job took (its
-# time, memory and counted FLOPs), reading and writing parquet, logging, the warm worker,
-# checksums of inputs. An edit of them must rerun nothing.
-INFRASTRUCTURE = {
-    "common/atomic",
-    "common/frames",
-    "common/runtime",
-    "common/warm",
-    "common/checksums",
-    "common/benchmark",
-    "activations/work",
-}
-# What decides a job's parameters: what they decide reaches the job as a parameter, which the
-# params trigger compares (the run spec, a task's resolved spec, its preset).
-DECIDERS = {"config/resolve", "config/validation", "data/presets", "plan"}
-
-
-def module_path(dotted: str) -> str:
-    return dotted.removeprefix("icl_gd.").replace(".", "/")
-
-
-def file_of(module: str) -> Path:
-    path = PACKAGE / f"{module}.py"
-    return path if path.exists() else PACKAGE / module / "__init__.py"
-
-
-def direct_imports(path: Path) -> set[str]:
-    """The package's modules a file imports (``test_layering.imported``), as paths under icl_gd/; a
-    module of report/figures/ as that subpackage, whose checksum counts it whole."""
-    found = set()
-    for dotted in imported(path) - {"icl_gd"}:
-        parts = module_path(dotted).split("/")
-        found.add("/".join(parts[:2] if parts[:2] == ["report", "figures"] else parts))
-    return found
-
-
-def executed(script: Path) -> set[str]:
-    """Every module a script runs: its imports and theirs (not a decider's), a subpackage counted whole."""
-    seen, todo = set(), list(direct_imports(script))
-    while todo:
-        module = todo.pop()
-        if module in seen:
-            continue
-        seen.add(module)
-        if module in DECIDERS:  # what it decides arrives as a parameter; what it imports to decide, too
-            continue
-        files = sorted((PACKAGE / module).glob("*.py")) if (PACKAGE / module).is_dir() else [file_of(module)]
-        for f in files:
-            todo += [m for m in direct_imports(f) if not m.startswith(module + "/")]
-    return seen
-
-
-def code_lists() -> dict[str, set[str]]:
-    text = (RULES / "common.smk").read_text()
-    lists = {
-        name: set(re.findall(r'"([\w/]+)"', args))
-        for name, args in re.findall(r"^(\w+_CODE) = code_version\(([^)]*)\)", text, re.M)
-    }
-    assert lists, "no code_version lists found in common.smk"
-    return lists
+SCRIPTS = REPO / "workflow" / "scripts"
 
 
 def rules() -> list[tuple[str, str, str]]:
-    """(rule, its script, the name of its code parameter) of every rule with both."""
+    """(rule, its script, its code parameter as written) of every rule with a script."""
     found = []
     for smk in sorted(RULES.glob("*.smk")):
         for block in re.split(r"^rule ", smk.read_text(), flags=re.M)[1:]:
             name = block.split(":")[0]
             script = re.search(r'script:\s*\n\s*"\.\./scripts/([\w.]+)"', block)
-            code = re.search(r"^\s*code=(\w+),", block, re.M)
-            if script and code:
-                found.append((name, script.group(1), code.group(1)))
+            code = re.search(r"^\s*code=(.+),$", block, re.M)
+            if script:
+                found.append((name, script.group(1), code.group(1) if code else None))
     return found
 
 
@@ -97,28 +38,87 @@ WITHOUT_CODE = {
 }
 
 
-def test_every_rule_that_runs_a_script_has_a_code_parameter():
-    scripted = {
-        r
-        for smk in RULES.glob("*.smk")
-        for r in re.findall(r"^rule (\w+):(?:(?!^rule ).)*?script:", smk.read_text(), re.M | re.S)
-    }
-    assert scripted - set(WITHOUT_CODE) == {name for name, _, _ in rules()}
+def runs(script: str) -> set[str]:
+    """What a rule's code parameter hashes: the modules its script executes that can change what it writes."""
+    return executed(SCRIPTS / script) - INFRASTRUCTURE - DECIDERS
 
 
 @pytest.mark.parametrize("rule, script, code", rules(), ids=lambda x: x if isinstance(x, str) else None)
-def test_a_rules_code_parameter_hashes_what_its_job_runs_and_nothing_else(rule, script, code):
-    lists = code_lists()
-    # prepare_task's code depends on the task: a corpus's parser joins it where the task reads one
-    listed = lists["PACKAGE_DATA_CODE"] if code == "data_code" else lists[code]
-    runs = executed(REPO / "workflow" / "scripts" / script) - INFRASTRUCTURE - DECIDERS
-    assert listed == runs, (
-        f"rule {rule}: {code} lists {sorted(listed - runs)} that its job does not run, "
-        f"and misses {sorted(runs - listed)} that it does"
-    )
+def test_every_rule_hashes_the_code_of_its_own_script(rule, script, code):
+    if rule in WITHOUT_CODE:
+        assert code is None, f"rule {rule}: {WITHOUT_CODE[rule]}"
+    elif rule == "prepare_task":  # the task's data code: a corpus's parser joins it where the task reads one
+        assert code == "data_code"
+    else:
+        assert code == f'code_of("{script}")', f"rule {rule} runs {script} but its code parameter is {code}"
 
 
-def test_the_grain_a_data_statistics_or_claims_text_edit_reruns_no_score():
-    lists = code_lists()
-    assert "metrics/statistics" not in lists["METRICS_CODE"]
-    assert "report/claims_text" not in lists["CLAIMS_CODE"] and "report/claims_text" in lists["REPORT_CODE"]
+def rules_running(module: str) -> set[str]:
+    return {rule for rule, script, code in rules() if code and module in runs(script)}
+
+
+EXTRACTIONS = {"extract_base", "finetune_and_extract", "extract_order", "finetune_order"}
+MODEL_JOBS = {"build_builtin_model", "convert_gguf_model", "make_variant", "model_statistics"}
+REPORT = {"table", "figure", "first_page"}
+
+
+def test_an_edit_reruns_the_jobs_of_its_stage_and_no_other():
+    """The issue's three edits: a metric's formula reruns the metric jobs (and no model job, no
+    extraction), a table's code the report jobs only, the extraction's code the extractions."""
+    scripted = {rule for rule, _, code in rules() if code}
+    formulas = rules_running("metrics/formulas")
+    assert {"score_run", "aggregate_metrics", "compare_methods", "evaluate_claims", "order_run"} <= formulas
+    assert not formulas & (EXTRACTIONS | MODEL_JOBS)
+    assert rules_running("report/tables") == REPORT & scripted
+    assert rules_running("activations/extract") == EXTRACTIONS & scripted
+    assert "metrics/statistics" not in runs("score_run.py")  # the data table's statistics: no run's scores
+    # the claims' text rewords the report, not the claims' tests
+    assert "report/claims_text" not in runs("evaluate_claims.py") and "report/claims_text" in runs("table.py")
+
+
+def fake_package(root: Path) -> Path:
+    package = root / "icl_gd"
+    files = {
+        "__init__.py": "",
+        "common/__init__.py": "",
+        "common/atomic.py": "",
+        "metrics/__init__.py": "",
+        "metrics/formulas.py": "from icl_gd.common import atomic\n",
+        "metrics/scoring.py": "from . import formulas\n",
+        "config/__init__.py": "",
+        "config/resolve.py": "from icl_gd.metrics import formulas\n",
+        "report/__init__.py": "",
+        "report/figures/__init__.py": "",
+        "report/figures/alpha.py": "",
+        "report/tables.py": "def f():\n    from icl_gd.report.figures import alpha\n",
+    }
+    for name, text in files.items():
+        (package / name).parent.mkdir(parents=True, exist_ok=True)
+        (package / name).write_text(text)
+    (root / "score.py").write_text("from icl_gd.metrics.scoring import x\nfrom icl_gd.config import resolve\n")
+    (root / "table.py").write_text("import icl_gd.report.tables\n")
+    return package
+
+
+def test_a_version_follows_the_imports_through_the_package_and_leaves_out_what_changes_no_result(tmp_path):
+    package = fake_package(tmp_path)
+    score, table = tmp_path / "score.py", tmp_path / "table.py"
+    assert code_versions.executed(score, package) == {
+        "metrics/scoring",
+        "metrics/formulas",
+        "common/atomic",
+        "config/resolve",
+    }
+    assert code_versions.executed(table, package) == {"report/tables", "report/figures"}  # a function's import too
+    before = {s: code_versions.of_script(s, package) for s in (score, table)}
+    assert set(before[score]) == {"metrics/formulas", "metrics/scoring"}  # not the writer, not the decider
+
+    def after(edit: str) -> dict:
+        (package / edit).write_text((package / edit).read_text() + "# a comment\n")
+        return {s: code_versions.of_script(s, package) != before[s] for s in (score, table)}
+
+    assert after("common/atomic.py") == {score: False, table: False}
+    assert after("config/resolve.py") == {score: False, table: False}
+    assert after("metrics/formulas.py") == {score: True, table: False}  # through scoring
+    before.update({s: code_versions.of_script(s, package) for s in (score, table)})
+    assert after("report/figures/alpha.py") == {score: False, table: True}  # the subpackage counted whole

@@ -13,46 +13,12 @@ from pathlib import Path
 
 import pytest
 
+from icl_gd.common.code_versions import imported, module_name
+
 REPO = Path(__file__).resolve().parents[2]
 PACKAGE = REPO / "src" / "icl_gd"
 SUBPACKAGES = sorted(p.name for p in PACKAGE.iterdir() if (p / "__init__.py").exists())
 TOP_MODULES = sorted(p.stem for p in PACKAGE.glob("*.py") if p.stem != "__init__")
-
-
-def module_name(path: Path, package: Path = PACKAGE) -> str:
-    parts = list(path.relative_to(package.parent).with_suffix("").parts)
-    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
-
-
-def imported(path: Path, package: Path = PACKAGE) -> set[str]:
-    """The package's modules that ``path`` imports (dotted, ``icl_gd.metrics.formulas``). ``path``
-    may lie outside the package (a workflow script): then it has absolute imports only."""
-    own = module_name(path, package) if path.is_relative_to(package.parent) else ""
-    where = own.split(".") if own else []
-    if own and path.name != "__init__.py":
-        where = where[:-1]
-    found = set()
-    for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.ImportFrom):
-            base = where[: len(where) - node.level + 1] if node.level else []
-            stem = [*base, *(node.module.split(".") if node.module else [])]
-            for alias in node.names:
-                found.add(".".join([*stem, alias.name]))
-        elif isinstance(node, ast.Import):
-            found |= {alias.name for alias in node.names}
-    # a name imported from a module (``from icl_gd.common.specs import TaskSpec``) is that module
-    modules = set()
-    for name in found:
-        parts = name.split(".")
-        if parts[0] != "icl_gd":
-            continue
-        while parts and not (
-            (package.parent / Path(*parts)).with_suffix(".py").exists()
-            or (package.parent / Path(*parts) / "__init__.py").exists()
-        ):
-            parts.pop()
-        modules.add(".".join(parts))
-    return modules - {own}
 
 
 def allowed(subpackage: str) -> set[str]:

@@ -16,7 +16,7 @@ rule extract_base:
         setting=cfg.ICL_SETTING_PATTERN,
     params:
         run=run_spec,
-        code=EXTRACTION_CODE,
+        code=code_of("extract.py"),
     threads: 1
     priority: 1
     resources:
@@ -56,7 +56,7 @@ rule finetune_and_extract:
         setting=_names_regex(METHODS),
     params:
         run=run_spec,
-        code=EXTRACTION_CODE,
+        code=code_of("extract.py"),
     threads: 1
     priority: 1
     resources:

@@ -20,6 +20,7 @@ from icl_gd import plan
 from icl_gd.config import validation
 from icl_gd.config import resources as resources_
 from icl_gd.models import origins
+from icl_gd.common import code_versions
 
 
 # A config file named on the command line replaces config.yaml rather than being merged into it:
@@ -38,58 +39,20 @@ if workflow.is_main_process:
     for _message in validation.precision_warnings(config):
         print(f"warning: {_message}", file=sys.stderr)
 
-SRC = Path(workflow.basedir) / "src" / "icl_gd"
+# The code each job executes (its rerun trigger, a parameter): the package modules its rule's script
+# imports, directly or through other modules, read from the source (icl_gd/common/code_versions.py,
+# which says what is left out and why). Not as input files: their absolute paths would tie a
+# finished run to where its checkout lay, and a moved or copied run would plan everything again.
+def code_of(script, leave_out=()):
+    return code_versions.of_script(Path(workflow.basedir) / "workflow" / "scripts" / script, leave_out=leave_out)
 
 
-def code_version(*modules):
-    """Checksums of the package modules a rule's jobs import, passed as a parameter. Snakemake's
-    code trigger sees a rule's own script, not what it imports; through the params trigger an edit
-    of a module reruns exactly the jobs that import it (a metric: the metrics and what follows).
-    Not as input files: their absolute paths would tie a finished run to where its checkout lay,
-    and a moved or copied run would plan everything again. A module is named by its path under
-    icl_gd/ (``metrics/formulas``); a subpackage (``report/figures``) counts all
-    its modules."""
-    versions = {}
-    for m in modules:
-        if (SRC / m).is_dir():
-            digest = hashlib.sha256()
-            for path in sorted((SRC / m).glob("*.py")):
-                digest.update(path.name.encode())
-                digest.update(path.read_bytes())
-        else:
-            digest = hashlib.sha256((SRC / f"{m}.py").read_bytes())
-        versions[m] = digest.hexdigest()[:16]
-    return versions
+# a task on a package's corpus also executes icl_gd/data/corpora.py (its parser, label rules and
+# split): an edit of it remakes those tasks' data, not the others' (rule prepare_task, data_code)
+PACKAGE_DATA_CODE = code_of("prepare_task.py")
+DATA_CODE = code_of("prepare_task.py", leave_out=("data/corpora",))
 
 
-# The code each job executes, module by module (tests/unit/test_code_versions.py checks each list
-# against the imports of its rule's script). Not config/resolve.py, data/presets.py or plan.py:
-# they decide what a job does, and what they decide reaches it as a parameter (the run spec, a
-# task's resolved spec, the presets a twin or the built-in model reads), so an edit of them that
-# changes no job's parameters reruns nothing, and one that does reruns exactly the jobs it changes
-# (tests/workflow/test_workflow.py). Nor how a job writes and logs (common/atomic, frames, runtime, warm,
-# checksums): an edit there changes no result.
-EXTRACTION_CODE = code_version("activations/cache", "activations/capture", "activations/extract", "activations/training", "common/provenance", "common/specs", "data/prompts", "data/splits", "models/loading")
-MODEL_CODE = code_version("common/specs", "data/prompts", "models/builtin", "models/loading")
-VARIANT_CODE = code_version("models/loading")
-GGUF_CODE = code_version("models/loading")
-STATISTICS_CODE = code_version("models/loading")
-TWIN_CODE = code_version("common/specs", "data/twins")
-DATA_CODE = code_version("common/specs", "data/sources")
-# a task on a package's corpus also executes icl_gd/data/corpora.py (its parser, label rules and split):
-# an edit of it remakes those tasks' data, not the others'
-PACKAGE_DATA_CODE = code_version("common/specs", "data/corpora", "data/sources")
-# a run's scores and their aggregate; the comparisons, the claims' tests and the orders on top
-METRICS_CODE = code_version("activations/cache", "common/provenance", "metrics/formulas", "metrics/inference", "metrics/resampling", "metrics/scoring", "metrics/units")
-COMPARISONS_CODE = code_version("activations/cache", "common/provenance", "metrics/comparisons", "metrics/formulas", "metrics/inference", "metrics/resampling", "metrics/scoring", "metrics/units")
-CLAIMS_CODE = code_version("activations/cache", "common/names", "common/provenance", "metrics/claim_tests", "metrics/claims", "metrics/formulas", "metrics/inference", "metrics/premise", "metrics/resampling", "metrics/scoring", "metrics/units")
-ORDERS_CODE = code_version("activations/cache", "common/provenance", "metrics/formulas", "metrics/inference", "metrics/orders", "metrics/resampling", "metrics/scoring", "metrics/units")
-# the data table's statistics: an edit of them reruns no run's scores
-TASK_STATISTICS_CODE = code_version("activations/cache", "common/provenance", "metrics/statistics")
-DATA_STATISTICS_CODE = code_version("common/provenance")
-# every table, figure and the first page: one script each, through report/outputs.py; the claims'
-# text (report/claims_text.py) is here, not in CLAIMS_CODE, so that rewording it reruns no test
-REPORT_CODE = code_version("activations/cache", "common/names", "common/provenance", "metrics/claims", "metrics/inference", "metrics/premise", "metrics/resampling", "metrics/units", "report/claims_text", "report/costs", "report/figures", "report/outputs", "report/published", "report/render", "report/selection", "report/summary", "report/tables")
 # Every number the papers print, in the workflow's names: the reproduction table and figure read it
 # from the checkout (report/outputs.PUBLISHED), and rerun, through this checksum, when it changes.
 PUBLISHED_VERSION = hashlib.sha256((Path(workflow.basedir) / "docs" / "published.csv").read_bytes()).hexdigest()[:16]

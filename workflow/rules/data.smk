@@ -17,7 +17,7 @@ rule synthetic_twin:
         preset=lambda wildcards: preset(wildcards.twin),
         # the twins' word pools and generators: editing them regenerates the twins, and so reruns
         # what reads them (their normalised splits, the built-in model, the extractions)
-        code=TWIN_CODE,
+        code=code_of("synthetic_twin.py"),
     conda:
         "../../envs/analysis.yaml"
     log:

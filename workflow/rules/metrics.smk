@@ -25,7 +25,7 @@ rule score_run:
     wildcard_constraints:
         method=_names_regex(METHODS),
     params:
-        code=METRICS_CODE,
+        code=code_of("score_run.py"),
         random_seed=config["random_baseline_seed"],
         statistics=config["statistics"],
     priority: SCORE_PRIORITY
@@ -48,7 +48,7 @@ rule score_order:
     wildcard_constraints:
         method=_names_regex(METHODS),
     params:
-        code=METRICS_CODE,
+        code=code_of("score_order.py"),
         random_seed=config["random_baseline_seed"],
     priority: SCORE_PRIORITY
     conda:
@@ -68,7 +68,7 @@ rule order_run:
     wildcard_constraints:
         method=_names_regex(METHODS),
     params:
-        code=ORDERS_CODE,
+        code=code_of("order_run.py"),
     conda:
         "../../envs/analysis.yaml"
     log:
@@ -85,7 +85,7 @@ rule order_sensitivity:
         table="results/metrics/orders.parquet",
         csv="results/metrics/orders.csv",
     params:
-        code=ORDERS_CODE,
+        code=code_of("order_sensitivity.py"),
         statistics=config["statistics"],
     conda:
         "../../envs/analysis.yaml"
@@ -113,7 +113,7 @@ rule aggregate_metrics:
         summary="results/metrics/summary.parquet",
         csv="results/metrics/summary.csv",
     params:
-        code=METRICS_CODE,
+        code=code_of("aggregate_metrics.py"),
         statistics=config["statistics"],
     conda:
         "../../envs/analysis.yaml"
@@ -131,7 +131,7 @@ rule compare_methods:
         table="results/metrics/comparisons.parquet",
         csv="results/metrics/comparisons.csv",
     params:
-        code=COMPARISONS_CODE,
+        code=code_of("compare_methods.py"),
         statistics=config["statistics"],
     conda:
         "../../envs/analysis.yaml"
@@ -156,7 +156,7 @@ rule evaluate_claims:
         premise="results/metrics/premise.parquet",
         premise_csv="results/metrics/premise.csv",
     params:
-        code=CLAIMS_CODE,
+        code=code_of("evaluate_claims.py"),
         roles=plan.published_roles(config),
         statistics=config["statistics"],
         labels={task: list(cfg.task_spec(config, task).label_words) for task in TASKS},
@@ -175,7 +175,7 @@ rule task_statistics:
     output:
         "results/metrics/data_statistics/{task}.parquet",
     params:
-        code=TASK_STATISTICS_CODE,
+        code=code_of("task_statistics.py"),
     priority: SCORE_PRIORITY
     conda:
         "../../envs/analysis.yaml"
@@ -194,7 +194,7 @@ rule data_statistics:
     output:
         "results/metrics/data_statistics.parquet",
     params:
-        code=DATA_STATISTICS_CODE,
+        code=code_of("data_statistics.py"),
     conda:
         "../../envs/analysis.yaml"
     log:

@@ -18,7 +18,7 @@ rule build_builtin_model:
         spec=model_spec,
         twins=BUILTIN_TASKS,
         presets={task: preset(task) for task in BUILTIN_TASKS},
-        code=MODEL_CODE,
+        code=code_of("build_builtin_model.py"),
     threads: 2
     # every model job waits for it: it takes both cores as soon as the twins are done, before the
     # data jobs (prepare_task) that are ready at the same time
@@ -79,7 +79,7 @@ rule convert_gguf_model:
     wildcard_constraints:
         model=_names_regex(models_by_source("gguf")),
     params:
-        code=GGUF_CODE,
+        code=code_of("convert_gguf_model.py"),
     resources:
         mem_mb=job_request(8000, 30, "mem_mb"),
         runtime=job_request(8000, 30, "runtime"),
@@ -101,7 +101,7 @@ rule make_variant:
         variant="untrained|trained_embeddings|layernorm_only",
     params:
         seed=config["variant_seed"],
-        code=VARIANT_CODE,
+        code=code_of("make_variant.py"),
     resources:
         mem_mb=job_request(8000, 30, "mem_mb"),
         runtime=job_request(8000, 30, "runtime"),
@@ -121,7 +121,7 @@ rule model_statistics:
     output:
         "results/metrics/models.parquet",
     params:
-        code=STATISTICS_CODE,
+        code=code_of("model_statistics.py"),
     conda:
         "../../envs/models.yaml"
     log:

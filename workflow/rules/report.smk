@@ -24,7 +24,7 @@ rule table:
     wildcard_constraints:
         table="|".join(TABLES),
     params:
-        code=REPORT_CODE,
+        code=code_of("table.py"),
         model=REPORT_MODEL,
         variant=REPORT_VARIANT,
         methods=REPORT_METHODS,
@@ -69,7 +69,7 @@ rule figure:
     wildcard_constraints:
         figure=_names_regex(FIGURES),
     params:
-        code=REPORT_CODE,
+        code=code_of("figures.py"),
         published=published_version,
         figure=figure_params,
         about=figure_about,
@@ -103,7 +103,7 @@ rule first_page:
         md=f"{REPORT_DIR}/summary.md",
         rst=f"{REPORT_DIR}/summary.rst",
     params:
-        code=REPORT_CODE,
+        code=code_of("first_page.py"),
         published=PUBLISHED_VERSION,
         model=REPORT_MODEL,
         variant=REPORT_VARIANT,
