@@ -29,6 +29,7 @@ from icl_gd.metrics.claims import (
     Claim,
     Unit,
     against_label,
+    deciding_ends,
     needed_factor,
     read_quantifier,
     status,
@@ -444,6 +445,17 @@ def _difference_range(a_cell, b) -> tuple[float, float]:
     return low_a - high_b, high_a - low_b
 
 
+def ends_unsettled(replicates, level: float, claim: Claim) -> bool:
+    """Whether an end of the interval at ``level`` that decides the claim's status
+    (:func:`claims.deciding_ends`: 0, -margin, +margin) lies within the bootstrap's Monte Carlo
+    error of the value it is read against."""
+    oriented = claim.direction * np.asarray(replicates, dtype=np.float64)
+    return any(
+        resampling.endpoint_unsettled(oriented - value, level)[end]
+        for end, value in deciding_ends(claim.test, claim.margin)
+    )
+
+
 def _read(
     claim: Claim,
     covered: dict[str, _Task],
@@ -463,7 +475,6 @@ def _read(
     rows, task_units, mean_units = [], {t: [] for t, f in covered.items() if f.seeds}, []
     unsettled = False
     margin = claim.margin
-    threshold = -claim.direction * margin if claim.test == "non_inferiority" else 0.0
     complete = all(not f.missing for t, f in covered.items() if f.seeds)
     for j in range(n_cells):
         for task, found in covered.items():
@@ -487,7 +498,7 @@ def _read(
             low, high = resampling.percentile_interval(reps, task_level)
             read = status(low, high, claim.direction, claim.test, margin) if not found.missing else "incomplete"
             if claim.quantifier != "mean" and not found.missing:
-                unsettled |= any(resampling.endpoint_unsettled(reps - threshold, task_level))
+                unsettled |= ends_unsettled(reps, task_level, claim)
             task_units[task].append(Unit(d.value, task_level, (d.spread,), read))
             rows.append(
                 dict(
@@ -534,7 +545,7 @@ def _read(
         low, high = resampling.percentile_interval(reps, mean_level)
         read = status(low, high, claim.direction, claim.test, margin) if complete else "incomplete"
         if claim.quantifier == "mean" and complete:
-            unsettled |= any(resampling.endpoint_unsettled(reps - threshold, mean_level))
+            unsettled |= ends_unsettled(reps, mean_level, claim)
         mean_units.append(Unit(diff, mean_level, spreads, read))
         rows.append(
             dict(

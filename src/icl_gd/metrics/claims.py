@@ -401,9 +401,10 @@ COLUMNS = [
 
 
 def status(low: float, high: float, direction: int, test: str = "superiority", margin: float = 0.0) -> str:
-    """One interval of a - b read for a claim: "holds", "breaks", "negligible" (a superiority
-    claim's interval within +-margin of zero), "equivalent" (a non-inferiority claim's: it holds),
-    or "open" (also where undefined)."""
+    """One interval of a - b read for a claim, its claimed side first: "holds" (wholly on the
+    claimed side of 0, however small), "breaks" (wholly on the other), "negligible" (a superiority
+    claim's interval that straddles 0 within +-margin), "equivalent" (a non-inferiority claim's
+    interval within +-margin: it holds), or "open" (also where undefined)."""
     if not (math.isfinite(low) and math.isfinite(high)):
         return "open"
     lo, hi = sorted((direction * low, direction * high))  # the claimed side positive
@@ -417,6 +418,18 @@ def status(low: float, high: float, direction: int, test: str = "superiority", m
     if hi < 0:
         return "breaks"
     return "negligible" if inside else "open"
+
+
+def deciding_ends(test: str, margin: float) -> tuple[tuple[int, float], ...]:
+    """The interval ends whose side of a value decides its :func:`status`, as (end, value) in the
+    claimed side's orientation (end 0 the lower, 1 the upper): for a superiority claim both ends
+    against 0 (holds, breaks), the lower against -margin and the upper against +margin (negligible);
+    for a non-inferiority claim both ends against -margin (holds, breaks) and the upper against
+    +margin (equivalent)."""
+    if test == "non_inferiority":
+        return ((0, -margin), (1, -margin), (1, margin))
+    ends = ((0, 0.0), (1, 0.0))
+    return ends + ((0, -margin), (1, margin)) if margin > 0 else ends
 
 
 def side(

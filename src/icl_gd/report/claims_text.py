@@ -220,9 +220,9 @@ def replicates_text(tests: pd.DataFrame) -> str:
     more = [r.claim for r in claims.itertuples(index=False) if r.redrawn is True or r.redrawn is np.True_]
     unsettled = [r.claim for r in claims.itertuples(index=False) if not _settled(r)]
     text = (
-        "Monte Carlo error: where an end of an interval that a verdict reads lay within 3 binomial standard "
-        "errors of zero (the share of replicates beyond zero against the tail), the claim drew twice the "
-        f"replicates, up to {MAX_REPLICATES}"
+        "Monte Carlo error: where an end of an interval that decides a status lay within 3 binomial standard "
+        "errors of a value it is read against (0, or the margin on either side: the share of replicates beyond "
+        f"it against the tail), the claim drew twice the replicates, up to {MAX_REPLICATES}"
     )
     text += f"; {len(more)} claim(s) needed more" if more else "; none needed more"
     if unsettled:
