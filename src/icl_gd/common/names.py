@@ -22,56 +22,6 @@ TASK_ORDER: tuple[str, ...] = ("sst2", "sst5", "mr", "subj", "agnews", "cb")
 TASK_LABELS = {"sst2": "SST2", "sst5": "SST5", "mr": "MR", "subj": "Subj", "agnews": "AGNews", "cb": "CB"}
 METHOD_LABELS = {"gd": "GD", "lcgd": "LCGD"}
 
-# Plain text: table rows, as the papers' tables name them.
-METRIC_LABELS = {
-    "simaou": "SimAOU",
-    "simaou_norm": "SimAOU_norm",
-    "simaou_random": "Random SimAOU",
-    "simaou_random_gaussian": "Random SimAOU (Gaussian)",
-    "simam_before": "SimAM_before",
-    "simam_after": "SimAM_after",
-    "simam_delta": "SimAM_delta",
-    "alpha": "alpha",
-    "rec2ftp": "Rec2FTP (%)",
-    "acc_zsl": "ZSL Accuracy (%)",
-    "acc_ft": "FT Accuracy (%)",
-    "acc_icl": "ICL Accuracy (%)",
-    "jaccard_all": "Jaccard Index (%)",
-    "jaccard_correct": "Jaccard - Correct (%)",
-    "jaccard_incorrect": "Jaccard - Incorrect (%)",
-    "kl_icl_ft": "KL(ICL || FT)",
-    "kl_icl_zsl": "KL(ICL || ZSL)",
-    "tv_icl_ft": "TV(ICL, FT)",
-    "order_changed_icl": "ICL predictions changed across orders (%)",
-    "order_changed_ft": "FT predictions changed across orders (%)",
-    "order_change_gap": "ICL minus FT predictions changed across orders (%)",
-}
-# Mathtext: figure panels and legends. An accuracy is named by its setting alone, as a bar beside
-# the others on an axis that says "Accuracy (%)".
-FIGURE_METRIC_LABELS = {
-    "simaou": "SimAOU",
-    "simaou_norm": r"SimAOU$_\mathrm{norm}$",
-    "simaou_random": "Random SimAOU (reference, uniform $r$)",
-    "simaou_random_gaussian": "Random SimAOU (Gaussian $r$)",
-    "simam_before": "SimAM (before FT)",
-    "simam_after": "SimAM (after FT)",
-    "simam_delta": r"SimAM$_\Delta$",
-    "alpha": r"$\alpha$",
-    "acc_zsl": "ZSL",
-    "acc_ft": "FT",
-    "acc_icl": "ICL",
-    "jaccard_all": "Jaccard index",
-    "jaccard_correct": "Jaccard index (correct changes)",
-    "jaccard_incorrect": "Jaccard index (incorrect changes)",
-    "kl_icl_ft": r"KL(ICL$\,\|\,$FT)",
-    "kl_icl_zsl": r"KL(ICL$\,\|\,$ZSL)",
-    "tv_icl_ft": "TV(ICL, FT)",
-    "order_changed_icl": "ICL: predictions changed across orders",
-    "order_changed_ft": "FT: predictions changed across orders",
-}
-# A figure axis that shows one metric, where the short legend name above would be ambiguous.
-AXIS_LABELS = {"acc_ft": "FT accuracy (%)", "acc_icl": "ICL accuracy (%)", "acc_zsl": "ZSL accuracy (%)"}
-
 # Paper 001 Table 1's row names ("No Training" is its untrained model).
 VARIANT_LABELS = {
     "trained": "Trained",
@@ -187,21 +137,6 @@ def task_label(task: str) -> str:
 def method_label(method: str) -> str:
     """Display name of a training method ("lcgd" -> "LCGD")."""
     return METHOD_LABELS.get(method, method.upper())
-
-
-def metric_label(metric: str) -> str:
-    """Plain-text name of a metric ("simaou_norm" -> "SimAOU_norm")."""
-    return METRIC_LABELS.get(metric, metric)
-
-
-def figure_metric_label(metric: str) -> str:
-    """Mathtext name of a metric in a figure ("simam_delta" -> "SimAM$_\\Delta$")."""
-    return FIGURE_METRIC_LABELS.get(metric, metric)
-
-
-def axis_label(metric: str) -> str:
-    """A figure axis showing ``metric`` ("acc_ft" -> "FT accuracy (%)")."""
-    return AXIS_LABELS.get(metric, figure_metric_label(metric))
 
 
 def variant_label(variant: str, *, in_text: bool = False) -> str:

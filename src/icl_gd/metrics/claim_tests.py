@@ -18,6 +18,7 @@ import pandas as pd
 from icl_gd.common import names
 from icl_gd.common.frames import atomic_write_frame, write_csv
 from icl_gd.metrics import inference, premise, resampling
+from icl_gd.metrics.catalog import display_scale, value_range
 from icl_gd.metrics.claims import (
     CLAIMS,
     COLUMNS,
@@ -35,7 +36,6 @@ from icl_gd.metrics.claims import (
     status,
 )
 from icl_gd.metrics.scoring import RunExamples, layer_mean, positions_of, read_examples, run_key, runs_provenance
-from icl_gd.metrics.units import display_scale, metric_range
 
 log = logging.getLogger(__name__)
 
@@ -439,9 +439,9 @@ def _differences(model: str, covered: dict[str, _Task], values: _Replicates, a_c
 
 
 def _difference_range(a_cell, b) -> tuple[float, float]:
-    """The values a - b can take, a a cell and b a cell or a constant (``units.metric_range``)."""
-    low_a, high_a = metric_range(a_cell[2])
-    low_b, high_b = (b, b) if isinstance(b, float) else (0.0, 1.0) if b[2] == premise.MAJORITY else metric_range(b[2])
+    """The values a - b can take, a a cell and b a cell or a constant (``catalog.value_range``)."""
+    low_a, high_a = value_range(a_cell[2])
+    low_b, high_b = (b, b) if isinstance(b, float) else (0.0, 1.0) if b[2] == premise.MAJORITY else value_range(b[2])
     return low_a - high_b, high_a - low_b
 
 

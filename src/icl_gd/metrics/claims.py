@@ -23,7 +23,7 @@ or says that it stayed unsettled.
 Two kinds of test. A *superiority* claim (a > b, or a < b) holds on an interval that lies on the
 claimed side of zero. A *non-inferiority* claim (a no lower than b; paper 002's "similarity holds")
 holds on an interval whose end on the other side lies within the smallest effect of interest
-(:data:`inference.MARGINS`) of zero, and is *equivalent* where the whole interval lies within it.
+(:func:`catalog.margin`) of zero, and is *equivalent* where the whole interval lies within it.
 
 The verdict, at the report's level 1 - alpha (``statistics.ci_level``), is read on the intervals:
 
@@ -57,8 +57,8 @@ import math
 from dataclasses import dataclass, field
 
 from icl_gd.common import names
-from icl_gd.metrics import inference
-from icl_gd.metrics.units import in_percent
+from icl_gd.metrics import catalog, inference
+from icl_gd.metrics.catalog import in_percent
 
 log = logging.getLogger(__name__)
 
@@ -96,7 +96,7 @@ class Claim:
     @property
     def margin(self) -> float:
         """The smallest effect of interest of a - b, in the unit a is held in."""
-        return inference.margin(self.a[2])
+        return catalog.margin(self.a[2])
 
 
 QUANTIFIERS = {
@@ -571,6 +571,6 @@ def against_label(claim: Claim, j: int) -> str:
 def cell_label(cell: Cell, roles: dict[str, str]) -> str:
     variant, method, metric = cell
     return (
-        f"{names.metric_label(metric)} ({names.method_label(roles.get(method, method))}, "
+        f"{catalog.label(metric)} ({names.method_label(roles.get(method, method))}, "
         f"{names.variant_label(variant, in_text=True)})"
     )

@@ -47,12 +47,8 @@ alone, and the reports say so. ``benchmarks/coverage.py`` measures the coverage 
 
 Smallest effects of interest
 ----------------------------
-:data:`MARGINS`: the difference below which a score's change is read as negligible, in the units
-the metric tables hold it. The shares of examples (accuracies, Jaccard indices, order changes, TV)
-1 point: a difference the papers would not print as one (they discuss differences of 5 to 20
-points), and one example in a hundred. Cosines (SimAOU, SimAM, alpha) and SimAM_delta 0.01: paper
-001's Table 1 calls scores within 0.01 of each other ties. KL divergences 0.01 nats: the same
-hundredth, an expected change of 1% in the label words' probability ratio.
+Each score's margin, the difference below which a change is read as negligible, is its row's in
+the metric catalog (``metrics/catalog.py``, :func:`catalog.margin`), with the reasons.
 """
 
 from __future__ import annotations
@@ -67,9 +63,7 @@ from scipy import stats
 from icl_gd.metrics import resampling
 
 __all__ = [
-    "MARGINS",
     "POWER",
-    "margin",
     "stratified_uniforms",
     "Spread",
     "crossed_replicates",
@@ -80,45 +74,7 @@ __all__ = [
     "needed_factor",
 ]
 
-_SHARES = (
-    "acc_zsl",
-    "acc_icl",
-    "acc_ft",
-    "jaccard_all",
-    "jaccard_correct",
-    "jaccard_incorrect",
-    "tv_icl_ft",
-    "order_changed_icl",
-    "order_changed_ft",
-    "order_change_gap",
-)
-_COSINES = (
-    "simaou",
-    "simaou_norm",
-    "simaou_random",
-    "simaou_random_gaussian",
-    "simam_before",
-    "simam_after",
-    "simam_delta",
-    "alpha",
-)
-MARGINS = {
-    **dict.fromkeys(_SHARES, 0.01),
-    "rec2ftp": 1.0,  # held in percent
-    **dict.fromkeys(_COSINES, 0.01),
-    "kl_icl_ft": 0.01,
-    "kl_icl_zsl": 0.01,
-}
 POWER = 0.8  # the power "what it would need" plans for
-
-
-def margin(metric: str) -> float:
-    """The smallest effect of interest of a score (:data:`MARGINS`; a score on the f2t subset as its
-    own), in the units the metric tables hold it."""
-    name = metric.removesuffix("_f2t")
-    if name not in MARGINS:
-        raise KeyError(f"{metric}: no smallest effect of interest; add one to inference.MARGINS (with its reason)")
-    return MARGINS[name]
 
 
 def stratified_uniforms(n_boot: int, rng) -> np.ndarray:

@@ -19,7 +19,7 @@ import pyarrow as pa
 from icl_gd.activations.cache import METADATA_KEY, RunCache
 from icl_gd.common import provenance
 from icl_gd.common.frames import atomic_write_frame, atomic_write_table, read_frame, read_table, write_csv
-from icl_gd.metrics import formulas, inference, resampling, units
+from icl_gd.metrics import catalog, formulas, inference, resampling
 
 log = logging.getLogger(__name__)
 
@@ -39,24 +39,15 @@ def _check_aligned(zsl: RunCache, *others: RunCache) -> None:
 SIMILARITIES = ("simaou", "simaou_norm", "simam_before", "simam_after", "simam_delta")
 # How far apart two settings' label distributions lie, per example (nats; TV in [0, 1]), from the
 # label words' log-probs the caches hold (docs/protocol.md, "Output distributions").
-DIVERGENCES = ("kl_icl_ft", "kl_icl_zsl", "tv_icl_ft")
+DIVERGENCES = catalog.names(kind="divergence")
 # Whether an example's ICL / FT prediction changes across further orders of the demonstrations
 # (0/1), and the difference (config key ``orders``; icl_gd/metrics/orders.py adds them to a run).
-ORDER_METRICS = ("order_changed_icl", "order_changed_ft", "order_change_gap")
+ORDER_METRICS = catalog.shown_in("orders")
 # Scores that are means of one value per example (a ratio of sums, over the number of examples).
-MEANS = DIVERGENCES + ORDER_METRICS
+MEANS = catalog.names(computed="mean")
 # Scores that are ratios of per-example sums: accuracy, Rec2FTP (percent) and the Jaccard indices;
 # then the means a run has.
-RATIOS = (
-    "acc_zsl",
-    "acc_icl",
-    "acc_ft",
-    "rec2ftp",
-    "jaccard_all",
-    "jaccard_correct",
-    "jaccard_incorrect",
-    *MEANS,
-)
+RATIOS = catalog.names(computed="ratio") + MEANS
 
 
 @dataclass
@@ -374,7 +365,7 @@ def seed_mean_intervals(
                 blocks += [(values[:, i], reps[:, :, i]) for i in range(reps.shape[2])]
             for layer, (value, block) in zip(layers, blocks):
                 combined, spread = inference.crossed_replicates(value, block, uniforms)
-                combined = resampling.within_range(combined, *units.metric_range(name))
+                combined = resampling.within_range(combined, *catalog.value_range(name))
                 low, high = resampling.percentile_interval(combined, level)
                 rows.append(
                     dict(

@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from icl_gd.config import resolve as cfg
+from icl_gd.metrics import catalog
 from icl_gd.report.selection import run_level
 
 COLUMNS = ["paper", "table", "task", "variant", "method", "metric", "value", "spread", "unit", "model", "note"]
@@ -31,25 +32,6 @@ PROTOCOL_METHODS = {
     "gd_switched": {"kind": "gd", "demo_labels": "switched", "clip_grad_norm": None},
     "gd_linearized": {"kind": "linearized", "demo_labels": "gold", "clip_grad_norm": None},
 }
-# Run-level metrics of the summary table (scoring) that a published cell may name.
-RUN_METRICS = frozenset(
-    {
-        "acc_zsl",
-        "acc_icl",
-        "acc_ft",
-        "rec2ftp",
-        "jaccard_all",
-        "jaccard_correct",
-        "jaccard_incorrect",
-        "simaou",
-        "simaou_norm",
-        "simaou_random",
-        "simam_before",
-        "simam_after",
-        "simam_delta",
-        "alpha",
-    }
-)
 # Data statistics (paper 001 Table 3): columns of data_statistics.parquet, described, not compared
 # (the reference counted characters and listed the splits' full sizes).
 DATA_STATISTICS = {"n_train": "n_train", "n_eval": "n_eval", "avg_tokens": "prompt_tokens"}
@@ -67,7 +49,7 @@ def read_published(path: str | Path) -> pd.DataFrame:
         "task": set(cfg.TASK_PRESETS) | {AVERAGE},
         "variant": set(VARIANTS),
         "method": set(PROTOCOL_METHODS),
-        "metric": RUN_METRICS | set(DATA_STATISTICS),
+        "metric": catalog.published() | set(DATA_STATISTICS),
         "unit": set(UNITS),
     }
     for line, row in zip(range(2, len(table) + 2), table.itertuples(index=False)):
@@ -95,7 +77,7 @@ def read_published(path: str | Path) -> pd.DataFrame:
 
 def n_results(published: pd.DataFrame) -> int:
     """How many published cells are results a run can answer (not data statistics)."""
-    return int(published["metric"].isin(RUN_METRICS).sum())
+    return int(published["metric"].isin(catalog.published()).sum())
 
 
 def protocol_roles(config: dict, methods: list[str]) -> dict[str, str]:
@@ -127,7 +109,7 @@ def reproduction(published: pd.DataFrame, summary: pd.DataFrame, model: str, rol
     independent samples). ``within``: the distance |run - published| is at most the run's
     half-width on the published value's side and the published ± spread combined in quadrature,
     plus half the published value's last printed digit."""
-    results = published[published["metric"].isin(RUN_METRICS)]
+    results = published[published["metric"].isin(catalog.published())]
     run = run_level(summary[summary["model"] == model])
     lookup = {(r.variant, r.task, r.method, r.metric): r for r in run.itertuples(index=False)}
     row_tasks = {}

@@ -38,23 +38,20 @@ import pandas as pd
 from icl_gd.common.names import (
     TASK_ORDER,
     method_label,
-    metric_label,
     order_tasks,
     percent,
     task_label,
     variant_label,
 )
 from icl_gd.common.provenance import describe
-from icl_gd.metrics.units import display_scale
+from icl_gd.metrics import catalog
 from icl_gd.report.selection import run_level
 
 __all__ = [
     "TASK_ORDER",
     "PAPER_VARIANTS",
-    "ACCURACY_METRICS",
     "MISSING",
     "task_label",
-    "metric_label",
     "variant_label",
     "method_label",
     "order_tasks",
@@ -75,16 +72,6 @@ PARTIAL_MARK = "‡"  # an Average over the tasks that have data only
 # The paper 001 Table 1 rows, in order; other variants found in the data are appended.
 PAPER_VARIANTS: tuple[str, ...] = ("trained", "trained_embeddings", "untrained")
 
-# Paper 003 Table 1 rows, in order.
-ACCURACY_METRICS: tuple[str, ...] = (
-    "acc_zsl",
-    "acc_ft",
-    "acc_icl",
-    "jaccard_all",
-    "jaccard_correct",
-    "jaccard_incorrect",
-    "rec2ftp",
-)
 # The random SimAOU baselines shown above the similarity rows (they depend on ZSL and ICL only).
 RANDOM_BASELINES: tuple[str, ...] = ("simaou_random", "simaou_random_gaussian")
 SIGNIFICANT_MARK = "*"
@@ -260,7 +247,7 @@ def variants_table(
         variants = [*PAPER_VARIANTS, *extra]
     rows = [
         {
-            "key": (metric_label(metric), variant_label(variant)),
+            "key": (catalog.label(metric), variant_label(variant)),
             "group": metric,
             "lookup": (variant, method, metric),
             "scale": 1.0,
@@ -302,16 +289,16 @@ def methods_table(
     """
     df = run_level(summary, model)
     rows = [
-        {"key": metric_label(metric), "group": metric, "lookup": (variant, methods[0], metric), "scale": 1.0}
+        {"key": catalog.label(metric), "group": metric, "lookup": (variant, methods[0], metric), "scale": 1.0}
         for metric in baselines
         if methods
     ]
     rows += [
         {
-            "key": f"{metric_label(metric)} ({method_label(method)})",
+            "key": f"{catalog.label(metric)} ({method_label(method)})",
             "group": metric,
             "lookup": (variant, method, metric),
-            "scale": display_scale(metric),
+            "scale": catalog.display_scale(metric),
         }
         for metric in metrics
         for method in methods
@@ -333,24 +320,26 @@ def accuracy_table(
     model: str,
     variant: str = "trained",
     method: str = "gd",
-    metrics: Sequence[str] = ACCURACY_METRICS,
+    metrics: Sequence[str] | None = None,
     *,
     tasks: Sequence[str] | None = None,
     n_seeds_expected: int | None = None,
     decimals: int = 1,
 ) -> pd.DataFrame:
-    """Paper 003 Table 1: rows ZSL / FT / ICL accuracy and Jaccard all / correct / incorrect,
-    all in percent, columns tasks. Add ``"rec2ftp"`` to ``metrics`` for a Rec2FTP row.
+    """Paper 003 Table 1: rows ZSL / FT / ICL accuracy, Jaccard all / correct / incorrect and
+    Rec2FTP (the metric catalog's rows of the accuracy table, unless ``metrics`` says), in percent,
+    columns tasks.
 
     The best value is marked among the three accuracies; each other row is its own metric.
     """
+    metrics = catalog.shown_in("accuracy") if metrics is None else metrics
     df = run_level(summary, model)
     rows = [
         {
-            "key": metric_label(metric),
+            "key": catalog.label(metric),
             "group": "accuracy" if metric in _ACCURACY_GROUP else metric,
             "lookup": (variant, method, metric),
-            "scale": display_scale(metric),
+            "scale": catalog.display_scale(metric),
         }
         for metric in metrics
     ]
@@ -467,10 +456,10 @@ def intervals_table(
     index = df.set_index(["variant", "method", "metric", "task"])
     rows, keys = [], []
     for metric in metrics:
-        scale = display_scale(metric)
+        scale = catalog.display_scale(metric)
         for method in methods:
             rows.append([_interval_cell(index, (variant, method, metric, task), scale, decimals) for task in tasks])
-            keys.append((metric_label(metric), method_label(method)))
+            keys.append((catalog.label(metric), method_label(method)))
     return _keyed_table(rows, keys, ("Metric", "Method"), tasks, "intervals")
 
 
@@ -503,7 +492,10 @@ def orders_table(
     for method in methods:
         for metric, what in ORDER_ROWS:
             rows.append(
-                [_interval_cell(index, (method, metric, task), display_scale(metric), decimals) for task in tasks]
+                [
+                    _interval_cell(index, (method, metric, task), catalog.display_scale(metric), decimals)
+                    for task in tasks
+                ]
             )
             keys.append((method_label(method), what))
     n_orders = sorted({int(n) for n in df["n_orders"].dropna()}) if "n_orders" in df.columns else []
@@ -522,7 +514,7 @@ def k_sweep_table(
     cells: rows (metric, "group, k = n") in increasing k, columns tasks."""
     members = sorted({(r["group"], int(r["k"]), r["method"]) for r in sweep})
     table = intervals_table(summary, model, variant, [m for _, _, m in members], metrics)
-    keys = [(metric_label(metric), f"{group}, k = {k}") for metric in metrics for group, k, _ in members]
+    keys = [(catalog.label(metric), f"{group}, k = {k}") for metric in metrics for group, k, _ in members]
     table.index = pd.MultiIndex.from_tuples(keys, names=["Metric", "Method"])
     table.attrs["table"] = "k_sweep"
     return table
@@ -550,7 +542,7 @@ def comparisons_table(
     pairs = list(dict.fromkeys(zip(df["method"], df["baseline"])))
     rows, keys = [], []
     for metric in metrics:
-        scale = display_scale(metric)
+        scale = catalog.display_scale(metric)
         for method, baseline in pairs:
             cells = []
             for task in tasks:
@@ -567,7 +559,7 @@ def comparisons_table(
                     text += SIGNIFICANT_MARK
                 cells.append(text)
             rows.append(cells)
-            keys.append((metric_label(metric), f"{method_label(method)} − {method_label(baseline)}"))
+            keys.append((catalog.label(metric), f"{method_label(method)} − {method_label(baseline)}"))
     notes = [
         f"{SIGNIFICANT_MARK} p < {significance:g}, two-sided paired sign-flip test over examples "
         f"(per-example differences averaged over seeds); [{percent(ci_level)} bootstrap interval]"
@@ -639,7 +631,7 @@ def reproduction_table(cells: pd.DataFrame, n_published: int, *, ci_level: float
         if c.run_method != c.method:
             setting += f" (run: {c.run_method})"
         task = f"Average ({c.n_tasks} tasks)" if c.task == "average" else task_label(c.task)
-        keys.append((f"{c.paper} {c.table}", metric_label(c.metric), setting, task))
+        keys.append((f"{c.paper} {c.table}", catalog.label(c.metric), setting, task))
     index = pd.MultiIndex.from_tuples(keys, names=["Source", "Metric", "Setting", "Task"]) if keys else None
     table = pd.DataFrame(
         rows,

@@ -19,15 +19,6 @@ def test_variant_names_in_headings_and_in_text():
     assert names.variant_label("some_variant", in_text=True) == "some variant"
 
 
-def test_metric_names_in_tables_and_figures():
-    assert names.metric_label("simam_delta") == "SimAM_delta"
-    assert names.figure_metric_label("simam_delta") == r"SimAM$_\Delta$"
-    # a legend's short accuracy name is spelled out on an axis of its own
-    assert names.figure_metric_label("acc_ft") == "FT" and names.axis_label("acc_ft") == "FT accuracy (%)"
-    assert names.axis_label("alpha") == r"$\alpha$"
-    assert names.metric_label("n_f2t") == names.figure_metric_label("n_f2t") == "n_f2t"  # unnamed: as is
-
-
 def test_task_and_method_names():
     assert names.task_label("agnews") == "AGNews" and names.task_label("rte") == "rte"
     assert names.method_label("lcgd") == "LCGD" and names.method_label("gd_x2") == "GD_X2"

@@ -13,7 +13,7 @@ import yaml
 
 from icl_gd import plan
 from icl_gd.config import validation
-from icl_gd.metrics import claim_tests, claims, inference, resampling, scoring, statistics, units
+from icl_gd.metrics import catalog, claim_tests, claims, inference, resampling, scoring, statistics
 from icl_gd.report import claims_text, outputs, published, render, tables
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -45,7 +45,7 @@ def test_every_published_row_names_what_the_workflow_computes():
     # the data statistics are columns of the workflow's data statistics
     import inspect
 
-    stats = table[~table["metric"].isin(published.RUN_METRICS)]
+    stats = table[~table["metric"].isin(catalog.published())]
     assert set(stats["metric"]) == set(published.DATA_STATISTICS)
     source = inspect.getsource(statistics.data_statistics)
     assert all(f'"{column}":' in source for column in published.DATA_STATISTICS.values())
@@ -61,7 +61,7 @@ def test_every_published_row_names_what_the_workflow_computes():
     }
     # units say what a number counts
     assert set(stats["unit"]) == {"examples", "characters"}
-    assert set(table[table["metric"].isin(published.RUN_METRICS)]["unit"]) == {"percent", "score"}
+    assert set(table[table["metric"].isin(catalog.published())]["unit"]) == {"percent", "score"}
 
 
 def test_the_printed_averages_are_the_means_of_their_rows():
@@ -362,7 +362,7 @@ def test_order_sensitivity_reads_in_points_as_the_orders_table_shows_it():
     claim = next(c for c in claims.CLAIMS if c.id == "shen-order-sensitivity")
     tests = claim_tests.evaluate_claims(runs, {"gd": "gd"}, n_boot=400, claims=(claim,))
     # fractions read in points; Rec2FTP is held in percent already, so not scaled again
-    assert units.in_percent("acc_icl") and units.in_percent("jaccard_all") and not units.in_percent("rec2ftp")
+    assert catalog.in_percent("acc_icl") and catalog.in_percent("jaccard_all") and not catalog.in_percent("rec2ftp")
     assert (tests["unit"] == "points").all() and set(tests["verdict"]) == {"supported"}
     assert tests.set_index("task").loc["sst2", "difference"] == pytest.approx(40.0)
     shown = claims_text.claims_table(tests, "m", {"gd": "gd"})

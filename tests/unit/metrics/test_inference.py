@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from icl_gd.metrics import inference, resampling, units
+from icl_gd.metrics import inference, resampling
 
 
 def _shared_replicates(values: np.ndarray, n_boot: int, rng) -> tuple[np.ndarray, np.ndarray]:
@@ -86,14 +86,6 @@ def test_the_interval_holds_its_level_with_three_seeds(design):
         low, high = inference.crossed_interval(design(rng, 3, 100), level=0.95, n_boot=1000, rng=rng)
         covered += low <= 0.0 <= high
     assert covered / sims >= 0.90
-
-
-def test_every_score_has_a_smallest_effect_of_interest():
-    assert set(units.RANGES) <= set(inference.MARGINS)
-    assert inference.margin("acc_icl") == 0.01 and inference.margin("rec2ftp") == 1.0
-    assert inference.margin("simaou_norm_f2t") == 0.01
-    with pytest.raises(KeyError, match="MARGINS"):
-        inference.margin("a_new_score")
 
 
 def test_needed_seeds_give_the_power_they_promise():

@@ -16,7 +16,7 @@ import pytest  # noqa: E402
 
 from icl_gd.activations import cache  # noqa: E402
 from icl_gd.activations.cache import RunCache  # noqa: E402
-from icl_gd.metrics import comparisons, formulas, resampling, scoring, statistics, units
+from icl_gd.metrics import catalog, comparisons, formulas, resampling, scoring, statistics
 
 TMP = tempfile.mkdtemp(prefix="test_scoring-")  # the hand-made caches (memory-mapped while the tests run)
 
@@ -418,10 +418,10 @@ def test_seed_mean_intervals_stay_within_what_the_score_can_take():
     acc = table[(table.metric == "acc_icl") & table.layer.isna()].iloc[0]
     assert acc.ci_low == 0.0 and acc.ci_high == 1.0
     assert acc["between"] > 0
-    assert (table.ci_low >= table.metric.map(lambda m: units.metric_range(m)[0])).all()
-    assert (table.ci_high <= table.metric.map(lambda m: units.metric_range(m)[1])).all()
+    assert (table.ci_low >= table.metric.map(lambda m: catalog.value_range(m)[0])).all()
+    assert (table.ci_high <= table.metric.map(lambda m: catalog.value_range(m)[1])).all()
     names = set(scoring.bootstrap_scores(base, np.ones((1, n))))
-    assert not {m for m in names if units.metric_range(m) == (-np.inf, np.inf)}, "a score without a range"
+    assert not {m for m in names if catalog.value_range(m) == (-np.inf, np.inf)}, "a score without a range"
 
 
 def _shifted(ex: scoring.RunExamples, method: str, shift: float, seed: int | None = None) -> scoring.RunExamples:

@@ -796,7 +796,7 @@ def test_lr_sweep_figure():
     texts = [t.get_text() for t in fig.legends[0].get_texts()]
     assert texts[:2] == ["SST2", "CB"] and texts[-1].startswith("Random SimAOU")
     figures.plt.close(fig)
-    # one percent rule (metrics.units): a Jaccard index or an order share is drawn in percent,
+    # one percent rule (the metric catalog): a Jaccard index or an order share is drawn in percent,
     # as the tables show it, not only an accuracy
     rows = [
         dict(_summary_row("trained", t, m, "jaccard_all", 0.25), ci_low=0.2, ci_high=0.3)

@@ -13,14 +13,13 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
 from icl_gd.common.names import (
-    axis_label,
-    figure_metric_label,
     method_label,
     order_tasks,
     percent,
     task_label,
     variant_label,
 )
+from icl_gd.metrics import catalog
 from icl_gd.metrics import claims as claims_module
 from icl_gd.report import claims_text
 from icl_gd.report.figures.base import (
@@ -30,20 +29,6 @@ from icl_gd.report.figures.base import (
 
 # ------------------------------------------------------------------------------ reproduction
 
-_REPRODUCTION_METRICS = (
-    "acc_zsl",
-    "acc_icl",
-    "acc_ft",
-    "jaccard_all",
-    "jaccard_correct",
-    "jaccard_incorrect",
-    "simaou",
-    "simaou_norm",
-    "simaou_random",
-    "simam_before",
-    "simam_after",
-    "simam_delta",
-)
 _CELL_MARKERS = {
     ("trained", "gd"): "o",
     ("trained", "lcgd"): "s",
@@ -57,7 +42,7 @@ def reproduction_figure(cells: pd.DataFrame, model: str, *, ci_level: float = 0.
     """Published (x) against this run (y), one panel per metric, one point per published cell the
     run covers (``published.reproduction``): colour the task, marker the variant and method; the
     published ± as a horizontal bar, the run's interval as a vertical one; the identity line."""
-    metrics = [m for m in _REPRODUCTION_METRICS if m in set(cells["metric"])]
+    metrics = [m for m in catalog.shown_in("reproduction") if m in set(cells["metric"])]
     metrics += sorted(set(cells["metric"]) - set(metrics))
     n = max(len(metrics), 1)
     ncols = min(n, 4)
@@ -91,9 +76,9 @@ def reproduction_figure(cells: pd.DataFrame, model: str, *, ci_level: float = 0.
         ax.set_ylim(low - pad, high + pad)
         percent_unit = df["unit"].iloc[0] == "percent"
         ax.set_title(
-            axis_label(metric)
+            catalog.axis_label(metric)
             if metric.startswith("acc_")
-            else figure_metric_label(metric) + (" (%)" if percent_unit else ""),
+            else catalog.figure_label(metric) + (" (%)" if percent_unit else ""),
             fontsize=10,
         )
         ax.set_xlabel("published")

@@ -12,7 +12,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from icl_gd.common.names import method_label, order_tasks, percent, task_label, variant_label
-from icl_gd.metrics.units import display_scale
+from icl_gd.metrics import catalog
 from icl_gd.report.figures.base import (
     error_note,
     grouped_bars,
@@ -100,9 +100,15 @@ def orders_figure(
 
     def series(label, color, method, metric):
         rows = {t: df[(df["task"] == t) & (df["method"] == method) & (df["metric"] == metric)] for t in tasks}
-        mean = np.array([display_scale(metric) * r["mean"].iloc[0] if len(r) else np.nan for r in rows.values()])
-        low = np.array([display_scale(metric) * r["ci_low"].iloc[0] if len(r) else np.nan for r in rows.values()])
-        high = np.array([display_scale(metric) * r["ci_high"].iloc[0] if len(r) else np.nan for r in rows.values()])
+        mean = np.array(
+            [catalog.display_scale(metric) * r["mean"].iloc[0] if len(r) else np.nan for r in rows.values()]
+        )
+        low = np.array(
+            [catalog.display_scale(metric) * r["ci_low"].iloc[0] if len(r) else np.nan for r in rows.values()]
+        )
+        high = np.array(
+            [catalog.display_scale(metric) * r["ci_high"].iloc[0] if len(r) else np.nan for r in rows.values()]
+        )
         return {
             "label": label,
             "color": color,

@@ -15,14 +15,12 @@ from matplotlib.patches import Patch
 from matplotlib.ticker import MaxNLocator
 
 from icl_gd.common.names import (
-    axis_label,
-    figure_metric_label,
     method_label,
     order_tasks,
     task_label,
     variant_label,
 )
-from icl_gd.metrics.units import display_scale
+from icl_gd.metrics import catalog
 from icl_gd.report.figures.base import (
     CHANGE_COLORS,
     CHANGE_PARTS,
@@ -140,12 +138,12 @@ def per_layer_figure(
                     color="0.45",
                     ls="--",
                     lw=1.1,
-                    label=figure_metric_label(baseline),
+                    label=catalog.figure_label(baseline),
                 )
                 handles.setdefault(line.get_label(), line)
         if not drawn:
             no_data(ax)
-        ax.set_ylabel(figure_metric_label(metric))
+        ax.set_ylabel(catalog.figure_label(metric))
         style_axes(ax)
     axes[-1].set_xlabel("Layer")
     axes[-1].xaxis.set_major_locator(MaxNLocator(integer=True))
@@ -187,9 +185,9 @@ def accuracy_figure(
     fig, ax = plt.subplots(figsize=(max(5.0, 1.1 * len(tasks) + 2.0), 3.9), layout="constrained")
     series = [
         {
-            "label": figure_metric_label(m),
+            "label": catalog.figure_label(m),
             "color": SETTING_COLORS.get(m, f"C{i + 2}"),
-            **series_from(stats, [(t, m) for t in tasks], scale=display_scale(m)),
+            **series_from(stats, [(t, m) for t in tasks], scale=catalog.display_scale(m)),
         }
         for i, m in enumerate(metrics)
     ]
@@ -246,7 +244,7 @@ def alpha_figure(
     used_std, used_ci = grouped_bars(ax, [task_label(t) for t in tasks], series)
     if df.empty:
         no_data(ax)
-    ax.set_ylabel(axis_label("alpha") + " (mean over layers)")
+    ax.set_ylabel(catalog.axis_label("alpha") + " (mean over layers)")
     ax.set_xlabel("Task")
     style_axes(ax)
     if len(methods) > 1:

@@ -13,14 +13,12 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
 from icl_gd.common.names import (
-    axis_label,
-    figure_metric_label,
     method_label,
     order_tasks,
     task_label,
     variant_label,
 )
-from icl_gd.metrics.units import display_scale
+from icl_gd.metrics import catalog
 from icl_gd.report.figures.base import (
     RANDOM_BASELINES,
     dash_ci,
@@ -152,7 +150,7 @@ def _sweep_figure(
     used_std = used_ci = False
     random_lines: dict[str, Line2D] = {}
     for ax, metric in zip(axes, metrics):
-        scale = display_scale(metric)
+        scale = catalog.display_scale(metric)
         drawn = False
         for g, group in enumerate(groups):
             for task in tasks:
@@ -194,7 +192,7 @@ def _sweep_figure(
                         color=task_colors[task],
                         ls=":",
                         lw=1.3,
-                        label=figure_metric_label(baseline),
+                        label=catalog.figure_label(baseline),
                     )
                     random_lines.setdefault(line.get_label(), line)
         if not drawn:
@@ -205,7 +203,7 @@ def _sweep_figure(
         else:
             ax.set_xscale("log")
         ax.set_xlabel(_SWEEP_AXES[x][0])
-        ax.set_ylabel(axis_label(metric) + (" (mean over layers)" if scale == 1.0 else ""))
+        ax.set_ylabel(catalog.axis_label(metric) + (" (mean over layers)" if scale == 1.0 else ""))
         style_axes(ax, grid_axis="both")
     handles = [Line2D([], [], color=task_colors[t], lw=2, label=task_label(t)) for t in tasks]
     if len(groups) > 1:
@@ -267,7 +265,7 @@ def models_figure(
     used_std = used_ci = False
     handles: dict[str, object] = {}
     for ax, metric in zip(axes, metrics):
-        scale = display_scale(metric)
+        scale = catalog.display_scale(metric)
         ax.axhline(0.0, color="0.6", lw=0.8)
         series = [
             {
@@ -292,10 +290,10 @@ def models_figure(
                         color="0.45",
                         ls="--",
                         lw=1.2,
-                        label=figure_metric_label(baseline),
+                        label=catalog.figure_label(baseline),
                     )
                     handles.setdefault(line.get_label(), line)
-        ax.set_ylabel(axis_label(metric) + ("\n(mean over layers)" if scale == 1.0 else ""))
+        ax.set_ylabel(catalog.axis_label(metric) + ("\n(mean over layers)" if scale == 1.0 else ""))
         style_axes(ax)
     axes[-1].set_xlabel("Model")
     bar_handles = [Patch(facecolor=colors[m], label=method_label(m)) for m in methods]

@@ -1,0 +1,190 @@
+"""Every run-level score, one row each: what it is, what it can take, how it is shown, the smallest
+difference of interest, where it appears and whether the papers print it. Every list of metrics
+the package uses is read from here (:func:`names`, :func:`shown_in`, ...), at the time it is used,
+so that adding a metric is one row here plus its formula (``metrics/formulas.py``, or a ratio of
+per-example sums in ``metrics/scoring.py``), and a test can add one to a catalog of its own
+(:func:`extended`) and see it reach a table.
+
+Kinds, and what follows from each:
+
+- ``share``: a share of examples (an accuracy, a Jaccard index, the share of predictions an
+  order changes), held as a fraction in [0, 1] and shown in percent (x100; a difference in points);
+- ``percent``: held in percent already (Rec2FTP);
+- ``cosine``: a cosine similarity in [-1, 1] (SimAOU, SimAM, alpha), or a difference of two (SimAM_delta);
+- ``divergence``: a divergence between two label distributions in nats (KL), or TV in [0, 1].
+
+Margins (the smallest effect of interest, in the units the metric tables hold a score): shares 1
+point, a difference the papers would not print as one (they discuss 5 to 20 points) and one
+example in a hundred; cosines 0.01, the difference paper 001's Table 1 calls a tie; KL 0.01 nats,
+the same hundredth. Computed as (``computed``): ``ratio`` of per-example sums, ``mean`` of one value
+per example, or ``similarity`` per example and layer (its layer mean is the run's score).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import numpy as np
+
+KINDS = ("share", "percent", "cosine", "divergence")
+
+
+@dataclass(frozen=True)
+class Metric:
+    name: str
+    kind: str  # one of KINDS
+    computed: str  # ratio | mean | similarity
+    label: str  # plain text: tables, claims, logs
+    low: float = -np.inf  # the values it can take, in the units the metric tables hold it
+    high: float = np.inf
+    margin: float = 0.01  # smallest effect of interest, in the same units
+    figure_label: str | None = None  # mathtext, for figure panels and legends (default: its name)
+    axis_label: str | None = None  # a figure axis that shows it alone
+    shown_in: tuple[str, ...] = ()  # the tables and figures that list it, in their row order (rank below)
+    published: bool = False  # the papers print it: docs/published.csv may name it
+    rank: dict = field(default_factory=dict)  # table -> position, where a table orders rows its own way
+
+    @property
+    def scale(self) -> float:
+        """The factor from a metric table's value to what tables, claims and figures show."""
+        return 100.0 if self.kind == "share" else 1.0
+
+
+def _share(name, label, computed="ratio", **kw) -> Metric:
+    return Metric(name, "share", computed, label, 0.0, 1.0, 0.01, **kw)
+
+
+def _cosine(name, label, **kw) -> Metric:
+    return Metric(name, "cosine", "similarity", label, -1.0, 1.0, 0.01, **kw)
+
+
+CATALOG: tuple[Metric, ...] = (
+    _share("acc_zsl", "ZSL Accuracy (%)", figure_label="ZSL", axis_label="ZSL accuracy (%)",
+           shown_in=("accuracy", "reproduction"), published=True),
+    _share("acc_icl", "ICL Accuracy (%)", figure_label="ICL", axis_label="ICL accuracy (%)",
+           shown_in=("accuracy", "reproduction"), published=True, rank={"accuracy": 2}),
+    _share("acc_ft", "FT Accuracy (%)", figure_label="FT", axis_label="FT accuracy (%)",
+           shown_in=("accuracy", "reproduction"), published=True, rank={"accuracy": 1}),
+    Metric("rec2ftp", "percent", "ratio", "Rec2FTP (%)", 0.0, 100.0, 1.0, shown_in=("accuracy",), published=True,
+           rank={"accuracy": 7}),
+    _share("jaccard_all", "Jaccard Index (%)", figure_label="Jaccard index",
+           shown_in=("accuracy", "reproduction"), published=True),
+    _share("jaccard_correct", "Jaccard - Correct (%)", figure_label="Jaccard index (correct changes)",
+           shown_in=("accuracy", "reproduction"), published=True),
+    _share("jaccard_incorrect", "Jaccard - Incorrect (%)", figure_label="Jaccard index (incorrect changes)",
+           shown_in=("accuracy", "reproduction"), published=True),
+    Metric("kl_icl_ft", "divergence", "mean", "KL(ICL || FT)", 0.0, np.inf, 0.01, r"KL(ICL$\,\|\,$FT)"),
+    Metric("kl_icl_zsl", "divergence", "mean", "KL(ICL || ZSL)", 0.0, np.inf, 0.01, r"KL(ICL$\,\|\,$ZSL)"),
+    Metric("tv_icl_ft", "divergence", "mean", "TV(ICL, FT)", 0.0, 1.0, 0.01, "TV(ICL, FT)"),
+    _share("order_changed_icl", "ICL predictions changed across orders (%)", "mean",
+           figure_label="ICL: predictions changed across orders", shown_in=("orders",)),
+    _share("order_changed_ft", "FT predictions changed across orders (%)", "mean",
+           figure_label="FT: predictions changed across orders", shown_in=("orders",)),
+    Metric("order_change_gap", "share", "mean", "ICL minus FT predictions changed across orders (%)", -1.0, 1.0, 0.01,
+           shown_in=("orders",)),
+    _cosine("simaou", "SimAOU", figure_label="SimAOU", shown_in=("reproduction",), published=True),
+    _cosine("simaou_norm", "SimAOU_norm", figure_label=r"SimAOU$_\mathrm{norm}$", shown_in=("reproduction",),
+            published=True),
+    _cosine("simaou_random", "Random SimAOU", figure_label="Random SimAOU (reference, uniform $r$)",
+            shown_in=("reproduction",), published=True),
+    _cosine("simaou_random_gaussian", "Random SimAOU (Gaussian)", figure_label="Random SimAOU (Gaussian $r$)"),
+    _cosine("simam_before", "SimAM_before", figure_label="SimAM (before FT)", shown_in=("reproduction",),
+            published=True),
+    _cosine("simam_after", "SimAM_after", figure_label="SimAM (after FT)", shown_in=("reproduction",), published=True),
+    Metric("simam_delta", "cosine", "similarity", "SimAM_delta", -2.0, 2.0, 0.01, r"SimAM$_\Delta$",
+           shown_in=("reproduction",), published=True),
+    _cosine("alpha", "alpha", figure_label=r"$\alpha$", published=True),
+)  # fmt: skip
+
+_active: list[tuple[Metric, ...]] = [CATALOG]
+
+
+def catalog() -> tuple[Metric, ...]:
+    """The metrics in use: :data:`CATALOG`, or a test's (:func:`extended`)."""
+    return _active[-1]
+
+
+@contextlib.contextmanager
+def extended(*metrics: Metric) -> Iterator[tuple[Metric, ...]]:
+    """Within the block, the catalog holds ``metrics`` too (after the others)."""
+    _active.append(catalog() + tuple(metrics))
+    try:
+        yield catalog()
+    finally:
+        _active.pop()
+
+
+def get(name: str) -> Metric | None:
+    """A score's row (a score on the f2t subset as its own), or None."""
+    name = name.removesuffix("_f2t")
+    return next((m for m in catalog() if m.name == name), None)
+
+
+def names(*, kind: str | None = None, computed: str | None = None) -> tuple[str, ...]:
+    """The metrics' names in catalog order, of one kind or way of computing where given."""
+    return tuple(
+        m.name for m in catalog() if (kind is None or m.kind == kind) and (computed is None or m.computed == computed)
+    )
+
+
+def shown_in(table: str) -> tuple[str, ...]:
+    """The metrics a table or figure lists, in its row order: catalog order unless a row says its rank."""
+    rows = [m for m in catalog() if table in m.shown_in]
+    order = {m.name: m.rank.get(table, i) for i, m in enumerate(rows)}
+    return tuple(sorted(order, key=lambda n: (order[n], [r.name for r in rows].index(n))))
+
+
+def published() -> frozenset[str]:
+    """The run-level scores a published cell may name."""
+    return frozenset(m.name for m in catalog() if m.published)
+
+
+def in_percent(metric: str) -> bool:
+    """Whether a score is shown in percent (a share of examples)."""
+    found = get(metric)
+    return found is not None and found.kind == "share"
+
+
+def display_scale(metric: str) -> float:
+    """The factor from a metric table's value to what tables, claims and figures show: 100 for a
+    share of examples (percent, or points for a difference), 1 otherwise."""
+    found = get(metric)
+    return found.scale if found is not None else 1.0
+
+
+def value_range(metric: str) -> tuple[float, float]:
+    """(lowest, highest) value a score can take; unbounded for a metric not in the catalog."""
+    found = get(metric)
+    return (found.low, found.high) if found is not None else (-np.inf, np.inf)
+
+
+def margin(metric: str) -> float:
+    """The smallest effect of interest of a score, in the units the metric tables hold it."""
+    found = get(metric)
+    if found is None:
+        raise KeyError(f"{metric}: not in the metric catalog; add its row to icl_gd/metrics/catalog.py")
+    return found.margin
+
+
+def label(metric: str) -> str:
+    """Plain-text name of a metric ("simaou_norm" -> "SimAOU_norm")."""
+    found = get(metric)
+    return found.label if found is not None and not metric.endswith("_f2t") else metric
+
+
+def figure_label(metric: str) -> str:
+    """Mathtext name of a metric in a figure ("simam_delta" -> "SimAM$_\\Delta$")."""
+    found = get(metric)
+    if found is None or metric.endswith("_f2t"):
+        return metric
+    return found.figure_label or metric
+
+
+def axis_label(metric: str) -> str:
+    """A figure axis showing ``metric`` ("acc_ft" -> "FT accuracy (%)")."""
+    found = get(metric)
+    if found is None or metric.endswith("_f2t") or not found.axis_label:
+        return figure_label(metric)
+    return found.axis_label
