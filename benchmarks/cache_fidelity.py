@@ -22,11 +22,11 @@ from pathlib import Path
 import numpy as np
 from precision import SCHEMA, add_model_and_data, model_folder, stored_as, task_files
 
-from icl_gd import plan
 from icl_gd.activations import cache, extract
 from icl_gd.config import resolve as cfg
 from icl_gd.config import validation
 from icl_gd.metrics import scoring
+from icl_gd.planning import plan
 
 SIMILARITIES = ("simaou", "simaou_norm", "simam_before", "simam_after", "simam_delta", "alpha")
 

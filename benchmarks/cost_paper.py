@@ -11,8 +11,8 @@ is an assumption, printed with the result:
 - the work: every job's FLOPs as ``icl_gd.activations.work`` counts them, from the model's shape
   (``SHAPES``: the public configs of the fairseq dense 1.3B and the Pythia suite) and each task's
   prompt length from paper 001 Table 3 (characters / 4 plus the template's words, as
-  ``benchmarks/disk.py``); a demonstration is a query plus its label word;
-- the rate and the rest: ``icl_gd.cost.on_device`` with the device's figures (``cost.DEVICES``:
+  ``benchmarks/disk_from_shape.py``); a demonstration is a query plus its label word;
+- the rate and the rest: ``icl_gd.planning.cost.on_device`` with the device's figures (``cost.DEVICES``:
   the H100's and H200's measured on such a GPU, the A100's the H100's scaled by the memories'
   bandwidths; each printed with its source), every job started as a SLURM job starts (torch's
   imports, no warm worker), its checkpoint taken as float32 (the largest a load reads: the
@@ -39,10 +39,10 @@ from types import SimpleNamespace
 
 import yaml
 
-from icl_gd import cost, plan
 from icl_gd.activations import work
 from icl_gd.config import resolve as cfg
 from icl_gd.config import validation
+from icl_gd.planning import cost, plan
 from icl_gd.report.outputs import PUBLISHED
 from icl_gd.report.published import read_published
 
@@ -82,7 +82,7 @@ def main() -> None:
     parser.add_argument("config")
     parser.add_argument("--device", choices=sorted(cost.DEVICES), default="A100")
     parser.add_argument("--gpus", type=int, default=1)
-    # each option overrides one of the device's scalar figures (icl_gd.cost.Device's defaults, measured)
+    # each option overrides one of the device's scalar figures (icl_gd.planning.cost.Device's defaults, measured)
     for option, field, unit in ASSUMPTIONS:
         default = getattr(cost.Device, field)
         parser.add_argument(option, dest=field, type=float, help=f"{unit} (default {default:g})")

@@ -20,7 +20,7 @@ their deviations shrunk), for what the new one costs in width. Designs (n = 100 
   sigmoid(v_i) the same in every seed (ZSL has no demonstrations), u_s ~ N(0, 0.5), v_i ~ N(0, 1.5);
   a - b is ICL's accuracy minus ZSL's, its truth by quadrature.
 
-``--claims`` also runs the binary design end to end through ``claim_tests.evaluate_claims`` on hand-made
+``--claims`` also runs the binary design end to end through ``claim_testing.evaluate_claims`` on hand-made
 runs (six tasks of three seeds a simulation: each task's interval at 99.17% under "on every task",
 the mean over tasks at 95%). Prints coverage and median width per design, seeds and level, and
 whether each meets the goal (95%: within [0.93, 0.99]; 99.17%: at least 0.985).
@@ -130,13 +130,13 @@ def simulate(job) -> dict:
 
 
 def claims_end_to_end(sims: int, n: int, seed: int) -> dict:
-    """The binary design through claim_tests.evaluate_claims: per simulation six tasks of three seeds."""
-    from icl_gd.metrics import claim_tests, claims, scoring
+    """The binary design through claim_testing.evaluate_claims: per simulation six tasks of three seeds."""
+    from icl_gd.metrics import claim_definitions, claim_testing, scoring
 
     truth = binary_truth()
     rng = np.random.default_rng(seed)
     tasks = ("sst2", "sst5", "mr", "subj", "agnews", "cb")
-    claim = claims.Claim(
+    claim = claim_definitions.Claim(
         "icl-zsl",
         "003",
         "Table 1",
@@ -146,7 +146,7 @@ def claims_end_to_end(sims: int, n: int, seed: int) -> dict:
         +1,
         "every",
     )
-    mean = claims.Claim("icl-zsl-mean", "003", "Table 1", "ICL above ZSL", claim.a, claim.b, +1, "mean")
+    mean = claim_definitions.Claim("icl-zsl-mean", "003", "Table 1", "ICL above ZSL", claim.a, claim.b, +1, "mean")
     task_hits = mean_hits = 0
     for _ in range(sims):
         runs = []
@@ -166,12 +166,12 @@ def claims_end_to_end(sims: int, n: int, seed: int) -> dict:
                         similarities={},
                     )
                 )
-        tests = claim_tests.evaluate_claims(
+        tests = claim_testing.evaluate_claims(
             runs, {"gd": "gd"}, n_boot=1000, claims=(claim, mean), seed=int(rng.integers(2**31))
         )
-        per_task = tests[(tests["claim"] == "icl-zsl") & (tests["task"] != claims.MEAN)]
+        per_task = tests[(tests["claim"] == "icl-zsl") & (tests["task"] != claim_definitions.MEAN)]
         task_hits += int(((per_task["ci_low"] <= 100 * truth) & (100 * truth <= per_task["ci_high"])).sum())
-        row = tests[(tests["claim"] == "icl-zsl-mean") & (tests["task"] == claims.MEAN)].iloc[0]
+        row = tests[(tests["claim"] == "icl-zsl-mean") & (tests["task"] == claim_definitions.MEAN)].iloc[0]
         mean_hits += int(row["ci_low"] <= 100 * truth <= row["ci_high"])
     return {"each task at 99.17% (every task)": task_hits / (6 * sims), "mean over tasks at 95%": mean_hits / sims}
 
@@ -197,7 +197,7 @@ def main() -> None:
         type=int,
         default=0,
         metavar="SIMS",
-        help="also run the binary design through claim_tests.evaluate_claims this many times",
+        help="also run the binary design through claim_testing.evaluate_claims this many times",
     )
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--seed", type=int, default=47)

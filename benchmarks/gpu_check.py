@@ -345,7 +345,7 @@ def summary(args) -> int:
         keep = [line for line in text.splitlines() if re.match(r"^(\d+ wheels|\d+ requirements|  |versions)", line)]
         lines += ["  " + line.strip() for line in keep[:12]] or ["  " + x for x in tail_error(scratch / "install.txt")]
 
-    part = head("extract", "extraction benchmark (benchmarks/extract.py)")
+    part = head("extract", "extraction benchmark (benchmarks/extraction_speed.py)")
     if part:
         text = (out / "extract.txt").read_text(errors="replace") if (out / "extract.txt").exists() else ""
         rows = text.splitlines()

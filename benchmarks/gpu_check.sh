@@ -11,7 +11,7 @@
 # own, a part that fails or runs out of time reported and the next one run all the same:
 #   install   the carried wheels into /tmp/site (pip --target; PYTHONPATH=/tmp/site:src), then
 #             every requirement of the wheels and of the project against what Python then imports
-#   extract   python benchmarks/extract.py --shape 1.3b --dtype bfloat16 --device cuda
+#   extract   python benchmarks/extraction_speed.py --shape 1.3b --dtype bfloat16 --device cuda
 #             --examples 256 --naive-examples 8 --batch-size 64 --train-steps 8
 #   estimate  snakemake cost_estimate --configfile configs/benchmark-1.3b.yaml
 #             --config cost_device=<the GPU's, where the schema names it, else H100>; per-job table
@@ -76,7 +76,7 @@ part() {
         "$GC_PY" benchmarks/gpu_check.py deps
         ;;
     extract)
-        "$GC_PY" benchmarks/extract.py "${EXTRACT_ARGS[@]}"
+        "$GC_PY" benchmarks/extraction_speed.py "${EXTRACT_ARGS[@]}"
         ;;
     estimate)
         "$GC_PY" -m snakemake cost_estimate --cores "$GC_CORES" -s "$REPO/Snakefile" --directory "$GC_WORK" \

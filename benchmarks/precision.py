@@ -40,13 +40,13 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import numpy as np  # noqa: E402
 import yaml  # noqa: E402
 
-from icl_gd import plan
 from icl_gd.activations import cache, extract  # noqa: E402
 from icl_gd.config import resolve as cfg
 from icl_gd.config import validation
 from icl_gd.data import sources, twins
 from icl_gd.metrics import formulas, scoring
 from icl_gd.models import loading
+from icl_gd.planning import plan
 
 REPO = Path(__file__).resolve().parents[1]
 COMPARED = ("simaou", "simaou_norm", "simam_delta")

@@ -5,7 +5,7 @@ per GD, LCGD and linearized step, under torch.profiler.
     python benchmarks/step_profile.py --before 1f624a9                  # the same counts of an older training.py beside
     python benchmarks/step_profile.py --shape 1.3b --dtype bfloat16 --device cuda --kinds gd,lcgd,linearized --steps 5
 
-A randomly initialised GPT-2 (or XGLM) of the chosen shape (``extract.py``'s ``build``), one sequence of ``--tokens``
+A randomly initialised GPT-2 (or XGLM) of the chosen shape (``extraction_speed.py``'s ``build``), one sequence of ``--tokens``
 random ids per step (the length of one of the protocol's demonstrations), ``training.finetune``
 at learning rate 0 (every step sees the same weights). The per-step figures are the difference of
 two profiled ``finetune`` calls of ``--steps`` and 2 x ``--steps`` steps, divided by ``--steps``:
@@ -35,7 +35,7 @@ from pathlib import Path
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import torch  # noqa: E402
-from extract import SHAPES, build  # noqa: E402
+from extraction_speed import SHAPES, build  # noqa: E402
 from torch.profiler import ProfilerActivity, profile  # noqa: E402
 
 from icl_gd.activations import training  # noqa: E402

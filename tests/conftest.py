@@ -203,8 +203,8 @@ def sentences(tokenizer) -> list[list[int]]:
 def run_extraction(config: dict, *, task: str, seed: int, setting: str, **kwargs):
     """One extraction job as the workflow runs it: the run spec planned from ``config``, executed
     with the config's device and batch size."""
-    from icl_gd import plan
     from icl_gd.activations import extract
+    from icl_gd.planning import plan
 
     return extract.run(
         plan.run_spec(config, task, setting, seed),

@@ -8,10 +8,10 @@ Its subpackages follow the workflow's stages, and import one way, down this list
 * ``config``      -- a config resolved into task and run specs, and validated.
 * ``models``      -- loading from the hub, local folders and GGUF; variants; the built-in model.
 * ``activations`` -- recording hooks, finetuning, one extraction job, the activation cache.
+* ``planning``    -- before a run: its plan, what its caches and jobs will take, the jobs' requests.
 * ``metrics``     -- the papers' metrics (pure numpy), resampling, inference, scores, claims' tests.
-* ``report``      -- tables, figures, the claims' text, the first page, the published numbers.
+* ``report``      -- tables, figures, the claims' wording, the first page, the published numbers.
 
-``plan`` (what a config runs) and ``disk`` (what its caches will take) read every stage and sit
-on top. Each subpackage's ``__init__`` imports nothing, so that a job imports only what it runs:
-a metric job loads no model code (``tests/unit/test_layering.py``).
+Each subpackage's ``__init__`` imports nothing, so that a job imports only what it runs: a metric
+job loads no model code (``tests/unit/test_layering.py``).
 """

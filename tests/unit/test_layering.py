@@ -1,7 +1,7 @@
 """The package's layering: each subpackage's ``__init__`` says what it may import ("May import:"),
 and every module keeps to it, at the top or inside a function; the stages import one way, with no
-cycle; a metric or report job loads no model code; docs/workflow.md's module table lists every
-module."""
+cycle; every module lies in a stage's subpackage, and no two share a file name; a metric or report
+job loads no model code; docs/workflow.md's module table lists every module."""
 
 from __future__ import annotations
 
@@ -18,7 +18,6 @@ from icl_gd.common.code_versions import imported, module_name
 REPO = Path(__file__).resolve().parents[2]
 PACKAGE = REPO / "src" / "icl_gd"
 SUBPACKAGES = sorted(p.name for p in PACKAGE.iterdir() if (p / "__init__.py").exists())
-TOP_MODULES = sorted(p.stem for p in PACKAGE.glob("*.py") if p.stem != "__init__")
 
 
 def allowed(subpackage: str) -> set[str]:
@@ -32,7 +31,7 @@ def allowed(subpackage: str) -> set[str]:
 
 
 def owner(module: str) -> str:
-    """``icl_gd.metrics.formulas`` -> ``metrics``; a top-level module -> its own name."""
+    """``icl_gd.metrics.formulas`` -> ``metrics``."""
     return module.split(".")[1] if module.count(".") else module
 
 
@@ -70,7 +69,7 @@ def test_a_subpackage_init_imports_nothing(subpackage):
 
 def test_the_stages_import_one_way():
     """The subpackages' permissions form a chain with no cycle: some order puts every subpackage
-    after all it may import (common, data, config, models, activations, metrics, report)."""
+    after all it may import (common, data, config, models, activations, metrics, planning, report)."""
     graph = {s: {owner("icl_gd." + a) for a in allowed(s)} for s in SUBPACKAGES}
     order, left = [], dict(graph)
     while left:
@@ -79,7 +78,7 @@ def test_the_stages_import_one_way():
         order += ready
         for s in ready:
             del left[s]
-    assert order == ["common", "data", "config", "models", "activations", "metrics", "report"]
+    assert order == ["common", "data", "config", "models", "activations", "metrics", "planning", "report"]
 
 
 def test_no_module_imports_in_a_cycle():
@@ -98,11 +97,14 @@ def test_no_module_imports_in_a_cycle():
         visit(module, [])
 
 
-def test_the_top_level_modules_read_the_stages_and_nothing_imports_them():
-    for path in PACKAGE.rglob("*.py"):
-        if path.parent == PACKAGE:
-            continue
-        assert not {t for t in imported(path) if t.removeprefix("icl_gd.") in TOP_MODULES}, path
+def test_every_module_is_in_a_stage_and_no_two_share_a_file_name():
+    """A module's file name says what it holds within its stage, once: ``planning/plan.py``, not a
+    ``plan.py`` at the package's top, and no second ``extract.py`` or ``disk.py`` elsewhere."""
+    assert [p.name for p in PACKAGE.glob("*.py")] == ["__init__.py"]
+    modules = [p for p in PACKAGE.rglob("*.py") if p.name != "__init__.py"]
+    names = [p.name for p in modules]
+    shared = sorted({str(p.relative_to(PACKAGE)) for p in modules if names.count(p.name) > 1})
+    assert not shared, f"modules that share a file name: {shared}"
 
 
 def test_a_metric_or_report_job_loads_no_model_code():

@@ -14,11 +14,11 @@ import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 import yaml  # noqa: E402
 
-from icl_gd import plan
 from icl_gd.activations import cache  # noqa: E402
 from icl_gd.config import resolve as cfg  # noqa: E402
 from icl_gd.config import validation
 from icl_gd.config.resolve import ConfigError  # noqa: E402
+from icl_gd.planning import plan
 from icl_gd.report import figures, outputs, tables
 from tests.conftest import run_extraction  # noqa: E402
 

@@ -104,8 +104,8 @@ def test_slurm_profile_plans_the_workflow_where_slurm_is_absent(tmp_path):
 def write_estimate(workdir: Path, peaks: dict[str, float], seconds: dict[str, float]) -> None:
     """A cost estimate (results/cost_estimate.tsv) of CONFIG's model jobs, as `snakemake
     cost_estimate` writes it, with these peaks (MB) and times (s) per setting."""
-    from icl_gd import plan as plan_
     from icl_gd.config import validation
+    from icl_gd.planning import plan as plan_
 
     schema = yaml.safe_load((REPO / "workflow/schemas/config.schema.yaml").read_text())
     rows = ["rule\tmodel\tvariant\ttask\tseed\torder\tsetting\tpath\tgflop\tseconds\tpeak_mb"]

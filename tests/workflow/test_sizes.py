@@ -12,9 +12,9 @@ import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 import yaml  # noqa: E402
 
-from icl_gd import plan
 from icl_gd.config import validation
 from icl_gd.models import loading
+from icl_gd.planning import plan
 from icl_gd.report import figures  # noqa: E402
 from tests.workflow.test_workflow import REPO, TINY, checkout, snakemake  # noqa: E402
 

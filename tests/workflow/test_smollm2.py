@@ -13,7 +13,7 @@ import pytest  # noqa: E402
 import yaml  # noqa: E402
 
 from icl_gd.activations import cache  # noqa: E402
-from icl_gd.metrics import claims
+from icl_gd.metrics import claim_definitions
 from tests.workflow.test_workflow import REPO, checkout, jobs_planned, snakemake  # noqa: E402
 
 
@@ -94,7 +94,7 @@ def test_smollm2_runs_the_whole_protocol_on_real_text_with_two_seeds(tmp_path):
     assert len(found) == 2 * (5 + 1 + 1)  # seeds x (trained: 5 methods, two baselines: GD)
     assert set(found["method"]) == {"gd", "lcgd", "lcgd_clip", "gd_switched", "gd_linearized"}
     tests = pd.read_csv(workdir / "results/metrics/claims.csv")
-    assert len(set(tests["claim"])) == len(claims.CLAIMS)
+    assert len(set(tests["claim"])) == len(claim_definitions.CLAIMS)
     # every claim has its cells; on 5 examples the Jaccard index is undefined where neither ICL nor FT
     # changes a prediction (shown undefined, or the task incomplete with the seed, not 0), and only its
     # claims may lack a defined task or seed

@@ -18,7 +18,7 @@ import yaml
 from icl_gd.activations import cache
 from icl_gd.common import benchmark, frames
 from icl_gd.config import resolve as cfg
-from icl_gd.metrics import claims, formulas
+from icl_gd.metrics import claim_definitions, formulas
 
 REPO = Path(__file__).resolve().parents[2]
 # what a clone holds that the workflow runs from (the end-to-end test runs in a copy of it, as a
@@ -308,7 +308,7 @@ def test_every_table_agrees_with_the_aggregated_metrics(finished_run):
     assert "Cells covered:" in md and "Model: tiny" in md
     claims_table = _csv(finished_run, "claims")
     verdicts = dict(zip(claims_table["Claim"], claims_table["Verdict"]))
-    assert set(verdicts.values()) <= set(claims.VERDICTS)
+    assert set(verdicts.values()) <= set(claim_definitions.VERDICTS)
     assert all(v == "not run" for c, v in verdicts.items() if "lipp" in c or "False labels" in c)
     assert all(v != "not run" for c, v in verdicts.items() if c.startswith("Layer-causal GD achieves"))
 
@@ -486,7 +486,7 @@ def test_nothing_to_do_after_a_run_and_metric_edits_rerun_only_metrics(finished_
     assert set(planned) == {"task_statistics", "data_statistics", "table", "first_page", "all"}
     assert planned["table"] == 1  # the data table
     # rewording the claims' text remakes the report and tests nothing again
-    planned = planned_after_edit(finished_run, "report/claims_text.py")
+    planned = planned_after_edit(finished_run, "report/claim_wording.py")
     assert set(planned) == {"table", "figure", "first_page", "all"}
     # how a job writes its files changes no result: nothing to do
     assert planned_after_edit(finished_run, "common/atomic.py") == {}
@@ -526,11 +526,15 @@ def test_a_config_edit_reruns_exactly_the_caches_it_changes(finished_run):
 
 @pytest.mark.slow
 def test_an_edit_of_the_planning_reruns_no_extraction_unless_it_changes_a_run_spec(finished_run):
-    """plan.py, config/resolve.py and data/presets.py decide what each job does; what they decide
+    """planning/plan.py, config/resolve.py and data/presets.py decide what each job does; what they decide
     reaches the job as its run spec, which the params trigger compares, so their code is in no
     job's checksum."""
     package = finished_run / "src/icl_gd"
-    plan_py, config_py, presets_py = package / "plan.py", package / "config/resolve.py", package / "data/presets.py"
+    plan_py, config_py, presets_py = (
+        package / "planning/plan.py",
+        package / "config/resolve.py",
+        package / "data/presets.py",
+    )
     originals = {path: path.read_text() for path in (plan_py, config_py, presets_py)}
     assert '"lr": 5e-4,' in originals[presets_py]  # SST-2's protocol rate
     try:
@@ -606,7 +610,7 @@ def test_the_cost_estimate_times_every_path_and_predicts_every_model_job(finishe
     row per model job of the run, each with its counted FLOPs as the job itself counted them."""
     table_path = finished_run / "results/cost_estimate.tsv"
     try:
-        # one pass of the calibration (its repeats: tests/unit/test_cost.py)
+        # one pass of the calibration (its repeats: tests/unit/planning/test_cost.py)
         out = snakemake(finished_run, "--cores", "2", "cost_estimate", "--config", "cost_calibration_s=0").stdout
         assert "timed on this machine" in out and "total:" in out
         table = pd.read_csv(table_path, sep="\t")

@@ -74,7 +74,7 @@ rule finetune_and_extract:
 
 
 # The further orders of a run's demonstrations (config key orders): ICL and the method on the same
-# demonstrations in another order, planned only when orders > 1 (icl_gd/plan.py, order_runs); the
+# demonstrations in another order, planned only when orders > 1 (icl_gd/planning/plan.py, order_runs); the
 # jobs of the run's own rules, with the order in their run spec (run_spec reads the wildcard).
 use rule extract_base as extract_order with:
     output:

@@ -1,6 +1,6 @@
 # Config validation, the code each job executes (its rerun trigger), wildcards, and the warm
 # worker. Each stage's paths and input functions are in workflow/rules/functions/<stage>.smk; what
-# runs and why (the runs, the report's tables and figures, the pairings) is planned in icl_gd/plan.py.
+# runs and why (the runs, the report's tables and figures, the pairings) is planned in icl_gd/planning/plan.py.
 
 import contextlib
 import hashlib
@@ -16,9 +16,9 @@ sys.path.insert(0, str(Path(workflow.basedir) / "src"))  # works before `pip ins
 from icl_gd.config import resolve as cfg
 from icl_gd.data import corpora
 from icl_gd.common import names, runtime, warm
-from icl_gd import plan
+from icl_gd.planning import plan
 from icl_gd.config import validation
-from icl_gd.config import resources as resources_
+from icl_gd.planning import resources as resources_
 from icl_gd.models import origins
 from icl_gd.common import code_versions
 

@@ -142,7 +142,7 @@ rule compare_methods:
         "../scripts/compare_methods.py"
 
 
-# The papers' claims tested on every model of the run (icl_gd/metrics/claims.py): per task the paired
+# The papers' claims tested on every model of the run (icl_gd/metrics/claim_definitions.py): per task the paired
 # difference and its interval, the verdict, and what an inconclusive one would need; their premise,
 # whether the model learns in context on each task (icl_gd/metrics/premise.py), and each claim read
 # again over the tasks where it does.
@@ -225,7 +225,7 @@ rule disk_estimate:
 
 # What the config's model jobs will take, per job and in total, printed and written to
 # results/cost_estimate.tsv: `snakemake --cores all cost_estimate`. Like disk_estimate it needs each
-# model's folder and the tasks' data; it times every path of each model where it runs (icl_gd/cost.py)
+# model's folder and the tasks' data; it times every path of each model where it runs (icl_gd/planning/cost.py)
 # at two small sizes, side by side as the run's jobs, in a minute or two. The model rules' memory
 # and time requests read the table (functions/resources.smk). No declared output, so that naming it
 # always measures anew.

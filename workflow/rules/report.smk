@@ -69,7 +69,7 @@ rule figure:
     wildcard_constraints:
         figure=_names_regex(FIGURES),
     params:
-        code=code_of("figures.py"),
+        code=code_of("figure.py"),
         published=published_version,
         figure=figure_params,
         about=figure_about,
@@ -79,7 +79,7 @@ rule figure:
         "results/logs/figures/{figure}.log",
         benchmark="results/benchmarks/figures/{figure}.tsv",
     script:
-        "../scripts/figures.py"
+        "../scripts/figure.py"
 
 
 # `snakemake figures` renders every figure the config plans.

@@ -1,5 +1,5 @@
 """Print (and log) what the config's model jobs will take, and write the per-job table: each
-model's paths timed on this machine, every job's work counted (icl_gd/cost.py)."""
+model's paths timed on this machine, every job's work counted (icl_gd/planning/cost.py)."""
 
 import sys
 from pathlib import Path
@@ -17,8 +17,8 @@ from icl_gd.common.runtime import claim_gpu, log_to
 terminal = os.fdopen(os.dup(1), "w")  # this rule exists to print: the job's stdout, before the log takes it
 log_to(snakemake.log[0], benchmark=snakemake.log.get("benchmark"), outputs=snakemake.output)
 
-from icl_gd import cost
 from icl_gd.activations.work import DTYPE_BYTES, shape_of
+from icl_gd.planning import cost
 
 claim_gpu(snakemake.config["device"], jobs_per_gpu=snakemake.resources.jobs_per_gpu)
 from icl_gd.common.frames import write_tsv

@@ -16,7 +16,7 @@ from icl_gd.common.runtime import log_to
 terminal = os.fdopen(os.dup(1), "w")  # this rule exists to print: the job's stdout, before the log takes it
 log_to(snakemake.log[0], benchmark=snakemake.log.get("benchmark"), outputs=snakemake.output)
 
-from icl_gd import disk
+from icl_gd.planning import disk
 
 config = snakemake.config
 caches = disk.estimate_from_files(config, snakemake.params.model_dirs, snakemake.params.task_files)

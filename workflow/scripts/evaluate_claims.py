@@ -10,10 +10,10 @@ warm.delegate()  # into the warm worker, where there is one (icl_gd/common/warm.
 from icl_gd.common.runtime import log_to
 
 log_to(snakemake.log[0], benchmark=snakemake.log.get("benchmark"), outputs=snakemake.output)
-from icl_gd.metrics import claim_tests
+from icl_gd.metrics import claim_testing
 
 stats = snakemake.params.statistics
-claim_tests.write_claim_tests(
+claim_testing.write_claim_tests(
     snakemake.input.examples,
     snakemake.output.table,
     snakemake.output.csv,

@@ -1,6 +1,6 @@
 """The recordings of an activation cache made the ways a researcher would otherwise make them.
 
-``benchmarks/peers.py`` times these beside the workflow's own extraction, and
+``benchmarks/against_peers.py`` times these beside the workflow's own extraction, and
 ``tests/unit/activations/test_peers.py`` keeps them in agreement with it. Every peer takes what
 ``extract.evaluate`` takes (a context, the queries run after it, the label word ids) and returns
 what it records, in its layout:

@@ -13,7 +13,7 @@ and of attention's q.k and p.v over the causal pairs (4 d per attended pair and 
   with the head on every position and its backward.
 
 An extraction job notes its own count in its benchmark record (``gflop``); the cost estimate
-(``icl_gd.cost``) counts every job of a config the same way.
+(``icl_gd.planning.cost``) counts every job of a config the same way.
 """
 
 from __future__ import annotations

@@ -36,7 +36,7 @@ INFRASTRUCTURE = frozenset(
         "activations/work",
     }
 )
-DECIDERS = frozenset({"config/resolve", "config/validation", "data/presets", "plan"})
+DECIDERS = frozenset({"config/resolve", "config/validation", "data/presets", "planning/plan"})
 WHOLE = ("report/figures",)
 
 

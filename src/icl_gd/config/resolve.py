@@ -1,4 +1,5 @@
-"""Config access: resolving a validated config into run specs.
+"""Config access: resolving a validated config into run specs, and which of its methods does what
+a published method does (:func:`protocol_roles`).
 
 This module imports only ``common.specs`` of the package (the vocabulary its jobs execute,
 re-exported here), ``data.presets`` (the six tasks' presets) and ``data.corpora`` (the registry of
@@ -133,6 +134,35 @@ def method_spec(config: dict, method: str) -> dict:
     if spec.get("kind") not in METHOD_KINDS:
         raise ConfigError(f"methods.{method}.kind must be one of {METHOD_KINDS}, got {spec.get('kind')!r}")
     return spec
+
+
+# What each published method (docs/published.csv) is, as a method spec (:func:`method_spec`): the
+# protocol's learning rates (no lr, lr_scale 1) and the config's k, the papers' clip value.
+PROTOCOL_METHODS = {
+    "gd": {"kind": "gd", "demo_labels": "gold", "clip_grad_norm": None},
+    "lcgd": {"kind": "lcgd", "demo_labels": "gold", "clip_grad_norm": None},
+    "lcgd_clip": {"kind": "lcgd", "demo_labels": "gold", "clip_grad_norm": 12.0},
+    "gd_switched": {"kind": "gd", "demo_labels": "switched", "clip_grad_norm": None},
+    "gd_linearized": {"kind": "linearized", "demo_labels": "gold", "clip_grad_norm": None},
+}
+
+
+def protocol_roles(config: dict, methods: list[str]) -> dict[str, str]:
+    """Published method -> the config's method (among ``methods``) that does the same: the
+    first whose spec matches, at the protocol's learning rates."""
+    roles = {}
+    for role, wanted in PROTOCOL_METHODS.items():
+        for method in methods:
+            spec = method_spec(config, method)
+            if (
+                spec.get("lr") is None
+                and float(spec.get("lr_scale") or 1.0) == 1.0
+                and spec.get("k") in (None, config["k"])
+                and all(spec.get(key) == value for key, value in wanted.items())
+            ):
+                roles[role] = method
+                break
+    return roles
 
 
 def method_runs_on(config: dict, method: str, task: str) -> bool:

@@ -4,7 +4,7 @@ model without demonstrations, or than always answering the most frequent label, 
 between ICL and finetuning says nothing about ICL (paper 001's point: untrained models that show
 no ICL score as high). The premise is a precondition of the claims, not one of them.
 
-Per (model, task) it is tested as a claim on every task (``claim_tests`` reads it with the claims'
+Per (model, task) it is tested as a claim on every task (``claim_testing`` reads it with the claims'
 machinery, the crossed seeds x examples intervals at 1 - alpha/m, m = tasks x 2 cells): ICL's
 accuracy minus ZSL's, and minus the majority-class rate of the evaluation examples (:data:`MAJORITY`),
 both of the trained variant; the model *learns in context* on a task where both intervals lie
@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 from icl_gd.common import names
-from icl_gd.metrics.claims import MEAN, Claim
+from icl_gd.metrics.claim_definitions import MEAN, Claim
 
 # A run's share of its evaluation examples whose gold label is the most frequent one: a pseudo-score
 # that the claims' tests resample like an accuracy (``majority_terms``), in no metric table.
@@ -98,7 +98,7 @@ def top_prediction(predictions: list[np.ndarray]) -> tuple[int, float]:
 
 
 def learning_tasks(reading: list[dict]) -> dict[str, bool]:
-    """Per task of the premise's rows (``claim_tests``' rows of :data:`PREMISE`): whether both its
+    """Per task of the premise's rows (``claim_testing``' rows of :data:`PREMISE`): whether both its
     intervals hold, ICL above ZSL and above the majority class."""
     statuses: dict[str, list[str]] = {}
     for row in reading:

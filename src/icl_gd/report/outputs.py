@@ -13,7 +13,7 @@ import pandas as pd
 
 from icl_gd.activations import cache
 from icl_gd.common import frames, names
-from icl_gd.report import claims_text, costs, figures, published, render, summary, tables
+from icl_gd.report import claim_wording, costs, figures, published, render, summary, tables
 
 log = logging.getLogger(__name__)
 # The papers' published numbers (published.py), shipped with the workflow.
@@ -63,7 +63,7 @@ def build_table(
     if name == "orders":
         return tables.orders_table(frames.read_frame(inputs["orders"]), model, variant, methods)
     if name == "claims":
-        return claims_text.claims_table(
+        return claim_wording.claims_table(
             frames.read_frame(inputs["claims"]),
             model,
             roles or {},
@@ -118,7 +118,7 @@ def write_table(name: str, inputs: dict, output: str, *, configfiles=(), caption
         caption = names.table_caption(name, ci_level=params.get("ci_level", 0.95))
     source = f" Model: {params['model']}, variant: {params['variant']}; config: {', '.join(configfiles)}."
     stem = Path(output).with_suffix("")
-    render.write_table(table, stem, caption + source)
+    render.write_table_files(table, stem, caption + source)
     log.info("wrote table %s", stem)
 
 

@@ -6,7 +6,7 @@ The CSV holds every number the papers print in a table (paper 001 Tables 1-3, pa
 method (as ``configs/paper.yaml`` names its methods), metric. A printed "Average" column is task
 :data:`AVERAGE`: the mean over the tasks the same row prints, compared with the run's mean over
 those tasks. A config's methods are matched to the published ones by what they do
-(:data:`PROTOCOL_METHODS`), not by their names.
+(``config.resolve.PROTOCOL_METHODS``), not by their names.
 """
 
 from __future__ import annotations
@@ -23,15 +23,6 @@ from icl_gd.report.selection import run_level
 
 COLUMNS = ["paper", "table", "task", "variant", "method", "metric", "value", "spread", "unit", "model", "note"]
 VARIANTS = ("trained", "trained_embeddings", "untrained")
-# What each published method is, as a method spec (config.method_spec): the protocol's learning
-# rates (no lr, lr_scale 1) and the config's k, the papers' clip value.
-PROTOCOL_METHODS = {
-    "gd": {"kind": "gd", "demo_labels": "gold", "clip_grad_norm": None},
-    "lcgd": {"kind": "lcgd", "demo_labels": "gold", "clip_grad_norm": None},
-    "lcgd_clip": {"kind": "lcgd", "demo_labels": "gold", "clip_grad_norm": 12.0},
-    "gd_switched": {"kind": "gd", "demo_labels": "switched", "clip_grad_norm": None},
-    "gd_linearized": {"kind": "linearized", "demo_labels": "gold", "clip_grad_norm": None},
-}
 # Data statistics (paper 001 Table 3): columns of data_statistics.parquet, described, not compared
 # (the reference counted characters and listed the splits' full sizes).
 DATA_STATISTICS = {"n_train": "n_train", "n_eval": "n_eval", "avg_tokens": "prompt_tokens"}
@@ -48,7 +39,7 @@ def read_published(path: str | Path) -> pd.DataFrame:
     allowed = {
         "task": set(cfg.TASK_PRESETS) | {AVERAGE},
         "variant": set(VARIANTS),
-        "method": set(PROTOCOL_METHODS),
+        "method": set(cfg.PROTOCOL_METHODS),
         "metric": catalog.published() | set(DATA_STATISTICS),
         "unit": set(UNITS),
     }
@@ -78,24 +69,6 @@ def read_published(path: str | Path) -> pd.DataFrame:
 def n_results(published: pd.DataFrame) -> int:
     """How many published cells are results a run can answer (not data statistics)."""
     return int(published["metric"].isin(catalog.published()).sum())
-
-
-def protocol_roles(config: dict, methods: list[str]) -> dict[str, str]:
-    """Published method -> the config's method (among ``methods``) that does the same: the
-    first whose spec matches, at the protocol's learning rates."""
-    roles = {}
-    for role, wanted in PROTOCOL_METHODS.items():
-        for method in methods:
-            spec = cfg.method_spec(config, method)
-            if (
-                spec.get("lr") is None
-                and float(spec.get("lr_scale") or 1.0) == 1.0
-                and spec.get("k") in (None, config["k"])
-                and all(spec.get(key) == value for key, value in wanted.items())
-            ):
-                roles[role] = method
-                break
-    return roles
 
 
 def reproduction(published: pd.DataFrame, summary: pd.DataFrame, model: str, roles: dict[str, str]) -> pd.DataFrame:

@@ -195,7 +195,7 @@ def to_html(table_df: pd.DataFrame, caption: str | None = None, title: str | Non
 # ---------------------------------------------------------------------------------- writing
 
 
-def write_table(table_df: pd.DataFrame, stem: str | os.PathLike, caption: str | None = None) -> list[Path]:
+def write_table_files(table_df: pd.DataFrame, stem: str | os.PathLike, caption: str | None = None) -> list[Path]:
     """Write ``stem.md``, ``stem.tex``, ``stem.csv`` (plain cell strings, no markup) and
     ``stem.html`` (what the Snakemake report shows), each atomically; returns the four paths."""
     stem = Path(stem)

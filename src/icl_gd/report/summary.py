@@ -14,9 +14,9 @@ import pandas as pd
 
 from icl_gd.common import names, provenance
 from icl_gd.common.atomic import write_text
-from icl_gd.metrics import claims as claims_module
+from icl_gd.metrics import claim_definitions
 from icl_gd.metrics import premise as premise_module
-from icl_gd.report import claims_text
+from icl_gd.report import claim_wording
 
 
 @dataclass(frozen=True)
@@ -41,14 +41,14 @@ def _figure(name: str, label: str | None = None) -> Link:
     return Link(label or name, "figure", name)
 
 
-def _claim_line(claim: claims_module.Claim, verdict: str, rows: pd.DataFrame) -> Inline:
+def _claim_line(claim: claim_definitions.Claim, verdict: str, rows: pd.DataFrame) -> Inline:
     line = [f"**{verdict}**: {claim.paper} {claim.table}, {claim.text}"]
     rows = rows[rows["comparison"] == 0]
     if verdict == "not run" or rows.empty:
         return line + [" (the run has no such cell)"]
     unit = " points" if rows["unit"].iloc[0] == "points" else ""
-    mean = rows[rows["task"] == claims_module.MEAN].iloc[0]
-    tasks = rows[rows["task"] != claims_module.MEAN]
+    mean = rows[rows["task"] == claim_definitions.MEAN].iloc[0]
+    tasks = rows[rows["task"] != claim_definitions.MEAN]
     if claim.quantifier == "mean":
         decimals = 1 if unit else 3
         line.append(
@@ -56,11 +56,11 @@ def _claim_line(claim: claims_module.Claim, verdict: str, rows: pd.DataFrame) ->
             f"[{mean.ci_low:+.{decimals}f}, {mean.ci_high:+.{decimals}f}]"
         )
     else:
-        counts = claims_text.status_counts(s for s in tasks["status"] if s != "undefined")
+        counts = claim_wording.status_counts(s for s in tasks["status"] if s != "undefined")
         line.append(f"; {counts['hold']} of {sum(counts.values())} tasks hold, {counts['break']} break")
         if counts["negligible"]:
             line.append(f", {counts['negligible']} negligible")
-    incomplete = rows[(rows["status"] == "incomplete") & (rows["task"] != claims_module.MEAN)]
+    incomplete = rows[(rows["status"] == "incomplete") & (rows["task"] != claim_definitions.MEAN)]
     if len(incomplete):
         line.append(
             "; incomplete: "
@@ -68,7 +68,7 @@ def _claim_line(claim: claims_module.Claim, verdict: str, rows: pd.DataFrame) ->
         )
     first = rows.iloc[0]
     if verdict == "inconclusive":
-        needed = claims_text.needed_text(first)
+        needed = claim_wording.needed_text(first)
         if needed.startswith("none"):
             line.append("; no sample size resolves it (a difference of exactly 0)")
         else:
@@ -81,7 +81,7 @@ def _premise_blocks(premise: pd.DataFrame) -> list[Block]:
     blocks: list[Block] = [("h2", "Does the model learn in context?")]
     if premise.empty:
         return blocks + [("p", ["Not tested: the run has no ICL of the trained model."])]
-    level = claims_text.percent_text(float(premise["level"].iloc[0]))
+    level = claim_wording.percent_text(float(premise["level"].iloc[0]))
     collapsed = premise[premise["collapsed"]]
     blocks.append(
         (
@@ -101,7 +101,7 @@ def _premise_blocks(premise: pd.DataFrame) -> list[Block]:
             ],
         )
     )
-    return blocks + [("ul", [[claims_text.premise_task_text(r)] for r in premise.itertuples(index=False)])]
+    return blocks + [("ul", [[claim_wording.premise_task_text(r)] for r in premise.itertuples(index=False)])]
 
 
 def _second_reading(verdicts: dict[str, str], again: dict[str, str], premise: pd.DataFrame) -> list[Block]:
@@ -113,7 +113,7 @@ def _second_reading(verdicts: dict[str, str], again: dict[str, str], premise: pd
     if not learning:
         return [("p", ["No claim can be read again over the tasks where the model learns in context: there is none."])]
     where = f"only the tasks where the model learns in context ({', '.join(learning)})"
-    differ = [c for c in claims_module.CLAIMS if again[c.id] != verdicts[c.id]]
+    differ = [c for c in claim_definitions.CLAIMS if again[c.id] != verdicts[c.id]]
     if not differ:
         return [("p", [f"Read again over {where}, every claim gets the same verdict."])]
     return [
@@ -154,7 +154,7 @@ def first_page(
     """The blocks of the first page. ``about``: what was run (models, variants, tasks -> seeds, k,
     max_eval, config files, and ``data``: each task's source, for which ran on real text and which
     on the synthetic twins, ``names.data_sources_text``), from the config; ``data``: the data statistics (examples evaluated);
-    ``claim_tests``: ``claims.evaluate_claims``' table; ``premise``: ``claim_tests.evaluate``'s table of
+    ``claim_tests``: ``claim_testing.evaluate_claims``' table; ``premise``: ``claim_testing.evaluate``'s table of
     their premise, whether the model learns in context on each task; ``reproduction``: ``published.reproduction``'s
     cells of the report model, out of ``n_published`` result cells; ``tables`` and ``figures``:
     the report's, to link to; ``made_by``: the summary table's provenance (the software that made the
@@ -198,8 +198,8 @@ def first_page(
         blocks += _premise_blocks(premise[premise["model"] == model])
     if claim_tests is not None:
         tests = claim_tests[claim_tests["model"] == model]
-        verdicts = claims_text.verdicts(tests)
-        counts = claims_text.counts_text(verdicts)
+        verdicts = claim_wording.verdicts(tests)
+        counts = claim_wording.counts_text(verdicts)
         blocks.append(("h2", "The papers' claims"))
         blocks.append(
             (
@@ -216,10 +216,12 @@ def first_page(
             )
         )
         blocks.append(
-            ("ul", [_claim_line(c, verdicts[c.id], tests[tests["claim"] == c.id]) for c in claims_module.CLAIMS])
+            ("ul", [_claim_line(c, verdicts[c.id], tests[tests["claim"] == c.id]) for c in claim_definitions.CLAIMS])
         )
         if premise is not None:
-            blocks += _second_reading(verdicts, claims_text.premise_verdicts(tests), premise[premise["model"] == model])
+            blocks += _second_reading(
+                verdicts, claim_wording.premise_verdicts(tests), premise[premise["model"] == model]
+            )
     if reproduction is not None:
         within = int(reproduction["within"].sum())
         blocks.append(("h2", "Against the published numbers"))

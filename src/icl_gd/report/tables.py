@@ -19,8 +19,9 @@ never 0). What the string cells cannot carry travels in ``DataFrame.attrs``:
 * ``attrs["footnotes"]``: lines printed under the table (fewer seeds than expected, averages
   over incomplete rows).
 
-:func:`to_markdown` / :func:`to_latex` / :func:`to_html` render a table (best values in bold), and
-:func:`write_table` writes ``stem.md``, ``stem.tex``, ``stem.csv`` and ``stem.html`` atomically.
+``render``'s :func:`to_markdown` / :func:`to_latex` / :func:`to_html` render a table (best values
+in bold), and its :func:`write_table_files` writes ``stem.md``, ``stem.tex``, ``stem.csv`` and
+``stem.html`` atomically.
 
 This module imports nothing of the package but the display labels, the wording of a provenance
 record and the atomic writer: functions

@@ -1,4 +1,4 @@
-"""The peers of benchmarks/peers.py record what the workflow's extraction records (issue 40).
+"""The peers of benchmarks/against_peers.py record what the workflow's extraction records (issue 40).
 
 Every installed peer (TransformerLens only with the ``peers`` extra) runs ZSL and ICL prompts on
 tiny models of the architectures the benchmark uses, and must agree with ``extract.evaluate`` to a

@@ -41,7 +41,7 @@ def test_every_writer_gives_a_plain_opens_permissions(tmp_path, umask):
     written = [tmp_path / "frame.parquet", tmp_path / "text.txt"]
     frames.atomic_write_frame(pd.DataFrame({"a": [1, 2]}), written[0])
     atomic.write_text(written[1], "x\n")
-    written += render.write_table(table_frame(), tmp_path / "tables" / "t")  # .md, .tex, .csv
+    written += render.write_table_files(table_frame(), tmp_path / "tables" / "t")  # .md, .tex, .csv
     fig, ax = plt.subplots()
     ax.plot([0, 1])
     written += figures.write_figure(fig, tmp_path / "figures" / "f")  # .png, .pdf

@@ -7,9 +7,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from icl_gd.metrics import claims
-from icl_gd.metrics.claim_tests import ends_unsettled
-from icl_gd.metrics.claims import deciding_ends, read_quantifier, status
+from icl_gd.metrics import claim_definitions
+from icl_gd.metrics.claim_definitions import deciding_ends, read_quantifier, status
+from icl_gd.metrics.claim_testing import ends_unsettled
 
 
 def test_an_interval_is_read_on_its_claimed_side_first():
@@ -49,7 +49,7 @@ def _replicates_with_upper_end_at(value: float, level: float, n: int = 4000) -> 
 
 @pytest.mark.parametrize("direction", [+1, -1])
 def test_an_upper_end_at_the_margin_is_unsettled_and_one_far_from_every_value_is_not(direction):
-    claim = next(c for c in claims.CLAIMS if c.test == "superiority" and c.direction == direction)
+    claim = next(c for c in claim_definitions.CLAIMS if c.test == "superiority" and c.direction == direction)
     m, level = claim.margin, 0.95
     oriented_at_margin = _replicates_with_upper_end_at(m, level)  # the claimed side's upper end at +margin
     oriented_far = oriented_at_margin + 2.0 * m + 1.0  # every end far from 0 and +-margin
@@ -59,7 +59,7 @@ def test_an_upper_end_at_the_margin_is_unsettled_and_one_far_from_every_value_is
 
 
 def test_a_non_inferiority_claims_equivalence_end_is_settled_too():
-    claim = next(c for c in claims.CLAIMS if c.test == "non_inferiority")
+    claim = next(c for c in claim_definitions.CLAIMS if c.test == "non_inferiority")
     m, level = claim.margin, 0.95
     near_plus_margin = _replicates_with_upper_end_at(0.001, level) + (m - 0.001)  # upper end at +m, lower far
     assert ends_unsettled(claim.direction * near_plus_margin, level, claim)

@@ -11,10 +11,11 @@ import pandas as pd
 import pytest
 import yaml
 
-from icl_gd import plan
+from icl_gd.config import resolve as cfg
 from icl_gd.config import validation
-from icl_gd.metrics import catalog, claim_tests, claims, inference, resampling, scoring, statistics
-from icl_gd.report import claims_text, outputs, published, render, tables
+from icl_gd.metrics import catalog, claim_definitions, claim_testing, inference, resampling, scoring, statistics
+from icl_gd.planning import plan
+from icl_gd.report import claim_wording, outputs, published, render, tables
 
 ROOT = Path(__file__).resolve().parents[3]
 SCHEMA = yaml.safe_load((ROOT / "workflow/schemas/config.schema.yaml").read_text())
@@ -40,7 +41,7 @@ def test_every_published_row_names_what_the_workflow_computes():
         ("003", "Table 3"),
     }
     # every published method is one that configs/paper.yaml runs, matched by what it does
-    roles = published.protocol_roles(_config(), list(_config()["methods"]))
+    roles = cfg.protocol_roles(_config(), list(_config()["methods"]))
     assert set(table["method"]) <= set(roles) and all(roles[m] == m for m in table["method"])
     # the data statistics are columns of the workflow's data statistics
     import inspect
@@ -203,7 +204,7 @@ def test_reproduction_matches_methods_by_what_they_do_and_reads_the_published_un
         variants={"trained": ["plain", "causal", "fast"]},
         statistics={"baseline_method": "plain"},
     )
-    roles = published.protocol_roles(config, list(config["methods"]))
+    roles = cfg.protocol_roles(config, list(config["methods"]))
     assert roles == {"gd": "plain", "lcgd": "causal"}  # 'fast' trains at another rate: not the paper's LCGD
     summary = _summary(
         [
@@ -303,7 +304,7 @@ def _accuracy_runs(kinds):
 
 
 def _claim(quantifier, **changes):
-    return claims.Claim(
+    return claim_definitions.Claim(
         "t",
         "003",
         "Table 1",
@@ -334,9 +335,9 @@ def _claim(quantifier, **changes):
     ],
 )
 def test_each_verdict_comes_out_under_each_quantifier(quantifier, kinds, verdict):
-    tests = claim_tests.evaluate_claims(_accuracy_runs(kinds), {"gd": "gd"}, n_boot=400, claims=(_claim(quantifier),))
+    tests = claim_testing.evaluate_claims(_accuracy_runs(kinds), {"gd": "gd"}, n_boot=400, claims=(_claim(quantifier),))
     assert set(tests["verdict"]) == {verdict}
-    per_task = tests[tests["task"] != claims.MEAN].set_index("task")
+    per_task = tests[tests["task"] != claim_definitions.MEAN].set_index("task")
     assert per_task.loc["sst2", "difference"] == pytest.approx(
         {"up": 50, "down": -50, "zero": 0, "open": 0.5}[kinds[0]]
     )
@@ -359,26 +360,26 @@ def test_order_sensitivity_reads_in_points_as_the_orders_table_shows_it():
             order_changed_ft=(np.arange(N) < N // 10).astype(float),
         )  # 10%
         runs.append(run)
-    claim = next(c for c in claims.CLAIMS if c.id == "shen-order-sensitivity")
-    tests = claim_tests.evaluate_claims(runs, {"gd": "gd"}, n_boot=400, claims=(claim,))
+    claim = next(c for c in claim_definitions.CLAIMS if c.id == "shen-order-sensitivity")
+    tests = claim_testing.evaluate_claims(runs, {"gd": "gd"}, n_boot=400, claims=(claim,))
     # fractions read in points; Rec2FTP is held in percent already, so not scaled again
     assert catalog.in_percent("acc_icl") and catalog.in_percent("jaccard_all") and not catalog.in_percent("rec2ftp")
     assert (tests["unit"] == "points").all() and set(tests["verdict"]) == {"supported"}
     assert tests.set_index("task").loc["sst2", "difference"] == pytest.approx(40.0)
-    shown = claims_text.claims_table(tests, "m", {"gd": "gd"})
+    shown = claim_wording.claims_table(tests, "m", {"gd": "gd"})
     row = shown.reset_index()
     row = row[row["Verdict"] == "supported"].iloc[0]
     assert row["SST2"].startswith("+40.0 [") and "ICL predictions changed across orders (%)" in row["Test"]
 
 
 def test_a_claims_differences_stay_within_what_a_minus_b_can_take():
-    assert claim_tests._difference_range(("trained", "gd", "acc_icl"), ("trained", "gd", "acc_zsl")) == (-1.0, 1.0)
-    assert claim_tests._difference_range(("trained", "gd", "jaccard_all"), 0.5) == (-0.5, 0.5)
-    assert claim_tests._difference_range(("trained", "gd", "simam_delta"), ("untrained", "gd", "simam_delta")) == (
+    assert claim_testing._difference_range(("trained", "gd", "acc_icl"), ("trained", "gd", "acc_zsl")) == (-1.0, 1.0)
+    assert claim_testing._difference_range(("trained", "gd", "jaccard_all"), 0.5) == (-0.5, 0.5)
+    assert claim_testing._difference_range(("trained", "gd", "simam_delta"), ("untrained", "gd", "simam_delta")) == (
         -4.0,
         4.0,
     )
-    low, high = claim_tests._difference_range(("trained", "gd", "kl_icl_ft"), ("trained", "gd", "kl_icl_zsl"))
+    low, high = claim_testing._difference_range(("trained", "gd", "kl_icl_ft"), ("trained", "gd", "kl_icl_zsl"))
     assert (low, high) == (-np.inf, np.inf)
     # ICL right on every example of one seed and on none of two others, ZSL the reverse: a - b is
     # +100 or -100 points per seed, and the seeds' part would carry replicates past -100
@@ -387,7 +388,7 @@ def test_a_claims_differences_stay_within_what_a_minus_b_can_take():
         for task in TASKS
         for seed in (1, 2, 3)
     ]
-    tests = claim_tests.evaluate_claims(runs, {"gd": "gd"}, n_boot=400, claims=(_claim("every"),))
+    tests = claim_testing.evaluate_claims(runs, {"gd": "gd"}, n_boot=400, claims=(_claim("every"),))
     assert (tests["ci_low"] >= -100.0).all() and (tests["ci_high"] <= 100.0).all()
     assert (tests["ci_low"] == -100.0).any()
 
@@ -395,18 +396,18 @@ def test_a_claims_differences_stay_within_what_a_minus_b_can_take():
 def test_a_claim_that_excepts_a_task_or_lacks_a_cell():
     kinds = ["up"] * 4 + ["down", "up"]  # AGNews goes the other way
     assert set(
-        claim_tests.evaluate_claims(
+        claim_testing.evaluate_claims(
             _accuracy_runs(kinds), {"gd": "gd"}, n_boot=200, claims=(_claim("every", except_tasks=("agnews",)),)
         )["verdict"]
     ) == {"supported"}
-    not_run = claim_tests.evaluate_claims(
+    not_run = claim_testing.evaluate_claims(
         _accuracy_runs(kinds), {"lcgd": "lcgd"}, n_boot=200, claims=(_claim("every"),)
     )
     assert list(not_run["verdict"]) == ["not run"]
 
 
 def test_the_verdict_reads_the_quantifier_on_the_sides_of_the_intervals():
-    read = claims.read_quantifier
+    read = claim_definitions.read_quantifier
     assert read("every", [[1], [1]], []) == "supported" and read("every", [[1], [0]], []) == "inconclusive"
     assert read("every", [[1], [-1]], []) == "contradicted"
     assert read("every", [[1, 1], [1, 0]], []) == "inconclusive"  # two cells b: each must hold
@@ -415,13 +416,17 @@ def test_the_verdict_reads_the_quantifier_on_the_sides_of_the_intervals():
     assert read("most", [[1], [1], [0], [-1]], []) == "inconclusive"  # two of four: not more than half
     assert read("most", [[1], [-1], [0], [-1]], []) == "contradicted"  # two break: "most" can no longer hold
     assert read("mean", [[-1]] * 3, [1]) == "supported" and read("mean", [], [0]) == "inconclusive"
-    assert claims.side(0.1, 0.3, +1) == 1 and claims.side(0.0, 0.3, +1) == 0 and claims.side(0.1, 0.3, -1) == -1
+    assert (
+        claim_definitions.side(0.1, 0.3, +1) == 1
+        and claim_definitions.side(0.0, 0.3, +1) == 0
+        and claim_definitions.side(0.1, 0.3, -1) == -1
+    )
     # within the margin of zero: negligible for a superiority claim, equivalent (holding) for a non-inferiority one
-    assert claims.status(-0.005, 0.008, +1, "superiority", 0.01) == "negligible"
-    assert claims.status(-0.005, 0.008, +1, "non_inferiority", 0.01) == "equivalent"
-    assert claims.status(-0.005, 0.3, +1, "non_inferiority", 0.01) == "holds"  # no lower beyond the margin
-    assert claims.status(-0.3, -0.02, +1, "non_inferiority", 0.01) == "breaks"
-    assert claims.status(-0.3, 0.005, +1, "non_inferiority", 0.01) == "open"
+    assert claim_definitions.status(-0.005, 0.008, +1, "superiority", 0.01) == "negligible"
+    assert claim_definitions.status(-0.005, 0.008, +1, "non_inferiority", 0.01) == "equivalent"
+    assert claim_definitions.status(-0.005, 0.3, +1, "non_inferiority", 0.01) == "holds"  # no lower beyond the margin
+    assert claim_definitions.status(-0.3, -0.02, +1, "non_inferiority", 0.01) == "breaks"
+    assert claim_definitions.status(-0.3, 0.005, +1, "non_inferiority", 0.01) == "open"
     assert read("every", [["holds"], ["negligible"]], []) == "negligible"  # no effect of interest on one task
     assert read("every", [["holds"], ["negligible"], ["breaks"]], []) == "contradicted"
     assert read("most", [["holds"], ["negligible"], ["open"]], []) == "inconclusive"
@@ -439,8 +444,8 @@ def test_a_cross_variant_claim_is_paired_by_example_id():
     for task in TASKS[:2]:
         runs.append(_run(task, 1, "trained", "gd", icl=np.ones(N), simaou=trained))
         runs.append(_run(task, 1, "untrained", "gd", icl=np.ones(N), simaou=trained[order] + 0.01, ids=order))
-    claim = next(c for c in claims.CLAIMS if c.id == "001-T1-untrained")
-    tests = claim_tests.evaluate_claims(runs, {"gd": "gd"}, n_boot=300, claims=(claim,))
+    claim = next(c for c in claim_definitions.CLAIMS if c.id == "001-T1-untrained")
+    tests = claim_testing.evaluate_claims(runs, {"gd": "gd"}, n_boot=300, claims=(claim,))
     assert set(tests["verdict"]) == {"supported"}
     assert tests["difference"].tolist() == pytest.approx([0.01] * 3)
     assert (tests["ci_high"] - tests["ci_low"]).max() < 1e-9
@@ -456,7 +461,7 @@ def test_a_cross_variant_claim_is_paired_by_example_id():
         )
         for r in runs
     ]  # the same values, now (wrongly) aligned by position
-    assert set(claim_tests.evaluate_claims(shuffled, {"gd": "gd"}, n_boot=300, claims=(claim,))["verdict"]) == {
+    assert set(claim_testing.evaluate_claims(shuffled, {"gd": "gd"}, n_boot=300, claims=(claim,))["verdict"]) == {
         "inconclusive"
     }
 
@@ -474,8 +479,8 @@ def _seeded_runs(icl_accuracies, *, rng=None):
 
 
 def _mean_row(runs, **kwargs):
-    tests = claim_tests.evaluate_claims(runs, {"gd": "gd"}, n_boot=1000, claims=(_claim("mean"),), **kwargs)
-    return tests[tests["task"] == claims.MEAN].iloc[0]
+    tests = claim_testing.evaluate_claims(runs, {"gd": "gd"}, n_boot=1000, claims=(_claim("mean"),), **kwargs)
+    return tests[tests["task"] == claim_definitions.MEAN].iloc[0]
 
 
 def test_seeds_are_combined_as_the_summary_combines_them():
@@ -483,7 +488,7 @@ def test_seeds_are_combined_as_the_summary_combines_them():
         _run("sst2", seed, "trained", "gd", icl=PATTERNS[kind], zsl=np.arange(N) < N // 2)
         for seed, kind in ((1, "up"), (2, "zero"))
     ]
-    tests = claim_tests.evaluate_claims(runs, {"gd": "gd"}, n_boot=200, claims=(_claim("every"),))
+    tests = claim_testing.evaluate_claims(runs, {"gd": "gd"}, n_boot=200, claims=(_claim("every"),))
     row = tests[tests["task"] == "sst2"].iloc[0]
     assert row["difference"] == pytest.approx(25.0) and row["n_seeds"] == 2  # the mean over seeds of +50 and 0
     # every example says +50 in one seed and 0 in the other: the spread is the seeds', not the examples'
@@ -495,7 +500,7 @@ def test_the_interval_widens_with_the_seeds_spread_and_not_where_they_agree():
     are equal (each seed its own table), the interval is the examples' alone, to the digit; as
     they move apart, the interval widens with them, and the seeds' share of its variance grows."""
     agree = _mean_row(_seeded_runs([0.7, 0.7, 0.7]))
-    one_level = claim_tests.evaluate_claims(_seeded_runs([0.7]), {"gd": "gd"}, n_boot=1000, claims=(_claim("mean"),))
+    one_level = claim_testing.evaluate_claims(_seeded_runs([0.7]), {"gd": "gd"}, n_boot=1000, claims=(_claim("mean"),))
     assert agree["difference"] == pytest.approx(20.0) and agree["seed_share"] == 0.0
     width = {}
     for spread in (0.0, 0.05, 0.10, 0.20):
@@ -524,16 +529,20 @@ def test_an_end_within_its_monte_carlo_error_of_zero_draws_more_replicates():
     runs = [_run("sst2", 1, "trained", "gd", icl=zsl | (np.arange(N) >= N - 4), zsl=zsl)]
 
     def mean_row(**kwargs):
-        return claim_tests.evaluate_claims(runs, {"gd": "gd"}, n_boot=1000, claims=(_claim("mean"),), **kwargs).iloc[-1]
+        return claim_testing.evaluate_claims(runs, {"gd": "gd"}, n_boot=1000, claims=(_claim("mean"),), **kwargs).iloc[
+            -1
+        ]
 
     capped = mean_row(max_replicates=1000)
     assert capped["difference"] == pytest.approx(2.0) and capped["n_replicates"] == 1000 and not capped["settled"]
     refined = [mean_row(seed=seed) for seed in range(6)]
-    assert all(r["settled"] and 1000 < r["n_replicates"] <= claim_tests.MAX_REPLICATES for r in refined)
+    assert all(r["settled"] and 1000 < r["n_replicates"] <= claim_testing.MAX_REPLICATES for r in refined)
     assert {r["verdict"] for r in refined} == {"supported"}
     assert [r["ci_low"] for r in refined] == pytest.approx([0.5] * 6)
     # a plain reading's ends are settled: no more replicates than the level needs
-    clear = claim_tests.evaluate_claims(_accuracy_runs(["up"] * 6), {"gd": "gd"}, n_boot=1000, claims=(_claim("mean"),))
+    clear = claim_testing.evaluate_claims(
+        _accuracy_runs(["up"] * 6), {"gd": "gd"}, n_boot=1000, claims=(_claim("mean"),)
+    )
     assert set(clear["n_replicates"]) == {1000} and clear["settled"].all()
     assert resampling.endpoint_unsettled(np.r_[np.full(60, -1.0), np.ones(940)], 0.95) == (False, False)
     assert resampling.endpoint_unsettled(np.r_[np.full(25, -1.0), np.ones(975)], 0.95) == (True, False)
@@ -549,7 +558,7 @@ def test_what_an_inconclusive_claim_needs_is_what_resolves_it():
 
     def verdict(times):
         runs = [_run("sst2", 1, "trained", "gd", icl=np.tile(icl, times), zsl=np.tile(zsl, times))]
-        return claim_tests.evaluate_claims(runs, {"gd": "gd"}, n_boot=2000, claims=(_claim("mean"),)).iloc[-1]
+        return claim_testing.evaluate_claims(runs, {"gd": "gd"}, n_boot=2000, claims=(_claim("mean"),)).iloc[-1]
 
     first = verdict(1)
     assert first["verdict"] == "inconclusive" and first["difference"] > 1.0  # above the 1-point margin
@@ -558,8 +567,8 @@ def test_what_an_inconclusive_claim_needs_is_what_resolves_it():
     assert verdict(math.ceil(factor))["verdict"] == "supported"
     assert verdict(max(1, math.floor(factor / 3)))["verdict"] == "inconclusive"
     # one seed says nothing of how far seeds spread: no number of seeds is promised
-    assert math.isinf(first["seed_factor"]) and "unknown with one seed" in claims_text.needed_text(first)
-    assert "examples per seed" in claims_text.needed_text(first)
+    assert math.isinf(first["seed_factor"]) and "unknown with one seed" in claim_wording.needed_text(first)
+    assert "examples per seed" in claim_wording.needed_text(first)
     nothing = pd.Series(
         dict(
             verdict="inconclusive",
@@ -572,19 +581,23 @@ def test_what_an_inconclusive_claim_needs_is_what_resolves_it():
             n_seeds=3,
         )
     )
-    assert "no number of seeds" in claims_text.needed_text(
+    assert "no number of seeds" in claim_wording.needed_text(
         nothing
-    ) and "no number of examples" in claims_text.needed_text(nothing)
+    ) and "no number of examples" in claim_wording.needed_text(nothing)
 
 
 def test_the_planned_effect_is_the_margin_or_the_observed_difference_where_larger():
     assert (
-        claims.planned_effect(0.0, +1, "superiority", 0.01) == 0.01
+        claim_definitions.planned_effect(0.0, +1, "superiority", 0.01) == 0.01
     )  # a noise-sized estimate: the margin, claimed side
-    assert claims.planned_effect(-0.004, +1, "superiority", 0.01) == 0.01
-    assert claims.planned_effect(-0.2, +1, "superiority", 0.01) == -0.2  # the observed, toward a contradiction
-    assert claims.planned_effect(0.0, +1, "non_inferiority", 0.01) == pytest.approx(0.01)  # 0 is 0.01 above -margin
-    assert claims.planned_effect(-0.01, -1, "superiority", 0.01) == -0.01
+    assert claim_definitions.planned_effect(-0.004, +1, "superiority", 0.01) == 0.01
+    assert (
+        claim_definitions.planned_effect(-0.2, +1, "superiority", 0.01) == -0.2
+    )  # the observed, toward a contradiction
+    assert claim_definitions.planned_effect(0.0, +1, "non_inferiority", 0.01) == pytest.approx(
+        0.01
+    )  # 0 is 0.01 above -margin
+    assert claim_definitions.planned_effect(-0.01, -1, "superiority", 0.01) == -0.01
 
 
 def test_what_a_claim_open_for_its_seeds_spread_needs_is_more_seeds():
@@ -594,7 +607,7 @@ def test_what_a_claim_open_for_its_seeds_spread_needs_is_more_seeds():
     first = _mean_row(_seeded_runs([0.5, 0.55, 1.0]))
     assert first["verdict"] == "inconclusive" and first["seed_share"] > 0.9
     assert math.isinf(first["factor"]) and first["seeds_resolve_to"] == "supported"
-    assert "no number of examples" in claims_text.needed_text(first)
+    assert "no number of examples" in claim_wording.needed_text(first)
     assert first["seeds_needed"] == math.ceil(first["seed_factor"] * 3)
 
     def with_seeds(repeats):
@@ -605,8 +618,8 @@ def test_what_a_claim_open_for_its_seeds_spread_needs_is_more_seeds():
 
 def test_the_claims_table_and_figure_show_every_claim_with_its_intervals(tmp_path):
     runs = _accuracy_runs(["up"] * 5 + ["open"])
-    tests = claim_tests.evaluate_claims(runs, {"gd": "gd"}, n_boot=200)
-    assert set(tests["claim"]) == {c.id for c in claims.CLAIMS}
+    tests = claim_testing.evaluate_claims(runs, {"gd": "gd"}, n_boot=200)
+    assert set(tests["claim"]) == {c.id for c in claim_definitions.CLAIMS}
     tests.to_parquet(tmp_path / "claims.parquet")
     outputs.write_table(
         "claims",
@@ -645,7 +658,7 @@ def test_the_claims_table_and_figure_show_every_claim_with_its_intervals(tmp_pat
     assert row["Tasks: hold / break / negligible / open"] == "5 / 0 / 0 / 1"
     assert "examples" in row["Needed for a verdict (80% power)"]
     assert "99.17% intervals" in row["Read on"]
-    assert set(csv["Verdict"]) <= set(claims.VERDICTS) and "not run" in set(csv["Verdict"])
+    assert set(csv["Verdict"]) <= set(claim_definitions.VERDICTS) and "not run" in set(csv["Verdict"])
     md = (tmp_path / "claims.md").read_text()
     counts = pd.Series(list(verdicts.values())).value_counts()
     assert f"{counts.get('supported', 0)} supported, {counts.get('contradicted', 0)} contradicted" in md
@@ -695,33 +708,33 @@ def test_a_non_inferiority_claim_on_equal_data_reads_equivalent():
     within +-0.01: equivalent, which a strict a > b could never be. A superiority claim on the same
     data reads negligible; 0.05 lower breaks the non-inferiority claim."""
     values = np.random.default_rng(0).normal(0.3, 0.05, N)
-    claim = next(c for c in claims.CLAIMS if c.id == "002-switch-similarity")
+    claim = next(c for c in claim_definitions.CLAIMS if c.id == "002-switch-similarity")
     assert claim.test == "non_inferiority" and "this project's reading" in claim.note and claim.quote
     roles = {"gd": "gd", "gd_switched": "gd_switched"}
-    equal = claim_tests.evaluate_claims(
+    equal = claim_testing.evaluate_claims(
         _similarity_runs({("trained", "gd"): values, ("trained", "gd_switched"): values}),
         roles,
         n_boot=400,
         claims=(claim,),
     )
     assert set(equal["verdict"]) == {"equivalent"} and (equal["status"] == "equivalent").all()
-    strict = claims.Claim("strict", "002", "t", "a > b", claim.a, claim.b, +1, "mean")
+    strict = claim_definitions.Claim("strict", "002", "t", "a > b", claim.a, claim.b, +1, "mean")
     assert set(
-        claim_tests.evaluate_claims(
+        claim_testing.evaluate_claims(
             _similarity_runs({("trained", "gd"): values, ("trained", "gd_switched"): values}),
             roles,
             n_boot=400,
             claims=(strict,),
         )["verdict"]
     ) == {"negligible"}
-    lower = claim_tests.evaluate_claims(
+    lower = claim_testing.evaluate_claims(
         _similarity_runs({("trained", "gd"): values, ("trained", "gd_switched"): values - 0.05}),
         roles,
         n_boot=400,
         claims=(claim,),
     )
     assert set(lower["verdict"]) == {"contradicted"}
-    shown = claims_text.claims_table(equal, "m", roles).reset_index()
+    shown = claim_wording.claims_table(equal, "m", roles).reset_index()
     row = shown[shown["Claim"].str.startswith("With false labels")].iloc[0]
     assert "non-inferiority, margin 0.01" in row["Read on"] and "- margin" in row["Test"]
     assert row["Verdict"] == "equivalent"
@@ -736,18 +749,18 @@ def test_a_seed_with_an_undefined_score_is_shown_not_dropped():
     for run in runs:
         if run.meta["task"] == "cb" and run.meta["seed"] == 2 and run.meta["method"] == "lcgd":
             run.similarities["simaou_norm"][:] = np.nan
-    claim = next(c for c in claims.CLAIMS if c.id == "001-T2-simaou-norm")
-    tests = claim_tests.evaluate_claims(runs, {"gd": "gd", "lcgd": "lcgd"}, n_boot=400, claims=(claim,))
+    claim = next(c for c in claim_definitions.CLAIMS if c.id == "001-T2-simaou-norm")
+    tests = claim_testing.evaluate_claims(runs, {"gd": "gd", "lcgd": "lcgd"}, n_boot=400, claims=(claim,))
     cb = tests.set_index("task").loc["cb"]
     assert cb["status"] == "incomplete" and cb["incomplete"] == "seed 2: undefined" and cb["n_seeds"] == 2
-    assert np.allclose(tests[tests["task"] != claims.MEAN]["level"], 1 - 0.05 / 6)  # m = 6, not 5
+    assert np.allclose(tests[tests["task"] != claim_definitions.MEAN]["level"], 1 - 0.05 / 6)  # m = 6, not 5
     assert set(tests["verdict"]) == {"inconclusive"}  # five hold, CB open
-    shown = claims_text.claims_table(tests, "m", {"gd": "gd", "lcgd": "lcgd"}).reset_index()
+    shown = claim_wording.claims_table(tests, "m", {"gd": "gd", "lcgd": "lcgd"}).reset_index()
     row = shown[shown["Claim"].str.startswith("Layer-causal GD achieves higher SimAOU")].iloc[0]
     assert row["CB"].startswith("incomplete (seed 2: undefined): +0.100")
     assert row["Tasks: hold / break / negligible / open"] == "5 / 0 / 0 / 1"
     # without the NaN the same claim is supported
-    complete = claim_tests.evaluate_claims(
+    complete = claim_testing.evaluate_claims(
         _similarity_runs({("trained", "gd"): values, ("trained", "lcgd"): values + 0.1}),
         {"gd": "gd", "lcgd": "lcgd"},
         n_boot=400,
@@ -757,36 +770,38 @@ def test_a_seed_with_an_undefined_score_is_shown_not_dropped():
 
 
 def test_the_encodings_follow_the_papers_sentences():
-    by_id = {c.id: c for c in claims.CLAIMS}
+    by_id = {c.id: c for c in claim_definitions.CLAIMS}
     # paper 001's Table 1 has no AGNews column: its claims (and the one combining Tables 1 and 2) leave it out
     for claim_id in ("001-T1-untrained", "001-T1-trained-embeddings", "001-T1T2-lcgd-baselines"):
         assert by_id[claim_id].except_tasks == ("agnews",)
     # 'significantly lower' is read one way in both papers: on the mean over tasks
     assert by_id["001-T2-simam"].quantifier == by_id["003-T2-simam"].quantifier == "mean"
     # 'clipping may resolve the drop': against unclipped layer-causal FT, and against standard FT (non-inferiority)
-    clip = [c for c in claims.CLAIMS if c.table == "Table 3" and c.a[2] == "simam_after"]
+    clip = [c for c in claim_definitions.CLAIMS if c.table == "Table 3" and c.a[2] == "simam_after"]
     assert {c.against[0][1] for c in clip} == {"lcgd", "gd"}
     assert {c.test for c in clip} == {"superiority", "non_inferiority"}
     # every claim quotes its paper, or says how it was read where no sentence states it
-    assert all(c.quote or c.note for c in claims.CLAIMS)
-    assert len({c.id for c in claims.CLAIMS}) == len(claims.CLAIMS)
+    assert all(c.quote or c.note for c in claim_definitions.CLAIMS)
+    assert len({c.id for c in claim_definitions.CLAIMS}) == len(claim_definitions.CLAIMS)
     with pytest.raises(ValueError, match="test must be one of"):
-        claims.Claim("x", "001", "t", "x", ("trained", "gd", "acc_icl"), 0.5, +1, "mean", test="equivalence")
+        claim_definitions.Claim("x", "001", "t", "x", ("trained", "gd", "acc_icl"), 0.5, +1, "mean", test="equivalence")
 
 
 def test_what_a_claim_needs_plans_only_for_its_open_intervals():
     """A task whose interval already lies within the margin (here exactly 0, no spread) stays
     negligible: more examples are planned for the open tasks only, not assumed to move it."""
     level = 1 - 0.05 / 3
-    decided = claims.Unit(0.0, level, (inference.Spread(1, math.nan, 0.0, 0.0, 100),), "negligible")
-    open_ = claims.Unit(0.004, level, (inference.Spread(1, math.nan, 0.0004, 0.0, 100),), "open")
-    factor, verdict = claims.needed_factor(
+    decided = claim_definitions.Unit(0.0, level, (inference.Spread(1, math.nan, 0.0, 0.0, 100),), "negligible")
+    open_ = claim_definitions.Unit(0.004, level, (inference.Spread(1, math.nan, 0.0004, 0.0, 100),), "open")
+    factor, verdict = claim_definitions.needed_factor(
         "most", [[decided], [open_], [open_]], [], +1, currency="examples", margin=0.01
     )
     alone = inference.needed_factor(0.01, level, list(open_.spreads), currency="examples")
     assert (factor, verdict) == (alone, "supported") and factor > 10
     # with two of three decided against it, no size makes "most" hold
     assert (
-        claims.needed_factor("most", [[decided], [decided], [open_]], [], +1, currency="examples", margin=0.01)[1]
+        claim_definitions.needed_factor(
+            "most", [[decided], [decided], [open_]], [], +1, currency="examples", margin=0.01
+        )[1]
         == "negligible"
     )

@@ -10,10 +10,10 @@ import pandas as pd
 import pytest
 import yaml
 
-from icl_gd import plan
 from icl_gd.config import validation
 from icl_gd.data import splits
 from icl_gd.metrics import orders, scoring
+from icl_gd.planning import plan
 
 SCHEMA = yaml.safe_load((Path(__file__).resolve().parents[3] / "workflow/schemas/config.schema.yaml").read_text())
 

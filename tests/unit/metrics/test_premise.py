@@ -9,8 +9,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from icl_gd.metrics import claim_tests, claims, premise, scoring
-from icl_gd.report import claims_text, summary
+from icl_gd.metrics import claim_definitions, claim_testing, premise, scoring
+from icl_gd.report import claim_wording, summary
 
 N = 200
 ROLES = {"gd": "gd"}
@@ -56,7 +56,7 @@ RUNS = [
 LABELS = {"agnews": ["World", "Sports", "Business", "Technology"]}
 
 # holds on 2 of 3 tasks (supported on "most"), and breaks on the only task where the model learns
-FT_ZSL = claims.Claim(
+FT_ZSL = claim_definitions.Claim(
     "ft-zsl",
     "003",
     "Table 1",
@@ -72,7 +72,7 @@ NOT_SST2 = dataclasses.replace(FT_ZSL, id="not-sst2", quantifier="every", except
 
 @pytest.fixture(scope="module")
 def evaluated():
-    return claim_tests.evaluate(RUNS, ROLES, n_boot=200, claims=(FT_ZSL, NOT_SST2), labels=LABELS)
+    return claim_testing.evaluate(RUNS, ROLES, n_boot=200, claims=(FT_ZSL, NOT_SST2), labels=LABELS)
 
 
 def test_the_premise_holds_where_icl_beats_zero_shot_and_the_majority_class(evaluated):
@@ -102,12 +102,12 @@ def test_a_claim_is_read_again_over_the_tasks_where_the_model_learns(evaluated):
     assert set(ft_zsl["verdict"]) == {"supported"}  # 2 of 3 tasks hold
     assert set(ft_zsl["premise_verdict"]) == {"contradicted"}  # SST2 alone, where it breaks
     assert ft_zsl.loc[["sst2", "mr", "agnews"], "learns"].tolist() == [True, False, False]
-    assert pd.isna(ft_zsl.loc[claims.MEAN, "learns"])
+    assert pd.isna(ft_zsl.loc[claim_definitions.MEAN, "learns"])
     # the second reading is of SST2 alone: its own Bonferroni m (one task), no status elsewhere
     assert ft_zsl.loc["sst2", "premise_status"] == "breaks" and ft_zsl.loc["mr", "premise_status"] == ""
     assert ft_zsl.loc["sst2", "premise_level"] == pytest.approx(0.95)
     assert ft_zsl.loc["sst2", "level"] == pytest.approx(1 - 0.05 / 3)
-    assert ft_zsl.loc[claims.MEAN, "premise_difference"] == pytest.approx(-20.0)
+    assert ft_zsl.loc[claim_definitions.MEAN, "premise_difference"] == pytest.approx(-20.0)
     # a claim that leaves out the one task where the model learns has none to be read on
     not_sst2 = tests[tests["claim"] == "not-sst2"]
     assert set(not_sst2["verdict"]) == {"supported"}
@@ -115,14 +115,14 @@ def test_a_claim_is_read_again_over_the_tasks_where_the_model_learns(evaluated):
 
 
 def test_where_the_model_learns_on_no_task_every_claim_says_so():
-    tests, table = claim_tests.evaluate(RUNS[1:], ROLES, n_boot=200, claims=(FT_ZSL,))
+    tests, table = claim_testing.evaluate(RUNS[1:], ROLES, n_boot=200, claims=(FT_ZSL,))
     assert not table["learns"].any() and premise.learns_text(table) == "learns in context on none of 2 tasks"
     assert set(tests["verdict"]) == {"supported"} and set(tests["premise_verdict"]) == {premise.NO_TASK}
 
 
 def test_the_report_states_the_premise_and_the_verdicts_the_readings_differ_on():
-    tests, table = claim_tests.evaluate(RUNS, ROLES, n_boot=200, labels=LABELS)
-    assert set(tests["claim"]) == {c.id for c in claims.CLAIMS}  # the premise is no claim
+    tests, table = claim_testing.evaluate(RUNS, ROLES, n_boot=200, labels=LABELS)
+    assert set(tests["claim"]) == {c.id for c in claim_definitions.CLAIMS}  # the premise is no claim
     page = summary.to_markdown(
         summary.first_page(
             model="m",
@@ -148,6 +148,6 @@ def test_the_report_states_the_premise_and_the_verdicts_the_readings_differ_on()
         "tasks, supported over those\n- 003 Table 1, ICL is more accurate than finetuning, on average over tasks: "
         "contradicted over all tasks, supported over those\n" in page
     )
-    shown = claims_text.claims_table(tests, "m", ROLES, premise=table)
-    assert set(shown[claims_text.AGAIN]) <= {*claims.VERDICTS, premise.NO_TASK}
+    shown = claim_wording.claims_table(tests, "m", ROLES, premise=table)
+    assert set(shown[claim_wording.AGAIN]) <= {*claim_definitions.VERDICTS, premise.NO_TASK}
     assert "learns in context on 1 of 3 tasks: SST2" in shown.attrs["footnotes"][-1]

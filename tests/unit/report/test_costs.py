@@ -37,7 +37,7 @@ def test_rows_sum_each_rules_jobs_and_count_the_missing(tmp_path):
     notes = " ".join(table.attrs["footnotes"])
     assert "1 of 4 jobs left no record" in notes and "2 of 3 jobs ran in the warm worker" in notes
     # renders as every other table does
-    paths = render.write_table(table, tmp_path / "costs", "What the run cost.")
+    paths = render.write_table_files(table, tmp_path / "costs", "What the run cost.")
     assert "| finetune_and_extract | gd" in paths[0].read_text()
 
 

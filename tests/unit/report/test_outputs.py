@@ -5,7 +5,7 @@ import pandas as pd
 
 from icl_gd.activations import cache
 from icl_gd.common import names
-from icl_gd.metrics import claim_tests, claims, scoring
+from icl_gd.metrics import claim_definitions, claim_testing, scoring
 from icl_gd.report import outputs
 
 METRICS = [
@@ -222,7 +222,7 @@ def _claim_tests():
                 similarities={"simam_delta": np.linspace(0, 1, n).reshape(n, 1)},
             )
         )
-    return claim_tests.evaluate_claims(runs, {"gd": "gd"}, n_boot=200)
+    return claim_testing.evaluate_claims(runs, {"gd": "gd"}, n_boot=200)
 
 
 def test_the_first_page_says_what_was_run_and_what_it_found(tmp_path):
@@ -261,7 +261,7 @@ def test_the_first_page_says_what_was_run_and_what_it_found(tmp_path):
     verdict = tests.loc[tests["claim"] == "003-T1-icl-zsl", "verdict"].iloc[0]
     assert f"- **{verdict}**: 003 Table 1, ICL is more accurate than zero-shot on every task" in md
     assert "1 of the 3 published cells this run covers are within" in md and "of 169" in md
-    assert sum(line.startswith("- **") for line in md.splitlines()) == len(claims.CLAIMS)  # a line per claim
+    assert sum(line.startswith("- **") for line in md.splitlines()) == len(claim_definitions.CLAIMS)  # a line per claim
     # the report's page: its links name the report's own result targets; the markup is escaped
     rst = summary.to_rst(blocks)
     assert "`the claims table <claims.html_>`_" in rst and "SimAM\\_delta" in rst and "{{" not in rst

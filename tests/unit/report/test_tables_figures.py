@@ -449,9 +449,9 @@ def test_markdown_layout(summary):
     assert body[3].split("|")[1].strip() == "SimAM_delta"
 
 
-def test_write_table(tmp_path, summary):
+def test_write_table_files(tmp_path, summary):
     t = tables.methods_table(summary, MODEL)
-    paths = render.write_table(t, tmp_path / "sub" / "table2", "Table 2")
+    paths = render.write_table_files(t, tmp_path / "sub" / "table2", "Table 2")
     assert [p.name for p in paths] == ["table2.md", "table2.tex", "table2.csv", "table2.html"]
     assert all(p.stat().st_size > 0 for p in paths)
     csv = pd.read_csv(paths[2])

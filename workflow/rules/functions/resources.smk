@@ -1,4 +1,4 @@
-# What each model job asks its scheduler for (icl_gd/config/resources.py): its predicted peak memory
+# What each model job asks its scheduler for (icl_gd/planning/resources.py): its predicted peak memory
 # and time from results/cost_estimate.tsv (`snakemake cost_estimate`) with a safety factor, grown
 # by attempt (the profile's retries), capped at partition_limits; a job without an estimate asks for
 # its rule's fallback. A plan whose first requests exceed partition_limits stops here.

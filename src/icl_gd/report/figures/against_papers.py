@@ -19,9 +19,8 @@ from icl_gd.common.names import (
     task_label,
     variant_label,
 )
-from icl_gd.metrics import catalog
-from icl_gd.metrics import claims as claims_module
-from icl_gd.report import claims_text
+from icl_gd.metrics import catalog, claim_definitions
+from icl_gd.report import claim_wording
 from icl_gd.report.figures.base import (
     no_data,
     style_axes,
@@ -137,17 +136,17 @@ _CLAIMED_SIDE = "#d9f0d3"
 
 
 def claims_figure(tests: pd.DataFrame, model: str, roles: Mapping[str, str], *, ci_level: float = 0.95) -> Figure:
-    """A forest plot of the claims (``claims.evaluate_claims``): one panel per claim and cell b,
+    """A forest plot of the claims (``claim_testing.evaluate_claims``): one panel per claim and cell b,
     a row per task and one for the mean over tasks, each difference a - b with its interval, the
     zero line, the claimed side shaded, the interval and the title in the verdict's colour."""
 
     tests = tests[tests["model"] == model]
-    panels = [(claim, j) for claim in claims_module.CLAIMS for j in range(len(claim.against))]
+    panels = [(claim, j) for claim in claim_definitions.CLAIMS for j in range(len(claim.against))]
     panel_rows = [
         tests[(tests["claim"] == claim.id) & (tests["comparison"] == j) & (tests["task"] != "")] for claim, j in panels
     ]
     sizes = [len(rows) for rows in panel_rows]
-    verdicts = claims_text.verdicts(tests)
+    verdicts = claim_wording.verdicts(tests)
     ncols = 2
     nrows = -(-len(panels) // ncols)
     heights = [max(max(sizes[r * ncols : (r + 1) * ncols]), 1) * 0.17 + 0.75 for r in range(nrows)]
@@ -160,36 +159,36 @@ def claims_figure(tests: pd.DataFrame, model: str, roles: Mapping[str, str], *, 
         if j == 0:
             counts[verdict] += 1
         color = VERDICT_COLORS[verdict]
-        statement = claims_text.claim_statement(claim, roles, j)
+        statement = claim_wording.claim_statement(claim, roles, j)
         title = f"{claim.paper} {claim.table}: {claim.text}" if j == 0 else "(continued)"
         title = f"{_wrap(title, 95)}\n{_wrap(statement, 105)} — {verdict}"
         if verdict == "inconclusive" and j == 0:
             first = rows.iloc[0]
-            title += "\n" + _wrap("would need: " + claims_text.needed_text(first), 105)
+            title += "\n" + _wrap("would need: " + claim_wording.needed_text(first), 105)
         ax.set_title(title, fontsize=7.5, loc="left", color=color)
         ax.set_yticks([])
         if rows.empty:
             no_data(ax, "not run: the run has no such cell")
             ax.set_xticks([])
             continue
-        order = [t for t in order_tasks(rows["task"]) if t != claims_module.MEAN] + [claims_module.MEAN]
+        order = [t for t in order_tasks(rows["task"]) if t != claim_definitions.MEAN] + [claim_definitions.MEAN]
         by_task = {r.task: r for r in rows.itertuples(index=False)}
         order = [t for t in order if t in by_task]
         ys = np.arange(len(order))[::-1].astype(float)
-        decisive = claims_module.MEAN if claim.quantifier == "mean" else None
+        decisive = claim_definitions.MEAN if claim.quantifier == "mean" else None
         for y, task in zip(ys, order):
             r = by_task[task]
             if not np.isfinite(r.difference):
                 ax.text(0.0, y, "undefined", fontsize=6, va="center", color="0.5")
                 continue
-            if getattr(r, "status", "") == "incomplete" and task != claims_module.MEAN:
+            if getattr(r, "status", "") == "incomplete" and task != claim_definitions.MEAN:
                 ax.text(r.ci_high, y, f"  incomplete ({r.incomplete})", fontsize=6, va="center", color="0.5")
-            strong = (task == decisive) or (decisive is None and task != claims_module.MEAN)
+            strong = (task == decisive) or (decisive is None and task != claim_definitions.MEAN)
             ax.plot([r.ci_low, r.ci_high], [y, y], color=color if strong else "0.55", lw=2.0 if strong else 1.2)
             ax.plot(
                 [r.difference],
                 [y],
-                marker="D" if task == claims_module.MEAN else "o",
+                marker="D" if task == claim_definitions.MEAN else "o",
                 ms=4,
                 color=color if strong else "0.55",
             )
@@ -208,7 +207,9 @@ def claims_figure(tests: pd.DataFrame, model: str, roles: Mapping[str, str], *, 
         ax.axvline(0.0, color="0.2", lw=0.8)
         for x in (-margin, margin):  # the smallest effect of interest
             ax.axvline(x, color="0.45", lw=0.6, ls=":")
-        ax.set_yticks(ys, [task_label(t) if t != claims_module.MEAN else "mean over tasks" for t in order], fontsize=7)
+        ax.set_yticks(
+            ys, [task_label(t) if t != claim_definitions.MEAN else "mean over tasks" for t in order], fontsize=7
+        )
         ax.set_ylim(-0.7, len(order) - 0.3)
         unit = rows["unit"].iloc[0]
         ax.tick_params(axis="x", labelsize=7)

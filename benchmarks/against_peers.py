@@ -1,8 +1,8 @@
 """The workflow's extraction beside what a researcher would use instead, and beside the machine.
 
-    python benchmarks/peers.py                          # SmolLM2-135M (the package's GGUF), CPU, float32
-    python benchmarks/peers.py --shape gpt2-small       # a random GPT-2-small, the same token ids
-    python benchmarks/peers.py --peers workflow,hooks --peer-examples 2 --threads 2
+    python benchmarks/against_peers.py                     # SmolLM2-135M (the package's GGUF), CPU, float32
+    python benchmarks/against_peers.py --shape gpt2-small  # a random GPT-2-small, the same token ids
+    python benchmarks/against_peers.py --peers workflow,hooks --peer-examples 2 --threads 2
 
 For ZSL and ICL prompts of one task (SST-2, k = 32 demonstrations: the real rated sentences of
 ``source: package`` where the set-up fetched them, else the task's synthetic twin), every peer of
@@ -24,7 +24,7 @@ row, q.k and p.v over the keys each query token sees; for ICL the query tokens a
 context being paid once a run) run as plain matmuls of the same shapes (``torch.mm``/``bmm``, the
 workflow's batch as rows) in the same process, and the share of that rate the workflow achieves.
 The workflow's ICL time per example is split from its context's by timing two sizes of the same
-call (``--examples`` and one batch), as ``benchmarks/extract.py`` does.
+call (``--examples`` and one batch), as ``benchmarks/extraction_speed.py`` does.
 """
 
 from __future__ import annotations

@@ -38,7 +38,6 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from icl_gd import plan
 from icl_gd.activations.work import (
     PRETRAIN_BATCH,
     TRAIN_KINDS,
@@ -49,6 +48,7 @@ from icl_gd.activations.work import (
 )
 from icl_gd.common import warm as worker
 from icl_gd.common.specs import is_icl_setting
+from icl_gd.planning import plan
 
 COLUMNS = [
     "rule",
@@ -128,7 +128,8 @@ H100_PROBE = "H100 SXM, 2026-11-27, GPT-2 of the 1.3B shape, bfloat16, batch 128
 # - the same jobs on one NVIDIA H100 80GB HBM3 (3805ef0 with training.py's uncommitted edits of that
 #   hour, committed since as 9422658: a finetuning step of fewer operations): ZSL, ICL, GD and LCGD
 #   on SST-2 (short prompts) and AGNews (the longest), 8 alone, then 16 four at a time;
-# - and benchmarks/extract.py --shape 1.3b --dtype bfloat16 --batch-size 64 (one process) on both.
+# - and benchmarks/extraction_speed.py --shape 1.3b --dtype bfloat16 --batch-size 64 (one process)
+#   on both.
 # A job's seconds: a fixed part, its weights' load, its FLOPs (work.py's count) at a rate per path,
 # and a training kind's steps. The rates are what a job's FLOPs got in jobs that shared the GPU
 # with three others: the sharing, the activations' capture and the cache's writing per example
@@ -142,8 +143,8 @@ H100_PROBE = "H100 SXM, 2026-11-27, GPT-2 of the 1.3B shape, bfloat16, batch 128
 # at 82.7 and 213.2 TFLOP; ICL 8.2 and 11.8 s at 82.6 and 234.7; a method's evaluation (GD's and
 # LCGD's four jobs, one line, an intercept each), 10.2-13.8 s
 H100_FLOPS = {"zsl": 77.8e12, "icl": 43.3e12, "gd": 52.1e12, "lcgd": 52.1e12}
-# The H200 against the H100 in extract.py (same command, one process each): ZSL 1215 against 829
-# examples/s, ICL 626 against 510. The two have one compute peak (989 TFLOP/s at 16 bits); the
+# The H200 against the H100 in extraction_speed.py (same command, one process each): ZSL 1215
+# against 829 examples/s, ICL 626 against 510. The two have one compute peak (989 TFLOP/s at 16 bits); the
 # H200's memory is faster (4.8 against 3.35 TB/s; a device copy here 4.3 against 3.0): ZSL's 1.47
 # is about that ratio (1.43), ICL's (its keys and values reread each batch) less. A method's
 # evaluation is ZSL's forward: its ratio.
@@ -158,8 +159,8 @@ H200_OVER_H100 = {
 # (2.04 against 3.35 TB/s), as the measured rates follow the memory's speed, not the peak
 A100_OVER_H100 = 2.039 / 3.352
 # A finetuning step beyond its FLOPs (the host's kernel launches: the GPU was busy a third of a
-# step, step_profile on the H200), extract.py's steps/s, one process alone: H100 32.2 (GD) and 24.3
-# (LCGD), H200 20.3 and 19.6; the H200's with the step before 9422658 (more operations), so
+# step, step_profile on the H200), extraction_speed.py's steps/s, one process alone: H100 32.2
+# (GD) and 24.3 (LCGD), H200 20.3 and 19.6; the H200's with the step before 9422658 (more operations), so
 # larger than today's. A linearized step (a forward, a tangent and a backward pass) was never
 # measured (every linearized job failed on the H200; fixed in 3805ef0): 1.5 GD's, assumed.
 H100_STEP_S = {"gd": 1 / 32.21, "lcgd": 1 / 24.34}
@@ -267,7 +268,7 @@ DEVICES = {
         _PEAK["H200"],
         _share({path: rate * H200_OVER_H100[path] for path, rate in H100_FLOPS.items()}, _PEAK["H200"][2]),
         H200_STEP_S,
-        source=f"measured ({H200_RUN}; the rates per FLOP: the H100's times extract.py's H200/H100 ratio)",
+        source=f"measured ({H200_RUN}; the rates per FLOP: the H100's times extraction_speed.py's H200/H100 ratio)",
     ),
     "A100": Device(
         "A100",  # SXM, 80 GB

@@ -1,4 +1,4 @@
-"""The plan of a run (icl_gd.plan): plain functions of the validated config, tested as such."""
+"""The plan of a run (icl_gd.planning.plan): plain functions of the validated config, tested as such."""
 
 from __future__ import annotations
 
@@ -11,13 +11,13 @@ from pathlib import Path  # noqa: E402
 import pytest  # noqa: E402
 import yaml  # noqa: E402
 
-from icl_gd import plan
 from icl_gd.activations import extract
 from icl_gd.config import resolve as cfg  # noqa: E402
 from icl_gd.config import validation
+from icl_gd.planning import plan
 from tests.conftest import run_extraction  # noqa: E402
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 SCHEMA = yaml.safe_load((REPO / "workflow" / "schemas" / "config.schema.yaml").read_text())
 
 

@@ -1,4 +1,4 @@
-"""Tests of icl_gd.disk: a cache's bytes from its shapes, against the files the writer makes."""
+"""Tests of icl_gd.planning.disk: a cache's bytes from its shapes, against the files the writer makes."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 
-from icl_gd import disk
 from icl_gd.activations import cache  # noqa: E402
+from icl_gd.planning import disk
 
 META = {
     "model": "m",

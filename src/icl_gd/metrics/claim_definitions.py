@@ -1,6 +1,7 @@
-"""The papers' qualitative claims, each tested on a run with the uncertainty its sample carries:
-the claims and how an interval is read into a verdict here; the paired test on a run's examples
-in ``metrics.claim_tests``; the report's text on them in ``report.claims_text``.
+"""The claims' definitions: the papers' qualitative claims, each tested on a run with the
+uncertainty its sample carries. The claims and how an interval is read into a verdict are here;
+the paired test on a run's examples in ``metrics.claim_testing``; the report's words on them in
+``report.claim_wording``.
 
 A claim compares two cells per task, ``a`` and ``b`` ((variant, published method, metric); ``b``
 may be a constant, or several cells that must each hold), in a claimed direction, under a

@@ -1,8 +1,8 @@
 """What each model job asks its scheduler for (``mem_mb``, ``runtime``), from the cost estimate.
 
 ``snakemake cost_estimate`` writes every model job's predicted wall time and peak memory on the
-machine it ran on (``icl_gd.cost``; run it where the jobs will run: as a SLURM job through the
-profile, it calibrates on a compute node). The rules' resource callables read that table: a
+machine it ran on (``icl_gd.planning.cost``; run it where the jobs will run: as a SLURM job
+through the profile, it calibrates on a compute node). The rules' resource callables read that table: a
 job asks for its predicted peak memory times ``MEM_SAFETY`` and its predicted time times
 ``TIME_SAFETY`` plus ``TIME_MARGIN_MIN`` (a queue's job start, a cold page cache), and each retry
 (``attempt``, the profile's ``retries``) asks for that again times the attempt, so that a job

@@ -1,8 +1,9 @@
-"""The claims' paired tests on a run (``metrics.claims`` states the claims and how a verdict is
-read): per claim and task the difference a - b on the crossed seeds x examples design, its
-interval drawn from shared resamples of the task's examples, redrawn where an end is unsettled,
-and what an inconclusive claim would need; the claims' premise (``metrics.premise``), and each
-claim read again over the tasks where it holds; written as the claims' and the premise's tables.
+"""The claims' testing: their paired tests on a run (``metrics.claim_definitions`` states the
+claims and how a verdict is read): per claim and task the difference a - b on the crossed seeds x
+examples design, its interval drawn from shared resamples of the task's examples, redrawn where an
+end is unsettled, and what an inconclusive claim would need; the claims' premise
+(``metrics.premise``), and each claim read again over the tasks where it holds; written as the
+claims' and the premise's tables.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from icl_gd.common import names
 from icl_gd.common.frames import atomic_write_frame, write_csv
 from icl_gd.metrics import inference, premise, resampling
 from icl_gd.metrics.catalog import display_scale, value_range
-from icl_gd.metrics.claims import (
+from icl_gd.metrics.claim_definitions import (
     CLAIMS,
     COLUMNS,
     MAX_REPLICATES,
@@ -447,8 +448,8 @@ def _difference_range(a_cell, b) -> tuple[float, float]:
 
 def ends_unsettled(replicates, level: float, claim: Claim) -> bool:
     """Whether an end of the interval at ``level`` that decides the claim's status
-    (:func:`claims.deciding_ends`: 0, -margin, +margin) lies within the bootstrap's Monte Carlo
-    error of the value it is read against."""
+    (:func:`claim_definitions.deciding_ends`: 0, -margin, +margin) lies within the bootstrap's
+    Monte Carlo error of the value it is read against."""
     oriented = claim.direction * np.asarray(replicates, dtype=np.float64)
     return any(
         resampling.endpoint_unsettled(oriented - value, level)[end]

@@ -1,7 +1,8 @@
-"""The claims' tests as the report shows them: the claims table (each claim's sentence, its reading
-and its verdict per task and on the mean), the counts of verdicts, and the footnotes on intervals,
-replicates and what an inconclusive claim would need. The tests themselves are
-``metrics.claims``; an edit of this text reruns no test.
+"""The claims' wording: their tests as the report shows them, the claims table (each claim's
+sentence, its reading and its verdict per task and on the mean), the counts of verdicts, and the
+footnotes on intervals, replicates and what an inconclusive claim would need. The claims are
+defined in ``metrics.claim_definitions`` and tested in ``metrics.claim_testing``; an edit of this
+text reruns no test.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import pandas as pd
 
 from icl_gd.common import names
 from icl_gd.metrics import premise as premise_module
-from icl_gd.metrics.claims import (
+from icl_gd.metrics.claim_definitions import (
     CLAIMS,
     MAX_REPLICATES,
     MEAN,
@@ -111,7 +112,7 @@ def claims_table(
     seed missing or undefined marked incomplete, with the seed), the mean over tasks [interval],
     how many tasks hold, break, are negligible or open, the verdict, the verdict read over only the
     tasks where the model learns in context, and what an inconclusive one would need. Footnotes
-    count the verdicts, state the rule and, from ``premise`` (``claim_tests.evaluate``' premise
+    count the verdicts, state the rule and, from ``premise`` (``claim_testing.evaluate``' premise
     table), where the model learns in context."""
     tests = tests[tests["model"] == model]
     tasks = names.order_tasks(t for t in tests["task"] if t not in ("", MEAN))

@@ -1,4 +1,4 @@
-"""The cost estimate's arithmetic (icl_gd.cost): the rates fitted from timed runs, a job's predicted
+"""The cost estimate's arithmetic (icl_gd.planning.cost): the rates fitted from timed runs, a job's predicted
 time and memory, and the forked calibration runs."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ import time
 
 import pytest
 
-from icl_gd import cost
 from icl_gd.activations import work
+from icl_gd.planning import cost
 
 SHAPE = work.Shape(n_layers=2, d_model=8, n_heads=2, vocab=10, block_params=100)
 
@@ -180,7 +180,7 @@ def test_a_gpu_jobs_memory_request_clears_its_measured_host_peak(name):
     """The load of a float32 checkpoint as bfloat16 holds the checkpoint's pages and the cast copy
     at once (7.5 GB at the 1.3B shape, measured: CUDA's own host memory, 225 MB, comes after it):
     the predicted peak is at least the measured one, and the SLURM request (x 1.5) 1.25 times it."""
-    from icl_gd.config import resources
+    from icl_gd.planning import resources
 
     job = work.Work(path="icl", eval_flops=1e14, examples=2000, longest=1433, prefix=1366)
     _, host_mb, _ = cost.on_device(BENCH, job, cost.DEVICES[name], 128, checkpoint=CHECKPOINT)

@@ -1,4 +1,4 @@
-"""Each model job's request (icl_gd.config.resources): from the cost estimate with a safety
+"""Each model job's request (icl_gd.planning.resources): from the cost estimate with a safety
 factor, grown by attempt, capped at the partition's limits; a plan whose jobs would exceed them
 is refused with the numbers."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from icl_gd.config import resources
+from icl_gd.planning import resources
 
 HEADER = "rule\tmodel\tvariant\ttask\tseed\torder\tsetting\tpath\tgflop\tseconds\tpeak_mb\n"
 

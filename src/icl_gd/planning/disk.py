@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from icl_gd import plan
+from icl_gd.planning import plan
 
 # The schema (with the run's identity in its metadata, ~2 KB: template, demonstration ids, prompt
 # rules, the provenance record) written twice, in the header and the footer, and the buffers'

@@ -1,8 +1,8 @@
 """Extraction speed: examples/s per setting, the shared-prefix ICL path against the naive one.
 
-    python benchmarks/extract.py                       # GPT-2-small shape, CPU, float32
-    python benchmarks/extract.py --arch xglm           # the same shape, the reference's architecture
-    python benchmarks/extract.py --shape 1.3b --dtype bfloat16 --device cuda
+    python benchmarks/extraction_speed.py                # GPT-2-small shape, CPU, float32
+    python benchmarks/extraction_speed.py --arch xglm    # the same shape, the reference's architecture
+    python benchmarks/extraction_speed.py --shape 1.3b --dtype bfloat16 --device cuda
 
 A randomly initialised model of the chosen shape and architecture (GPT-2, or XGLM, whose
 attention the recorder re-routes; nothing is downloaded), random token ids in

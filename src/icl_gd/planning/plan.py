@@ -11,7 +11,7 @@ knows of files or of Snakemake.
   pairings; the tables and figures the config has data for; learning-rate sweeps; the run of the
   gradient-norm heatmaps.
 
-Stands on ``config`` and ``labels`` only.
+Stands on ``config`` and ``common.names`` only.
 """
 
 from __future__ import annotations
@@ -20,7 +20,6 @@ import json
 
 from icl_gd.common import names
 from icl_gd.config import resolve as cfg
-from icl_gd.report import published
 
 # ---------------------------------------------------------------------------------------------
 # runs
@@ -324,4 +323,4 @@ def figure_params(config: dict, figure: str) -> dict:
 
 def published_roles(config: dict) -> dict[str, str]:
     """The published methods (docs/published.csv) this config runs: published name -> its method."""
-    return published.protocol_roles(config, list(config["methods"]))
+    return cfg.protocol_roles(config, list(config["methods"]))

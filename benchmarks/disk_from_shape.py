@@ -1,7 +1,7 @@
 """What a config's activation caches take on disk, where its model and data are not at hand.
 
-    python benchmarks/disk.py configs/paper.yaml
-    python benchmarks/disk.py configs/paper.yaml --shape 24 2048 32 --context 2048
+    python benchmarks/disk_from_shape.py configs/paper.yaml
+    python benchmarks/disk_from_shape.py configs/paper.yaml --shape 24 2048 32 --context 2048
 
 The rule ``disk_estimate`` (``snakemake --cores 1 disk_estimate --configfile ...``) counts every
 run's tokens with the model's own tokenizer on the prepared data: use it wherever the model and
@@ -10,8 +10,8 @@ data can be had. This script needs neither: the model's shape and context come f
 mean prompt length that paper 001 Table 3 prints for it (``docs/published.csv``, avg_tokens; the
 reference counted characters, so tokens are taken as characters / ``--chars-per-token`` plus the
 template's words), the longest query as ``--longest`` times the mean, and each demonstration as a
-query plus its label word and ``</s>``. The sizes then follow as ``icl_gd.disk.cache_bytes`` counts
-them (checked against written caches in tests/unit/test_disk.py).
+query plus its label word and ``</s>``. The sizes then follow as ``icl_gd.planning.disk.cache_bytes`` counts
+them (checked against written caches in tests/unit/planning/test_disk.py).
 """
 
 from __future__ import annotations
@@ -21,10 +21,10 @@ from pathlib import Path
 
 import yaml
 
-from icl_gd import disk
 from icl_gd.config import resolve as cfg
 from icl_gd.config import validation
 from icl_gd.data import prompts
+from icl_gd.planning import disk
 from icl_gd.report.outputs import PUBLISHED
 from icl_gd.report.published import read_published
 
