@@ -6,7 +6,6 @@ limit and their records moved aside)."""
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import subprocess
 import time
 from pathlib import Path
@@ -14,16 +13,14 @@ from pathlib import Path
 import yaml
 
 from icl_gd.config import validation
+from tests import benchmark_scripts
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "benchmarks/gpu_check.sh"
 
 
 def _gpu_check():
-    spec = importlib.util.spec_from_file_location("gpu_check", REPO / "benchmarks/gpu_check.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return benchmark_scripts.load("gpu_check")
 
 
 def test_the_script_parses_and_documents_itself():
