@@ -132,8 +132,8 @@ def names(*, kind: str | None = None, computed: str | None = None) -> tuple[str,
 def shown_in(table: str) -> tuple[str, ...]:
     """The metrics a table or figure lists, in its row order: catalog order unless a row says its rank."""
     rows = [m for m in catalog() if table in m.shown_in]
-    order = {m.name: m.rank.get(table, i) for i, m in enumerate(rows)}
-    return tuple(sorted(order, key=lambda n: (order[n], [r.name for r in rows].index(n))))
+    ranked = sorted(range(len(rows)), key=lambda i: (rows[i].rank.get(table, i), i))
+    return tuple(rows[i].name for i in ranked)
 
 
 def published() -> frozenset[str]:
