@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import math
+import warnings
 import zlib
 from dataclasses import dataclass
 
@@ -79,6 +80,7 @@ class _Replicates:
         self.index, self.cells, self.chunk, self.seed = index, cells, chunk, seed
         self._tasks: dict[tuple, tuple] = {}  # (model, task) -> (ids, {seed: terms per cell}, {seed: points})
         self._reps: dict[tuple, list[np.ndarray]] = {}  # (model, task, seed, *cell) -> chunks
+        self._errors: dict[tuple, list[np.ndarray]] = {}  # (model, task, seeds, a, b) -> chunks
 
     def _prepared(self, model: str, task: str):
         key = (model, task)
@@ -132,9 +134,7 @@ class _Replicates:
         for j in range(
             min((len(self._reps.setdefault((model, task, s, *c), [])) for s, c in wanted), default=n_chunks), n_chunks
         ):
-            counts = resampling.bootstrap_counts(
-                len(ids), self.chunk, np.random.default_rng([self.seed, zlib.crc32(task.encode()), j])
-            )
+            counts = self._counts(task, len(ids), j)
             for s, c in wanted:
                 chunks = self._reps[(model, task, s, *c)]
                 if len(chunks) == j:
@@ -143,6 +143,38 @@ class _Replicates:
             s: {c: (points[s][c], np.concatenate(self._reps[(model, task, s, *c)])[:n_rep], len(ids)) for c in cells}
             for s in seeds
         }
+
+    def _counts(self, task: str, n: int, j: int) -> np.ndarray:
+        """The j-th chunk of a task's resamples of its n examples: the same for every seed and cell."""
+        return resampling.bootstrap_counts(
+            n, self.chunk, np.random.default_rng([self.seed, zlib.crc32(task.encode()), j])
+        )
+
+    def errors(self, model: str, task: str, seeds: list[int], a_cell, b, n_rep: int) -> tuple | None:
+        """For a difference of similarity scores (``b`` a cell or a constant), the standard error of
+        its mean over ``seeds`` on each of the first ``n_rep`` resamples and on the sample
+        (:func:`inference.crossed_replicates`' ``errors``): from each example's value averaged over
+        layers, a - b, averaged over the seeds. None for the ratios (accuracy and the like: 0/1
+        terms, for which the percentile interval holds and the studentized one does not where
+        changes are sparse; ``benchmarks/coverage.py``)."""
+        ids, terms, _ = self._prepared(model, task)
+        cells = [a_cell] if isinstance(b, float) else [a_cell, b]
+        if any(isinstance(terms[s][c], tuple) for s in seeds for c in cells):
+            return None
+        key = (model, task, tuple(seeds), a_cell, b)
+        chunks = self._errors.setdefault(key, [])
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # an example undefined in every layer or seed
+            per_seed = [
+                np.nanmean(terms[s][a_cell], axis=1)
+                - (0.0 if isinstance(b, float) else np.nanmean(terms[s][b], axis=1))
+                for s in seeds
+            ]
+            values = np.nanmean(np.stack(per_seed), axis=0)
+        for j in range(len(chunks), -(-n_rep // self.chunk)):
+            chunks.append(resampling.bootstrap_standard_errors(values, self._counts(task, len(ids), j)))
+        sample = resampling.bootstrap_standard_errors(values, np.ones((1, len(ids))))[0]
+        return np.concatenate(chunks)[:n_rep], sample
 
     def uniforms(self, task: str, n_rep: int) -> np.ndarray:
         """The quantiles of the seeds' Student t of a task's replicates, chunk by chunk as above."""
@@ -323,8 +355,8 @@ def _test_claim(
     # tails), times a power of two where its ends are not yet settled against Monte Carlo error
     times = 1
     while True:
-        reps_task = min(times * _n_rep(n_boot, task_level, level), max_replicates)
-        reps_mean = min(times * _n_rep(n_boot, mean_level, level), max_replicates)
+        reps_task = min(times * inference.replicates_for(n_boot, task_level, level), max_replicates)
+        reps_mean = min(times * inference.replicates_for(n_boot, mean_level, level), max_replicates)
         per_task = _differences(model, covered, values, a_cell, b_cells, max(reps_task, reps_mean))
         rows, task_units, mean_units, unsettled = _read(
             claim,
@@ -416,7 +448,11 @@ def _differences(model: str, covered: dict[str, _Task], values: _Replicates, a_c
                 points_a.append(value_a)
                 points_b.append(value_b)
                 reps.append(reps_a - reps_b)
-            examples, spread = inference.crossed_replicates(np.subtract(points_a, points_b), np.stack(reps))
+            examples, spread = inference.crossed_replicates(
+                np.subtract(points_a, points_b),
+                np.stack(reps),
+                errors=values.errors(model, task, found.seeds, a_cell, b, n_rep),
+            )
             spread = inference.Spread(
                 *(float(np.asarray(x)) for x in (spread.n_seeds, spread.seeds_var, spread.shared, spread.unshared)),
                 n_examples=n,
@@ -579,12 +615,6 @@ def _share(between, within) -> float:
     between, within = float(between), float(within)
     total = between + within
     return between / total if total > 0 else 0.0
-
-
-def _n_rep(n_boot: int, interval_level: float, level: float) -> int:
-    """Replicates for an interval at ``interval_level``: as many beyond each bound as ``n_boot``
-    give a plain interval at ``level``."""
-    return max(n_boot, math.ceil(n_boot * (1.0 - level) / (1.0 - interval_level) - 1e-9))
 
 
 def write_claim_tests(

@@ -51,6 +51,21 @@ def bootstrap_means(values, counts: np.ndarray) -> np.ndarray:
     return means.reshape((counts.shape[0],) + rest)
 
 
+def bootstrap_standard_errors(values, counts: np.ndarray) -> np.ndarray:
+    """Nan-aware standard error of the mean of every resample, sqrt(var / m) with the resample's
+    own (population) variance of its m defined values: (n,) → (n_boot,). What a studentized
+    (bootstrap-t) interval divides each replicate's deviation by; a row of ones gives the
+    sample's own."""
+    v = _f64(values)
+    valid = ~np.isnan(v)
+    v = np.where(valid, v, 0.0)
+    num = counts @ valid.astype(np.float64)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean = np.where(num > 0, (counts @ v) / num, np.nan)
+        variance = np.maximum(np.where(num > 0, (counts @ (v * v)) / num, np.nan) - mean**2, 0.0)
+        return np.sqrt(variance / num)
+
+
 def bootstrap_ratios(num, den, counts: np.ndarray) -> np.ndarray:
     """Σ num / Σ den of every resample, (n,) terms → (n_boot,); NaN where Σ den = 0. Accuracy,
     Rec2FTP and Jaccard are such ratios (:func:`rec2ftp_terms`, :func:`jaccard_terms`)."""

@@ -805,3 +805,40 @@ def test_what_a_claim_needs_plans_only_for_its_open_intervals():
         )[1]
         == "negligible"
     )
+
+
+def test_a_similarity_claim_studentizes_the_examples_and_an_accuracy_claim_does_not(monkeypatch):
+    """SimAOU with a long upper tail over the examples (shared by the seeds): the studentized
+    interval reaches further towards the tail than the percentile one (benchmarks/coverage.py:
+    where the percentile interval misses, it misses below). An accuracy claim (0/1 terms) keeps
+    the percentile interval: the same table with studentizing switched off."""
+    rng = np.random.default_rng(0)
+    effects = rng.lognormal(0, 1.5, N) / 30
+    runs = [
+        _run(
+            task,
+            seed,
+            "trained",
+            "gd",
+            icl=rng.random(N) < 0.7,
+            zsl=np.arange(N) < N // 2,
+            simaou=np.clip(effects + rng.normal(0, 0.01, N), -1, 1),
+        )
+        for task in TASKS
+        for seed in (1, 2, 3)
+    ]
+    similarity = claim_definitions.Claim(
+        "s", "001", "Table 1", "SimAOU above 0", ("trained", "gd", "simaou"), (0.0,), +1, "every"
+    )
+    claims = (similarity, _claim("every"))
+
+    def reach(tests):
+        row = tests[(tests["claim"] == "s") & (tests["task"] == "sst2")].iloc[0]
+        return (row["ci_high"] - row["difference"]) / (row["difference"] - row["ci_low"])
+
+    studentized = claim_testing.evaluate_claims(runs, {"gd": "gd"}, n_boot=400, claims=claims)
+    monkeypatch.setattr(claim_testing._Replicates, "errors", lambda *args, **kwargs: None)
+    percentile = claim_testing.evaluate_claims(runs, {"gd": "gd"}, n_boot=400, claims=claims)
+    assert reach(studentized) > 1.25 and reach(studentized) > reach(percentile) + 0.15
+    accuracy = [t[t["claim"] == "t"].reset_index(drop=True) for t in (studentized, percentile)]
+    pd.testing.assert_frame_equal(*accuracy)
