@@ -161,20 +161,18 @@ class _Replicates:
         cells = [a_cell] if isinstance(b, float) else [a_cell, b]
         if any(isinstance(terms[s][c], tuple) for s in seeds for c in cells):
             return None
-        key = (model, task, tuple(seeds), a_cell, b)
-        chunks = self._errors.setdefault(key, [])
         with warnings.catch_warnings():
-            warnings.simplefilter("ignore", RuntimeWarning)  # an example undefined in every layer or seed
-            per_seed = [
-                np.nanmean(terms[s][a_cell], axis=1)
-                - (0.0 if isinstance(b, float) else np.nanmean(terms[s][b], axis=1))
-                for s in seeds
-            ]
-            values = np.nanmean(np.stack(per_seed), axis=0)
+            warnings.simplefilter("ignore", RuntimeWarning)  # an example undefined in every layer
+            values = np.stack(
+                [layer_mean(terms[s][a_cell]) - (b if isinstance(b, float) else layer_mean(terms[s][b])) for s in seeds]
+            )
+        sample = inference.mean_errors(values, np.ones((1, len(ids))))
+        if sample is None:
+            return None
+        chunks = self._errors.setdefault((model, task, tuple(seeds), a_cell, b), [])
         for j in range(len(chunks), -(-n_rep // self.chunk)):
-            chunks.append(resampling.bootstrap_standard_errors(values, self._counts(task, len(ids), j)))
-        sample = resampling.bootstrap_standard_errors(values, np.ones((1, len(ids))))[0]
-        return np.concatenate(chunks)[:n_rep], sample
+            chunks.append(inference.mean_errors(values, self._counts(task, len(ids), j))[0])
+        return np.concatenate(chunks)[:n_rep], sample[1]
 
     def uniforms(self, task: str, n_rep: int) -> np.ndarray:
         """The quantiles of the seeds' Student t of a task's replicates, chunk by chunk as above."""

@@ -64,9 +64,11 @@ from icl_gd.metrics import resampling
 
 __all__ = [
     "POWER",
+    "STUDENTIZE_FROM",
     "stratified_uniforms",
     "Spread",
     "crossed_replicates",
+    "mean_errors",
     "seeds_part",
     "mean_of_tasks",
     "mean_variance",
@@ -77,6 +79,9 @@ __all__ = [
 ]
 
 POWER = 0.8  # the power "what it would need" plans for
+# Fewer examples than this, and a resample's standard error is too rough to divide by (F -> T's
+# few examples: a bootstrap-t of 2 to 20 values reaches past the score's range); percentile there.
+STUDENTIZE_FROM = 30
 
 
 def stratified_uniforms(n_boot: int, rng) -> np.ndarray:
@@ -153,6 +158,23 @@ def studentized(deviations, errors, error) -> np.ndarray:
         return np.where(spread, -error * (deviations / np.where(spread, errors, 1.0)), deviations)
 
 
+def mean_errors(values, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """:func:`crossed_replicates`' ``errors`` for per-seed x per-example values (S, n, ...): the
+    standard error of the mean over seeds and examples on each resample (rows of ``counts``;
+    (R, ...)) and on the sample ((...)), from each example's value averaged over the seeds it is
+    defined in. None with fewer than :data:`STUDENTIZE_FROM` defined examples (the percentile
+    interval then)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # an example undefined in every seed
+        per_example = np.nanmean(np.asarray(values, dtype=np.float64), axis=0)
+    if np.min(np.isfinite(per_example).sum(axis=0), initial=per_example.shape[0]) < STUDENTIZE_FROM:
+        return None
+    return (
+        resampling.bootstrap_standard_errors(per_example, counts),
+        resampling.bootstrap_standard_errors(per_example, np.ones((1, per_example.shape[0])))[0],
+    )
+
+
 def crossed_replicates(
     points, replicates, uniforms: np.ndarray | None = None, *, errors: tuple | None = None
 ) -> tuple[np.ndarray, Spread]:
@@ -166,8 +188,8 @@ def crossed_replicates(
     defined seed, that seed's example replicates. An undefined seed (NaN point) is left out; a
     resample on which a seed's score is undefined leaves that seed out of its mean. ``errors``
     (the standard error of the mean over seeds on each resample, (R, ...), and on the sample, (...):
-    :func:`resampling.bootstrap_standard_errors` of the examples' values averaged over seeds) make
-    the examples' part studentized (:func:`studentized`), for scores that can be skewed.
+    :func:`mean_errors`) make the examples' part studentized (:func:`studentized`), for scores
+    that can be skewed.
     """
     points, reps = np.asarray(points, dtype=np.float64), np.asarray(replicates, dtype=np.float64)
     if reps.shape[:1] + reps.shape[2:] != points.shape:
@@ -280,15 +302,7 @@ def crossed_interval(
         reps = (resampling.bootstrap_means(a.T, counts) - resampling.bootstrap_means(b.T, counts)).T
     else:  # the same, in one product
         reps = resampling.bootstrap_means((a - b).T, counts).T
-    errors = None
-    if studentize:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", RuntimeWarning)  # an example undefined in every seed
-            values = np.nanmean(a - b, axis=0)
-        errors = (
-            resampling.bootstrap_standard_errors(values, counts),
-            resampling.bootstrap_standard_errors(values, np.ones((1, values.size)))[0],
-        )
+    errors = mean_errors(a - b, counts) if studentize else None
     combined, _ = crossed_replicates(points, reps, stratified_uniforms(n_boot, rng), errors=errors)
     intervals = [tuple(float(x) for x in resampling.percentile_interval(combined, lv)) for lv in np.atleast_1d(level)]
     return intervals if isinstance(level, (tuple, list)) else intervals[0]

@@ -52,18 +52,20 @@ def bootstrap_means(values, counts: np.ndarray) -> np.ndarray:
 
 
 def bootstrap_standard_errors(values, counts: np.ndarray) -> np.ndarray:
-    """Nan-aware standard error of the mean of every resample, sqrt(var / m) with the resample's
-    own (population) variance of its m defined values: (n,) → (n_boot,). What a studentized
-    (bootstrap-t) interval divides each replicate's deviation by; a row of ones gives the
-    sample's own."""
+    """Nan-aware standard error of the mean over examples (axis 0) of every resample, sqrt(var / m)
+    with the resample's own (population) variance of its m defined values: (n, ...) → (n_boot, ...).
+    What a studentized (bootstrap-t) interval divides each replicate's deviation by; a row of ones
+    gives the sample's own."""
     v = _f64(values)
-    valid = ~np.isnan(v)
-    v = np.where(valid, v, 0.0)
+    n, rest = v.shape[0], v.shape[1:]
+    flat = v.reshape(n, -1)
+    valid = ~np.isnan(flat)
+    flat = np.where(valid, flat, 0.0)
     num = counts @ valid.astype(np.float64)
     with np.errstate(invalid="ignore", divide="ignore"):
-        mean = np.where(num > 0, (counts @ v) / num, np.nan)
-        variance = np.maximum(np.where(num > 0, (counts @ (v * v)) / num, np.nan) - mean**2, 0.0)
-        return np.sqrt(variance / num)
+        mean = np.where(num > 0, (counts @ flat) / num, np.nan)
+        variance = np.maximum(np.where(num > 0, (counts @ (flat * flat)) / num, np.nan) - mean**2, 0.0)
+        return np.sqrt(variance / num).reshape((counts.shape[0],) + rest)
 
 
 def bootstrap_ratios(num, den, counts: np.ndarray) -> np.ndarray:

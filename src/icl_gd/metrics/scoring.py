@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import warnings
 import zlib
 from dataclasses import dataclass, field
 
@@ -212,9 +213,14 @@ def bootstrap_scores(ex: RunExamples, counts: np.ndarray) -> dict[str, np.ndarra
     """The scores of :func:`point_scores` on each resample of the examples (``counts``, from
     :func:`resampling.bootstrap_counts`): (n_boot,) per ratio, (n_boot, L) per similarity."""
     reps = {name: resampling.bootstrap_ratios(*ex.ratio_terms(name), counts) for name in ex.ratio_names}
-    for name, values in {**ex.similarities, **ex.f2t_similarities()}.items():
+    for name, values in similarity_values(ex).items():
         reps[name] = resampling.bootstrap_means(values, counts)
     return reps
+
+
+def similarity_values(ex: RunExamples) -> dict[str, np.ndarray]:
+    """A run's per-example x per-layer similarities (n, L), those from F to T included."""
+    return {**ex.similarities, **ex.f2t_similarities()}
 
 
 def example_counts(example_id, n_boot: int, stats_seed: int, task: str) -> np.ndarray:
@@ -244,18 +250,34 @@ def score_examples(ex: RunExamples, *, n_boot: int = 1000, level: float = 0.95, 
             low, high = resampling.percentile_interval(reps[name], level) if name in reps else (np.nan, np.nan)
             rows.append({"metric": name, "layer": pd.NA, "value": float(value), "ci_low": low, "ci_high": high})
             continue
-        low, high = resampling.percentile_interval(reps[name], level)
+        # studentized, as the summary and the claims draw a similarity's interval (metrics.inference)
+        values = similarity_values(ex)[name]
+        blocks = [(value[i], reps[name][:, i], values[:, i]) for i in range(len(value))]
+        low, high = np.array([_run_interval(*block, counts, name, level) for block in blocks]).T.reshape(2, -1)
         rows.extend(
             {"metric": name, "layer": layer, "value": float(v), "ci_low": lo, "ci_high": hi}
             for layer, (v, lo, hi) in enumerate(zip(value, low, high))
         )
         mean = float(layer_mean(value)) if np.isfinite(value).any() else float("nan")
-        low, high = resampling.percentile_interval(layer_mean(reps[name]), level)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # an example undefined in every layer
+            per_example = layer_mean(values)
+        low, high = _run_interval(mean, layer_mean(reps[name]), per_example, counts, name, level)
         rows.append({"metric": name, "layer": pd.NA, "value": mean, "ci_low": low, "ci_high": high})
     table = pd.DataFrame(rows)
     for key in reversed(RUN_KEYS):
         table.insert(0, key, ex.meta[key])
     return tidy(table)
+
+
+def _run_interval(value: float, reps: np.ndarray, values: np.ndarray, counts: np.ndarray, name: str, level: float):
+    """One run's interval of a similarity (one layer, or their mean), its examples' part studentized
+    as the summary and the claims draw it (:func:`inference.crossed_replicates` with one seed), cut
+    to the values the score can take (a studentized replicate can leave them)."""
+    drawn, _ = inference.crossed_replicates(
+        np.array([value]), reps[None], errors=inference.mean_errors(values[None], counts)
+    )
+    return resampling.percentile_interval(resampling.within_range(drawn, *catalog.value_range(name)), level)
 
 
 def score_run(
@@ -360,11 +382,13 @@ def seed_mean_intervals(
             values = np.stack([p[name][0] for p in points])
             layers: list = [pd.NA]
             blocks = [(layer_mean(values), layer_mean(reps)) if reps.ndim == 3 else (values, reps)]
+            errors = [None]
             if reps.ndim == 3:
                 layers += list(range(reps.shape[2]))
                 blocks += [(values[:, i], reps[:, :, i]) for i in range(reps.shape[2])]
-            for layer, (value, block) in zip(layers, blocks):
-                combined, spread = inference.crossed_replicates(value, block, uniforms)
+                errors = _similarity_errors(runs, ids, name, counts)
+            for layer, (value, block), error in zip(layers, blocks, errors):
+                combined, spread = inference.crossed_replicates(value, block, uniforms, errors=error)
                 combined = resampling.within_range(combined, *catalog.value_range(name))
                 low, high = resampling.percentile_interval(combined, level)
                 rows.append(
@@ -382,6 +406,24 @@ def seed_mean_intervals(
     table = pd.DataFrame(rows, columns=columns)
     table["layer"] = table["layer"].astype("Int64")
     return table
+
+
+def _similarity_errors(runs: list[RunExamples], ids: np.ndarray, name: str, counts: np.ndarray) -> list[tuple]:
+    """The studentized examples' part of a similarity's intervals (:func:`inference.mean_errors`):
+    for its layer mean, then for each layer, as the claims draw theirs."""
+    grid = []
+    for ex in runs:
+        values = similarity_values(ex)[name]
+        placed = np.full((len(ids), values.shape[1]), np.nan)
+        placed[positions_of(ids, ex.example_id)] = values
+        grid.append(placed)
+    grid = np.stack(grid)  # (seeds, examples, layers)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # an example undefined in every layer
+        per_example = layer_mean(grid)
+    return [inference.mean_errors(per_example, counts)] + [
+        inference.mean_errors(grid[:, :, i], counts) for i in range(grid.shape[2])
+    ]
 
 
 def _seed_level_rng(stats_seed: int, key: tuple) -> np.random.Generator:

@@ -186,3 +186,16 @@ def test_studentized_examples_reach_towards_the_long_tail_and_cost_little_where_
             low, high = inference.crossed_interval(values, level=1 - 0.05 / 6, rng=rng, studentize=studentize)
             widths[studentize].append(high - low)
     assert np.median(widths[True]) <= 1.10 * np.median(widths[False])
+
+
+def test_few_examples_keep_the_percentile_interval():
+    """Below STUDENTIZE_FROM defined examples a resample's standard error is too rough to divide by:
+    no errors, and crossed_interval gives the percentile interval."""
+    rng = np.random.default_rng(8)
+    few = rng.lognormal(0, 1, (3, inference.STUDENTIZE_FROM - 1))
+    counts = resampling.bootstrap_counts(few.shape[1], 50, rng)
+    assert inference.mean_errors(few, counts) is None
+    assert inference.crossed_interval(few, rng=1, studentize=True) == inference.crossed_interval(few, rng=1)
+    enough = np.c_[few, np.ones((3, 1)), np.full((3, 1), np.nan)]
+    errors, sample = inference.mean_errors(enough, resampling.bootstrap_counts(enough.shape[1], 50, rng))
+    assert errors.shape == (50,) and sample > 0
