@@ -20,6 +20,7 @@ outputs.write_figures(
     train_logs=inputs.get("train_logs", []),
     sizes_path=inputs.get("sizes"),
     claims_path=inputs.get("claims"),
+    premise_path=inputs.get("premise"),
     orders_path=inputs.get("orders"),
     **snakemake.params.figure,
 )

@@ -56,6 +56,11 @@ TABLE_CAPTIONS = {
     "reproduction": "Every published cell this run covers (docs/published.csv; the papers' fairseq 1.3B model) beside "
     "this run's mean over seeds with its {ci} interval, the difference (run - published) and whether "
     "the two agree given both the run's interval and the published ± spread.",
+    "premise": "Does the model learn in context, and is ICL then like finetuning? Per model and task, the claims' "
+    "premise (ICL's accuracy against ZSL's and against the majority class of the evaluation examples, in "
+    "points, with the claims' crossed seeds x examples intervals; the model learns in context where both "
+    "lower ends lie above 0) and ICL's most-predicted label, beside SimAOU_norm of GD on the trained model "
+    "(layer mean, {ci} interval): paper 001 asks whether the similarity grows with ICL's own effect.",
     "claims": "The papers' claims, each tested on this run's layer-mean scores (a: the claimed larger or smaller "
     "cell, b: what it is compared with): per task a - b with its paired interval on the crossed seeds x "
     "examples design (one resample of the examples for a and b in every seed, the seeds' spread as a "

@@ -209,7 +209,7 @@ def tables(config: dict) -> list[str]:
     if order_runs(config):
         planned.append("orders")  # Shen et al. 2023: order sensitivity of ICL and each method
     if config["report"]["reproduction"]:
-        planned += ["reproduction", "claims"]  # the run beside the published numbers and claims
+        planned += ["reproduction", "claims", "premise"]  # the run beside the published numbers and claims
     planned.append("costs")  # what each rule's jobs took (their benchmark records)
     return planned
 
@@ -268,7 +268,7 @@ def figures(config: dict) -> list[str]:
     planned += ["lr_sweep"] if lr_sweeps(config) else []
     planned += ["k_sweep"] if k_sweeps(config) else []
     planned += ["models", "sizes"] if len(config["models"]) > 1 else []
-    planned += ["reproduction", "claims"] if config["report"]["reproduction"] else []
+    planned += ["reproduction", "claims", "premise"] if config["report"]["reproduction"] else []
     return planned
 
 
@@ -316,7 +316,7 @@ def figure_params(config: dict, figure: str) -> dict:
         params["k_sweep"] = k_sweeps(config)
     if figure in ("models", "sizes"):
         params["models"] = list(config["models"])
-    if figure in ("reproduction", "claims"):
+    if figure in ("reproduction", "claims", "premise"):
         params.update(ci_level=config["statistics"]["ci_level"], roles=published_roles(config))
     return params
 

@@ -71,6 +71,8 @@ def build_table(
             premise=frames.read_frame(inputs["premise"]) if "premise" in inputs else None,
         )
     summary = frames.read_frame(inputs["summary"])
+    if name == "premise":
+        return tables.premise_table(frames.read_frame(inputs["premise"]), summary, (roles or {}).get("gd"))
     if name == "reproduction":
         table = published.read_published(PUBLISHED)
         cells = published.reproduction(table, summary, model, roles or {})
@@ -158,6 +160,7 @@ def write_figures(
     sizes_path: str | None = None,
     claims_path: str | None = None,
     orders_path: str | None = None,
+    premise_path: str | None = None,
 ) -> None:
     """Each output stem names its figure. ``methods`` are the report variant's (``kinds``: each
     one's kind, which picks its colour: names are the user's); alpha shows those
@@ -166,8 +169,8 @@ def write_figures(
     ``models`` is the models figure's order;
     ``roles`` match the reproduction and claims figures' published methods to the run's, ``sizes_path``
     (``model_statistics``) the sizes figure its models' parameter counts, ``claims_path`` (rule
-    ``evaluate_claims``) is the claims figure's tests, ``orders_path`` (rule ``order_sensitivity``)
-    the orders figure's table.
+    ``evaluate_claims``) is the claims figure's tests and ``premise_path`` the premise figure's premise,
+    ``orders_path`` (rule ``order_sensitivity``) the orders figure's table.
     The metrics tables are read only by the figures that need them (the gradient-norm job has no
     metrics among its inputs)."""
     runs = functools.cache(lambda: frames.read_frame(runs_path))
@@ -224,6 +227,9 @@ def write_figures(
             frames.read_frame(orders_path), model, variant=variant, methods=methods, ci_level=ci_level, kinds=kinds
         ),
         "claims": lambda: figures.claims_figure(frames.read_frame(claims_path), model, roles or {}, ci_level=ci_level),
+        "premise": lambda: figures.premise_figure(
+            tables.premise_table(frames.read_frame(premise_path), summary(), (roles or {}).get("gd")).reset_index()
+        ),
     }
     for name, stem in _stems(outputs).items():
         figures.write_figure(builders[name](), stem)

@@ -655,3 +655,63 @@ def reproduction_table(cells: pd.DataFrame, n_published: int, *, ci_level: float
         ],
     )
     return table
+
+
+# The premise table's columns: the premise's intervals (points) and the similarity beside them.
+PREMISE_COLUMNS = (
+    "ICL (%)",
+    "ZSL (%)",
+    "Majority (%)",
+    "ICL - ZSL",
+    "ICL - ZSL low",
+    "ICL - ZSL high",
+    "ICL - majority",
+    "ICL - majority low",
+    "ICL - majority high",
+    "Learns in context",
+    "ICL's most-predicted label",
+    "SimAOU_norm",
+    "SimAOU_norm low",
+    "SimAOU_norm high",
+)
+
+
+def premise_table(premise: pd.DataFrame, summary: pd.DataFrame, method: str | None) -> pd.DataFrame:
+    """Paper 001's question per model and task: whether the model learns in context (the claims'
+    premise, ``metrics.premise``: ICL against ZSL and against the majority class, points, with the
+    claims' crossed intervals at the premise's level) beside how alike ICL and finetuning are
+    (SimAOU_norm of ``method``, the run's GD, trained model, layer mean, with the summary's interval).
+    Numbers in their own columns, so that reports of several models can be set side by side
+    (``report.side_by_side``)."""
+    similarity = run_level(summary)
+    similarity = similarity[
+        (similarity["variant"] == "trained")
+        & (similarity["method"] == method)
+        & (similarity["metric"] == "simaou_norm")
+    ].set_index(["model", "task"])
+    rows, keys = [], []
+    for row in premise.itertuples(index=False):
+        keys.append((row.model, task_label(row.task)))
+        sim = similarity.loc[(row.model, row.task)] if (row.model, row.task) in similarity.index else None
+        top = (
+            f"{row.top_label or row.top_class} ({100 * row.top_share:.0f}%)"
+            if math.isfinite(row.top_share)
+            else MISSING
+        )
+        numbers = [row.icl, row.zsl, row.majority, row.icl_zsl, row.icl_zsl_low, row.icl_zsl_high]
+        numbers += [row.icl_majority, row.icl_majority_low, row.icl_majority_high]
+        similarities = [MISSING] * 3 if sim is None else [f"{sim[c]:.3f}" for c in ("mean", "ci_low", "ci_high")]
+        rows.append([_number(x, 1) for x in numbers] + ["yes" if row.learns else "no", top] + similarities)
+    index = pd.MultiIndex.from_tuples(keys, names=["Model", "Task"]) if keys else None
+    table = pd.DataFrame(rows, index=index, columns=list(PREMISE_COLUMNS), dtype=object)
+    levels = sorted({float(x) for x in premise["level"].dropna()})
+    footnotes = [
+        f"The premise's intervals at {', '.join(percent(x) for x in levels)} (a claim on every task); learns in "
+        "context: both lower ends above 0. SimAOU_norm's interval is the summary's."
+    ]
+    table.attrs.update(best=[], footnotes=footnotes, table="premise", blank_levels=1)
+    return table
+
+
+def _number(x, decimals: int) -> str:
+    return f"{x:.{decimals}f}" if x is not None and math.isfinite(x) else MISSING

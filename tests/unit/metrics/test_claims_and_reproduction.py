@@ -680,10 +680,10 @@ def test_the_claims_table_and_figure_show_every_claim_with_its_intervals(tmp_pat
 
 
 def test_the_report_plans_reproduction_unless_switched_off():
-    assert plan.tables(_config())[-3:] == ["reproduction", "claims", "costs"]
-    assert plan.figures(_config())[-2:] == ["reproduction", "claims"]
+    assert plan.tables(_config())[-4:] == ["reproduction", "claims", "premise", "costs"]
+    assert plan.figures(_config())[-3:] == ["reproduction", "claims", "premise"]
     off = _config(report={"reproduction": False})
-    assert not {"reproduction", "claims"} & set(plan.tables(off) + plan.figures(off))
+    assert not {"reproduction", "claims", "premise"} & set(plan.tables(off) + plan.figures(off))
     assert plan.figure_params(_config(), "reproduction")["roles"] == {m: m for m in _config()["methods"]}
 
 

@@ -108,6 +108,7 @@ def test_tables_and_figures_are_planned_where_the_config_has_their_data():
         "comparisons",
         "reproduction",
         "claims",
+        "premise",
         "costs",
     ]
     assert plan.tables(DEFAULT) == [
@@ -121,6 +122,7 @@ def test_tables_and_figures_are_planned_where_the_config_has_their_data():
         "orders",
         "reproduction",
         "claims",
+        "premise",
         "costs",
     ]
     assert plan.figures(PAPER) == [
@@ -132,12 +134,13 @@ def test_tables_and_figures_are_planned_where_the_config_has_their_data():
         "output_distributions",
         "reproduction",
         "claims",
+        "premise",
     ]
     one = config(variants={"trained": ["lcgd"]}, report={"reproduction": False})
     assert plan.tables(one) == ["accuracy", "methods", "intervals", "data", "costs"]
     assert "alpha" not in plan.figures(one)
     two_models = config(models={"a": {"source": "builtin"}, "b": {"source": "builtin"}})
-    assert plan.figures(two_models)[-4:] == ["models", "sizes", "reproduction", "claims"]
+    assert plan.figures(two_models)[-5:] == ["models", "sizes", "reproduction", "claims", "premise"]
 
 
 def test_learning_rate_sweeps_group_methods_that_differ_only_in_their_rate():

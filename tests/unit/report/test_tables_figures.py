@@ -890,3 +890,33 @@ def test_output_distributions_figure(tmp_path):
     assert "no data" in _texts(empty.axes[0])
     png, _ = figures.write_figure(fig, tmp_path / "output_distributions")
     assert png.stat().st_size > 5000
+
+
+def test_the_premise_table_sets_the_similarity_beside_where_the_model_learns(tmp_path):
+    """Per model and task the premise's numbers and GD's SimAOU_norm, each in its own column (what
+    report.side_by_side reads back); a task without the similarity shows "—"; the figure draws it."""
+    premise = pd.DataFrame(
+        [
+            dict(model=MODEL, task="sst2", level=0.9958, icl=84.0, zsl=67.0, majority=50.0, icl_zsl=17.0,
+                 icl_zsl_low=5.0, icl_zsl_high=29.0, icl_majority=34.0, icl_majority_low=20.0,
+                 icl_majority_high=48.0, learns=True, top_class=1, top_label="positive", top_share=0.55),
+            dict(model=MODEL, task="cb", level=0.9958, icl=38.0, zsl=39.0, majority=40.0, icl_zsl=-1.0,
+                 icl_zsl_low=-9.0, icl_zsl_high=7.0, icl_majority=-2.0, icl_majority_low=-12.0,
+                 icl_majority_high=8.0, learns=False, top_class=0, top_label="", top_share=0.97),
+        ]
+    )  # fmt: skip
+    summary = pd.DataFrame(
+        [{**_summary_row("trained", "sst2", "gd", "simaou_norm", 0.21), "ci_low": 0.15, "ci_high": 0.27}]
+        + [{**_summary_row("trained", "sst2", "lcgd", "simaou_norm", 0.5), "ci_low": 0.4, "ci_high": 0.6}]
+    )
+    table = tables.premise_table(premise, summary, "gd")
+    assert list(table.columns) == list(tables.PREMISE_COLUMNS)
+    sst2, cb = table.loc[(MODEL, "SST2")], table.loc[(MODEL, "CB")]
+    assert (sst2["ICL - ZSL"], sst2["ICL - ZSL low"], sst2["Learns in context"]) == ("17.0", "5.0", "yes")
+    assert (sst2["SimAOU_norm"], sst2["SimAOU_norm low"], sst2["SimAOU_norm high"]) == ("0.210", "0.150", "0.270")
+    assert cb["SimAOU_norm"] == tables.MISSING and cb["ICL's most-predicted label"] == "0 (97%)"
+    assert cb["Learns in context"] == "no" and "99.58%" in table.attrs["footnotes"][0]
+    fig = figures.premise_figure(table.reset_index())
+    assert len(fig.axes[0].lines) > 0
+    figures.write_figure(fig, tmp_path / "premise")
+    assert (tmp_path / "premise.png").stat().st_size > 0

@@ -36,6 +36,8 @@ def figure_inputs(wildcards):
         return {"summary": rules.aggregate_metrics.output.summary}
     if wildcards.figure == "claims":
         return {"claims": rules.evaluate_claims.output.table}
+    if wildcards.figure == "premise":
+        return {"summary": rules.aggregate_metrics.output.summary, "premise": rules.evaluate_claims.output.premise}
     if wildcards.figure == "orders":
         return {"orders": rules.order_sensitivity.output.table}
     if wildcards.figure == "sizes":
@@ -143,6 +145,9 @@ def table_inputs(wildcards):
     elif wildcards.table == "claims":
         inputs["claims"] = rules.evaluate_claims.output.table
         inputs["premise"] = rules.evaluate_claims.output.premise
+    elif wildcards.table == "premise":
+        inputs["premise"] = rules.evaluate_claims.output.premise
+        inputs["summary"] = rules.aggregate_metrics.output.summary
     else:
         inputs["summary"] = rules.aggregate_metrics.output.summary
     return inputs
@@ -192,8 +197,8 @@ def cost_records(wildcards):
 
 
 def table_roles(wildcards):
-    """The published methods the run has, for the two tables that set it beside the papers."""
-    return plan.published_roles(config) if wildcards.table in ("reproduction", "claims") else {}
+    """The published methods the run has, for the tables that set it beside the papers."""
+    return plan.published_roles(config) if wildcards.table in ("reproduction", "claims", "premise") else {}
 
 
 # ------------------------------------------------------------------------------------------------

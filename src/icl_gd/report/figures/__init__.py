@@ -17,6 +17,8 @@
   metric, with the identity line (``published.reproduction``).
 * :func:`claims_figure` -- the papers' claims as a forest plot: per claim and task the paired
   difference and its interval, the claimed side shaded, the verdict coloured.
+* :func:`premise_figure` -- per model and task, ICL's gain over ZSL against SimAOU_norm of GD:
+  does the similarity grow with ICL's own effect (paper 001's question)?
 * :func:`output_distributions_figure` -- per task, KL(ICL || ZSL) beside each method's
   KL(ICL || FT): how far each setting's label distribution lies from ICL's (Shen et al. 2023).
 * :func:`orders_figure` -- per task, the share of predictions the demonstrations' order changes,
@@ -40,7 +42,7 @@ figures), ``sweeps`` (learning rate, k, model size, models), ``against_papers`` 
 claims), ``beyond`` (the tests of papers other than the three).
 """
 
-from icl_gd.report.figures.against_papers import claims_figure, reproduction_figure
+from icl_gd.report.figures.against_papers import claims_figure, premise_figure, reproduction_figure
 from icl_gd.report.figures.base import CHANGE_PARTS, RANDOM_BASELINES, error_bars, method_colors, plt, write_figure  # noqa: F401 (the tests use plt and method_colors)
 from icl_gd.report.figures.beyond import orders_figure, output_distributions_figure
 from icl_gd.report.figures.paper import (
@@ -64,6 +66,7 @@ __all__ = [
     "models_figure",
     "reproduction_figure",
     "claims_figure",
+    "premise_figure",
     "output_distributions_figure",
     "orders_figure",
     "error_bars",

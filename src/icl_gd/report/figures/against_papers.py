@@ -230,3 +230,59 @@ def _wrap(text: str, width: int) -> str:
     import textwrap
 
     return "\n".join(textwrap.wrap(text, width))
+
+
+# ------------------------------------------------------------------------------ premise
+
+
+def premise_figure(table: pd.DataFrame) -> Figure:
+    """Paper 001's question across tasks and models: per model and task, ICL's gain over ZSL
+    (points) against SimAOU_norm of GD, each with its interval; filled where the model learns in
+    context, hollow where it does not. ``table``: the report's premise table (``tables.premise_table``,
+    its index as columns; several reports' rows concatenated for several models)."""
+    number = lambda column: pd.to_numeric(table[column], errors="coerce").to_numpy()  # noqa: E731
+    x, x_low, x_high = (number(c) for c in ("SimAOU_norm", "SimAOU_norm low", "SimAOU_norm high"))
+    y, y_low, y_high = (number(c) for c in ("ICL - ZSL", "ICL - ZSL low", "ICL - ZSL high"))
+    learns = (table["Learns in context"] == "yes").to_numpy()
+    models = list(dict.fromkeys(table["Model"]))
+    fig, ax = plt.subplots(figsize=(7.0, 5.0), layout="constrained")
+    shown = np.isfinite(x) & np.isfinite(y)
+    if not shown.any():
+        no_data(ax)
+        return fig
+    for i, model in enumerate(models):
+        color = f"C{i}"
+        for j in np.flatnonzero(shown & (table["Model"] == model).to_numpy()):
+            ax.errorbar(
+                x[j],
+                y[j],
+                xerr=_reach(x[j], x_low[j], x_high[j]),
+                yerr=_reach(y[j], y_low[j], y_high[j]),
+                fmt="o",
+                color=color,
+                markerfacecolor=color if learns[j] else "white",
+                markersize=7,
+                elinewidth=1,
+                capsize=2,
+            )
+            ax.annotate(str(table["Task"].iloc[j]), (x[j], y[j]), xytext=(5, 4), textcoords="offset points", fontsize=8)
+    ax.axhline(0.0, color="0.5", linewidth=0.8, linestyle="--")
+    ax.set_xlabel("SimAOU_norm of GD (trained model, layer mean)")
+    ax.set_ylabel("ICL accuracy - ZSL accuracy (points)")
+    handles = [Line2D([], [], marker="o", color=f"C{i}", linestyle="", label=m) for i, m in enumerate(models)]
+    handles += [
+        Line2D([], [], marker="o", color="0.3", linestyle="", label="learns in context"),
+        Line2D([], [], marker="o", color="0.3", markerfacecolor="white", linestyle="", label="does not"),
+    ]
+    ax.legend(handles=handles, fontsize=8, loc="best")
+    ax.set_title("Does the similarity grow with ICL's own effect? (paper 001's question)", fontsize=10)
+    style_axes(ax, grid_axis="both")
+    return fig
+
+
+def _reach(value: float, low: float, high: float):
+    """Error bar lengths below and above ``value``; none without an interval (a point outside its
+    interval, where a studentized or clipped one leaves it, draws the bar from the point)."""
+    if not (np.isfinite(low) and np.isfinite(high)):
+        return None
+    return [[max(value - low, 0.0)], [max(high - value, 0.0)]]

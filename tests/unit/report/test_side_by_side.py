@@ -1,0 +1,96 @@
+"""Several models' reports side by side (icl_gd.report.side_by_side), on report folders the tests write."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from icl_gd.metrics.premise import NO_TASK
+from icl_gd.report import side_by_side, tables
+
+CLAIMS = ("ICL beats ZSL", "SimAOU above random", "Order matters")
+
+
+def _report(folder, verdicts, again, learns=None):
+    """A rendered report with the claims' verdicts (and, where ``learns`` is given, a premise table
+    with one row per task: whether the model learns in context there)."""
+    (folder / "tables").mkdir(parents=True)
+    claims = pd.DataFrame(
+        {
+            "Paper": "003",
+            "Table": "Table 1",
+            "Claim": CLAIMS,
+            "Test": "a > b",
+            "Verdict": verdicts,
+            side_by_side.AGAIN: again,
+        }
+    )
+    # a claim with two cells b has two rows: read once
+    pd.concat([claims, claims.iloc[:1]]).to_csv(folder / "tables" / "claims.csv", index=False)
+    if learns is not None:
+        rows = []
+        for i, (task, learning) in enumerate(learns.items()):
+            numbers = dict.fromkeys(tables.PREMISE_COLUMNS, "1.0")
+            numbers.update(
+                {"ICL - ZSL low": f"{10.0 * i - 5}", "ICL - ZSL": f"{10.0 * i}", "ICL - ZSL high": f"{10.0 * i + 5}"}
+            )
+            numbers.update(
+                {
+                    "SimAOU_norm low": f"{0.1 * i - 0.05}",
+                    "SimAOU_norm": f"{0.1 * i}",
+                    "SimAOU_norm high": f"{0.1 * i + 0.05}",
+                }
+            )
+            numbers.update({"Learns in context": "yes" if learning else "no", "ICL's most-predicted label": "x (50%)"})
+            rows.append({"Model": folder.name if i == 0 else "", "Task": task, **numbers})
+        pd.DataFrame(rows).to_csv(folder / "tables" / "premise.csv", index=False)
+    return folder
+
+
+def test_two_models_side_by_side(tmp_path):
+    small = _report(
+        tmp_path / "small",
+        ["supported", "inconclusive", "not run"],
+        [NO_TASK, NO_TASK, "not run"],
+        {"SST2": False, "MR": False},
+    )
+    large = _report(
+        tmp_path / "large",
+        ["supported", "contradicted", "inconclusive"],
+        ["supported", "supported", "inconclusive"],
+        {"SST2": True, "MR": False},
+    )
+    reports = [side_by_side.read_report(small), side_by_side.read_report(large)]
+    table = side_by_side.claims_side_by_side(reports).set_index("Claim")
+    assert len(table) == 3
+    assert table.loc["ICL beats ZSL", side_by_side.ACROSS] == "the same on every model"
+    assert table.loc["ICL beats ZSL", side_by_side.PREMISE] == "unchanged where it learns"
+    assert table.loc["SimAOU above random", side_by_side.ACROSS] == "depends on the model"
+    assert table.loc["SimAOU above random", side_by_side.PREMISE] == "changes where it learns"
+    assert table.loc["Order matters", side_by_side.ACROSS] == "run on one model"
+    block = side_by_side.markdown(reports, "figures/premise.png")
+    assert "- **small**: learns in context on 0 of 2 tasks" in block
+    assert "- **large**: learns in context on 1 of 2 tasks: SST2" in block
+    assert "depends on the model 1" in block and "![" in block
+    # the block replaces itself in a page and leaves the prose around it
+    page = tmp_path / "results.md"
+    page.write_text("# Results\n\nProse.\n")
+    side_by_side.main([str(small), str(large), "--into", str(page), "--figure", str(tmp_path / "fig" / "premise.png")])
+    side_by_side.main([str(small), str(large), "--into", str(page), "--figure", str(tmp_path / "fig" / "premise.png")])
+    text = page.read_text()
+    assert text.startswith("# Results\n\nProse.\n") and text.count(side_by_side.BEGIN) == 1
+    assert "](fig/premise.png)" in text and (tmp_path / "fig" / "premise.png").exists()
+
+
+def test_a_report_without_the_premise_or_the_claims(tmp_path):
+    old = _report(tmp_path / "old", ["supported"] * 3, ["x"] * 3)
+    (old / "tables" / "claims.csv").write_text(
+        pd.read_csv(old / "tables" / "claims.csv").drop(columns=[side_by_side.AGAIN]).to_csv(index=False)
+    )
+    report = side_by_side.read_report(old)
+    assert report.premise is None and set(report.claims[side_by_side.AGAIN]) == {side_by_side.NOT_TESTED}
+    assert "the premise was not tested" in side_by_side.premise_line(report)
+    with pytest.raises(ValueError, match="no report has a premise table"):
+        side_by_side.premise_points([report])
+    with pytest.raises(FileNotFoundError, match="not a rendered report with the papers' claims"):
+        side_by_side.read_report(tmp_path / "nothing")
