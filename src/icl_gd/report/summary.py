@@ -101,7 +101,20 @@ def _premise_blocks(premise: pd.DataFrame) -> list[Block]:
             ],
         )
     )
-    return blocks + [("ul", [[claim_wording.premise_task_text(r)] for r in premise.itertuples(index=False)])]
+    return blocks + [
+        ("ul", [[claim_wording.premise_task_text(r)] for r in premise.itertuples(index=False)]),
+        (
+            "p",
+            [
+                "Beside how alike ICL and finetuning are (paper 001's question: does the similarity grow with "
+                "ICL's own effect?): ",
+                _table("premise", "the premise table"),
+                ", ",
+                _figure("premise", "ICL's gain against SimAOU_norm"),
+                ".",
+            ],
+        ),
+    ]
 
 
 def _second_reading(verdicts: dict[str, str], again: dict[str, str], premise: pd.DataFrame) -> list[Block]:
