@@ -188,10 +188,10 @@ def expected_counts(config: dict) -> dict[str, int]:
         "evaluate_claims": 1,
         "first_page": 1,
         "task_statistics": len(config["tasks"]),
-        "table": 12,  # with costs
+        "table": 13,  # with premise and costs
         # the paper's config: per_layer, accuracy, alpha, grad_norms, prediction_changes,
-        # output_distributions, reproduction and claims (it sweeps no learning rate and runs one model)
-        "figure": 8,
+        # output_distributions, reproduction, claims and premise (it sweeps no learning rate and runs one model)
+        "figure": 9,
     }
 
 
@@ -219,13 +219,13 @@ def test_paper_dry_run_job_counts(dry_run):
         "evaluate_claims": 1,
         "first_page": 1,
         # paper 003 Tables 1-3, paper 001 Tables 1-3, paper 002, comparisons, intervals,
-        # reproduction, claims
-        "table": 12,  # with costs
+        # reproduction, claims, premise
+        "table": 13,  # with costs
         # per_layer, accuracy, alpha, grad_norms, prediction_changes, output_distributions,
-        # reproduction, claims (no lr sweep, one model)
-        "figure": 8,
+        # reproduction, claims, premise (no lr sweep, one model)
+        "figure": 9,
     }
-    assert sum(counts.values()) == 353
+    assert sum(counts.values()) == 355
     # the printed job blocks agree with the table
     assert Counter(rule for rule, _ in planned_jobs(dry_run)) == Counter(counts)
 
@@ -350,6 +350,7 @@ def test_paper_dry_run_figures(dry_run):
             "output_distributions",
             "reproduction",
             "claims",
+            "premise",
         )
     }
     logs = jobs["figure=grad_norms"]["input"].split(", ")

@@ -257,6 +257,7 @@ def test_report_tables_and_figures(finished_run):
         "output_distributions",
         "reproduction",
         "claims",
+        "premise",
     )
     assert sorted(p.name for p in (finished_run / "results/reports/figures").iterdir()) == sorted(
         f"{stem}.{ext}" for stem in planned for ext in ("png", "pdf")
@@ -292,8 +293,14 @@ def test_every_table_agrees_with_the_aggregated_metrics(finished_run):
         "comparisons",
         "reproduction",
         "claims",
+        "premise",
         "costs",
     }
+    # the premise table's similarity is the summary's GD SimAOU_norm
+    premise = _csv(finished_run, "premise").set_index("Task")
+    for task in ("sst2", "cb"):
+        mean = run_level.loc[("trained", "gd", "simaou_norm", task), "mean"]
+        assert float(premise.loc[task.upper(), "SimAOU_norm"]) == pytest.approx(mean, abs=5e-4)
 
     # every published cell of the run's tasks, variants and methods, with the run's own value
     reproduction = _csv(finished_run, "reproduction")
@@ -480,7 +487,7 @@ def test_nothing_to_do_after_a_run_and_metric_edits_rerun_only_metrics(finished_
         "all",
     }
     assert planned["score_run"] == 12
-    assert planned["figure"] == 7  # the gradient norms come from the training logs, not the metrics
+    assert planned["figure"] == 8  # the gradient norms come from the training logs, not the metrics
     # the data table's statistics rerun their own jobs and what shows them, no run's scores
     planned = planned_after_edit(finished_run, "metrics/statistics.py")
     assert set(planned) == {"task_statistics", "data_statistics", "table", "first_page", "all"}
@@ -503,9 +510,9 @@ def test_further_orders_plan_their_own_jobs_and_rerun_nothing_else(finished_run)
     # what reads them: the claims (one more is tested), the orders table and figure, the first page;
     # no cache of the run's own order, no score of it, no aggregate
     assert set(planned) == {"evaluate_claims", "table", "figure", "first_page", "all"}
-    assert planned["table"] == 3  # claims, orders and costs (its records and inputs change)
-    # every figure's caption names the --config overrides it was made with: all 8 again, and the orders one
-    assert planned["figure"] == 8 + 1
+    assert planned["table"] == 4  # claims, premise, orders and costs (its records and inputs change)
+    # every figure's caption names the --config overrides it was made with: all 9 again, and the orders one
+    assert planned["figure"] == 9 + 1
 
 
 @pytest.mark.slow
