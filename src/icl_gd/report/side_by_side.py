@@ -75,9 +75,14 @@ def premise_line(report: Report) -> str:
     return f"- **{report.name}**: learns in context {where}"
 
 
+def _bare(verdict: str) -> str:
+    """A verdict without its qualifier ("inconclusive (bootstrap-limited)" is inconclusive)."""
+    return verdict.split(" (")[0]
+
+
 def across_models(verdicts: list[str]) -> str:
     """What a claim's verdicts on several models say together."""
-    run = [v for v in verdicts if v != "not run"]
+    run = [_bare(v) for v in verdicts if v != "not run"]
     if len(run) < 2:
         return "run on one model" if run else "not run"
     return "the same on every model" if len(set(run)) == 1 else "depends on the model"
@@ -88,7 +93,11 @@ def where_it_learns(verdicts: list[str], again: list[str]) -> str:
     verdict: "changes" where it does on some model, "unchanged" where every model that has such a
     task gives the same verdict both ways, "no task" where no model learns in context on a task of
     the claim (the claim then says nothing about ICL), "not tested" where no report has the premise."""
-    read = [(v, a) for v, a in zip(verdicts, again) if v != "not run" and a not in ("", NOT_TESTED, NO_TASK, "not run")]
+    read = [
+        (_bare(v), _bare(a))
+        for v, a in zip(verdicts, again)
+        if v != "not run" and a not in ("", NOT_TESTED, NO_TASK, "not run")
+    ]
     if read:
         return "changes where it learns" if any(v != a for v, a in read) else "unchanged where it learns"
     if any(a == NO_TASK for v, a in zip(verdicts, again) if v != "not run"):

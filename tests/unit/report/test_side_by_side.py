@@ -56,7 +56,7 @@ def test_two_models_side_by_side(tmp_path):
     )
     large = _report(
         tmp_path / "large",
-        ["supported", "contradicted", "inconclusive"],
+        ["supported (bootstrap-limited)", "contradicted", "inconclusive"],
         ["supported", "supported", "inconclusive"],
         {"SST2": True, "MR": False},
     )
