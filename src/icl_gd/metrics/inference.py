@@ -219,12 +219,12 @@ def crossed_replicates(
     unshared = np.where(many, np.maximum(per_seed - shared, 0.0), 0.0)
     seeds_var = np.where(many, seeds_var, np.nan)
     spread = Spread(n_seeds=n, seeds_var=seeds_var, shared=shared, unshared=unshared, n_examples=0)
-    alone = m if errors is None else pbar + studentized(m - pbar, *errors)  # a seed's own examples' part
+    deviations = m - pbar if errors is None else studentized(m - pbar, *errors)
+    alone = m if errors is None else pbar + deviations  # a seed's own examples' part
     if not many.any():
         return alone, spread
     with np.errstate(invalid="ignore", divide="ignore"):
         c = np.where(many & (v_mean > 0), np.sqrt(shared / np.where(v_mean > 0, v_mean, 1.0)), 1.0)
-    deviations = m - pbar if errors is None else studentized(m - pbar, *errors)
     combined = np.where(many, pbar + c * deviations, alone)
     if uniforms is None:
         return combined, spread

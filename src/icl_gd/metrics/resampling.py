@@ -57,15 +57,12 @@ def bootstrap_standard_errors(values, counts: np.ndarray) -> np.ndarray:
     What a studentized (bootstrap-t) interval divides each replicate's deviation by; a row of ones
     gives the sample's own."""
     v = _f64(values)
-    n, rest = v.shape[0], v.shape[1:]
-    flat = v.reshape(n, -1)
-    valid = ~np.isnan(flat)
-    flat = np.where(valid, flat, 0.0)
-    num = counts @ valid.astype(np.float64)
+    drawn = (counts @ (~np.isnan(v)).reshape(v.shape[0], -1).astype(np.float64)).reshape(
+        (counts.shape[0],) + v.shape[1:]
+    )
     with np.errstate(invalid="ignore", divide="ignore"):
-        mean = np.where(num > 0, (counts @ flat) / num, np.nan)
-        variance = np.maximum(np.where(num > 0, (counts @ (flat * flat)) / num, np.nan) - mean**2, 0.0)
-        return np.sqrt(variance / num).reshape((counts.shape[0],) + rest)
+        variance = np.maximum(bootstrap_means(v * v, counts) - bootstrap_means(v, counts) ** 2, 0.0)
+        return np.sqrt(variance / drawn)
 
 
 def bootstrap_ratios(num, den, counts: np.ndarray) -> np.ndarray:

@@ -244,14 +244,14 @@ def score_examples(ex: RunExamples, *, n_boot: int = 1000, level: float = 0.95, 
     points = point_scores(ex)
     counts = example_counts(ex.example_id, n_boot, ci_seed, ex.meta["task"])
     reps = bootstrap_scores(ex, counts)
-    rows = []
+    rows, similarities = [], similarity_values(ex)
     for name, value in points.items():
         if np.ndim(value) == 0:
             low, high = resampling.percentile_interval(reps[name], level) if name in reps else (np.nan, np.nan)
             rows.append({"metric": name, "layer": pd.NA, "value": float(value), "ci_low": low, "ci_high": high})
             continue
         # studentized, as the summary and the claims draw a similarity's interval (metrics.inference)
-        values = similarity_values(ex)[name]
+        values = similarities[name]
         blocks = [(value[i], reps[name][:, i], values[:, i]) for i in range(len(value))]
         low, high = np.array([_run_interval(*block, counts, name, level) for block in blocks]).T.reshape(2, -1)
         rows.extend(
@@ -373,6 +373,7 @@ def seed_mean_intervals(
         ids = np.unique(np.concatenate([np.asarray(ex.example_id) for ex in runs]))
         counts = example_counts(ids, n_boot, ci_seed, task)
         per_seed, points = [], []
+        similarities = [similarity_values(ex) for ex in runs]  # once per run: F -> T's are copies
         for ex in runs:
             per_seed.append(bootstrap_scores(ex, counts[:, positions_of(ids, ex.example_id)]))
             points.append(bootstrap_scores(ex, np.ones((1, len(ex.example_id)))))  # the point values, as the replicates
@@ -386,7 +387,7 @@ def seed_mean_intervals(
             if reps.ndim == 3:
                 layers += list(range(reps.shape[2]))
                 blocks += [(values[:, i], reps[:, :, i]) for i in range(reps.shape[2])]
-                errors = _similarity_errors(runs, ids, name, counts)
+                errors = _similarity_errors(runs, [s[name] for s in similarities], ids, counts)
             for layer, (value, block), error in zip(layers, blocks, errors):
                 combined, spread = inference.crossed_replicates(value, block, uniforms, errors=error)
                 combined = resampling.within_range(combined, *catalog.value_range(name))
@@ -408,12 +409,13 @@ def seed_mean_intervals(
     return table
 
 
-def _similarity_errors(runs: list[RunExamples], ids: np.ndarray, name: str, counts: np.ndarray) -> list[tuple]:
-    """The studentized examples' part of a similarity's intervals (:func:`inference.mean_errors`):
-    for its layer mean, then for each layer, as the claims draw theirs."""
+def _similarity_errors(
+    runs: list[RunExamples], per_run: list[np.ndarray], ids: np.ndarray, counts: np.ndarray
+) -> list[tuple]:
+    """The studentized examples' part of a similarity's intervals (:func:`inference.mean_errors`),
+    from each run's (n, L) values: for its layer mean, then for each layer, as the claims draw theirs."""
     grid = []
-    for ex in runs:
-        values = similarity_values(ex)[name]
+    for ex, values in zip(runs, per_run):
         placed = np.full((len(ids), values.shape[1]), np.nan)
         placed[positions_of(ids, ex.example_id)] = values
         grid.append(placed)
