@@ -28,7 +28,10 @@ its imports, or a worker that died) the script runs in place; a model job (``del
 first waits for a worker that is still importing, since its own imports would be the same ones.
 The worker also builds what transformers builds once per process at a first from_pretrained (its
 table of checkpoint conversions), so that no job builds its own. The jobs run the package as the
-worker imported it at the start of the run, as the run's code_version params were computed then.
+worker imported it at the start of the run, as the run's code_version params were computed then;
+once a file of the package changes (an edit during a long run), every later job runs in place, on
+the new code alone: a forked job would otherwise run the modules the worker imported before the
+edit beside those it imports itself after it (a new function called from an old module).
 """
 
 from __future__ import annotations
@@ -98,15 +101,40 @@ def enabled() -> bool:
 
 def identity() -> dict:
     """What a job and the worker must share for the worker to run the job."""
+    package = _package()
     return {
         "host": socket.gethostname(),
         "uid": os.getuid(),
         "executable": sys.executable,
         "prefix": sys.prefix,
         "slurm_job_id": os.environ.get("SLURM_JOB_ID"),
-        "package": os.path.dirname(os.path.realpath(__file__)),
+        "package": package,
         "env": {name: os.environ.get(name) for name in IMPORT_TIME_ENV},
+        "code": code_stamp(package),
     }
+
+
+def _package() -> str:
+    return os.path.realpath(os.path.join(os.path.dirname(__file__), ".."))  # the folder icl_gd
+
+
+def code_stamp(folder: str) -> str:
+    """The state of every file under ``folder`` (name, size, modification time; bytecode caches
+    left out) as one digest: cheap enough for every job (~70 files: 2 ms), and it moves
+    with any edit, a new file or a removed one."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    for root, dirs, files in os.walk(folder):
+        dirs[:] = sorted(d for d in dirs if d != "__pycache__")
+        for name in sorted(files):
+            path = os.path.join(root, name)
+            try:
+                st = os.stat(path)
+            except OSError:  # removed while walking: the next job sees the folder without it
+                continue
+            digest.update(f"{os.path.relpath(path, folder)}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+    return digest.hexdigest()[:16]
 
 
 # ------------------------------------------------------------------------------------------------
@@ -137,7 +165,14 @@ def delegate(wait_s: float = 0.0) -> None:
                 return
             time.sleep(0.05)
     pid = announced.pop("pid", None)
-    if announced != identity():
+    ours = identity()
+    if announced != ours:
+        if {**announced, "code": ours["code"]} == ours:
+            print(
+                f"icl_gd.common.warm: the package's files ({ours['package']}) changed after the worker started;"
+                " running in place, on the new code",
+                file=sys.stderr,
+            )
         return  # another host, Python, package or SLURM job: by design, not an error
     request = json.dumps({"script": script, "argv": sys.argv, "cwd": os.getcwd(), "env": dict(os.environ)}).encode()
     sys.stdout.flush()
@@ -489,6 +524,8 @@ def _alive(pid: int) -> bool:
 
 def serve(path: str, parent: int, modules: list[str]) -> int:
     started = time.monotonic()
+    # before the imports: a file edited while they run may or may not be in the worker's copy
+    announced = {**identity(), "pid": os.getpid()}
     try:
         preload(modules)
         if len(threads := _threads()) > 1:
@@ -501,7 +538,7 @@ def serve(path: str, parent: int, modules: list[str]) -> int:
         server = _Server(path, parent)
         folder = os.path.dirname(path)
         # written whole or not at all: the jobs take its presence for a usable worker
-        write_text(os.path.join(folder, "identity.json"), json.dumps({**identity(), "pid": os.getpid()}))
+        write_text(os.path.join(folder, "identity.json"), json.dumps(announced))
         print(
             f"icl_gd.common.warm: {len(sys.modules)} modules imported in {time.monotonic() - started:.1f} s;"
             f" serving on {path}",

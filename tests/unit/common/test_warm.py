@@ -202,6 +202,36 @@ def test_a_job_of_another_slurm_allocation_or_python_runs_in_place(server, tmp_p
     assert (done.returncode, done.stdout, done.stderr) == (0, "False\n", "")
 
 
+def test_after_the_package_changes_every_job_runs_in_place(server, tmp_path):
+    """An edit during a run: a forked job would run the modules the worker imported before it
+    beside those it imports after it, so it runs in place, on the new code alone, and says why."""
+    job = script(tmp_path, "print(IN_WORKER)\n")
+    assert client(server, job).stdout == "True\n"
+    identity = Path(server).parent / "identity.json"
+    identity.write_text(json.dumps({**json.loads(identity.read_text()), "code": "0" * 16}))  # as before an edit
+    done = client(server, job)
+    assert (done.returncode, done.stdout) == (0, "False\n")
+    assert "changed after the worker started; running in place" in done.stderr
+
+
+def test_the_code_stamp_moves_with_an_edit_a_new_file_or_a_removed_one(tmp_path):
+    package = tmp_path / "pkg"
+    (package / "sub").mkdir(parents=True)
+    (package / "a.py").write_text("x = 1\n")
+    (package / "sub" / "b.py").write_text("y = 2\n")
+    stamps = [warm.code_stamp(str(package))]
+    (package / "__pycache__").mkdir()
+    (package / "__pycache__" / "a.cpython-311.pyc").write_bytes(b"\0")  # Python's own caches do not count
+    assert warm.code_stamp(str(package)) == stamps[0]
+    os.utime(package / "sub" / "b.py", ns=(0, 10**18))  # saved again, same size
+    stamps.append(warm.code_stamp(str(package)))
+    (package / "c.py").write_text("")
+    stamps.append(warm.code_stamp(str(package)))
+    (package / "a.py").unlink()
+    stamps.append(warm.code_stamp(str(package)))
+    assert len(set(stamps)) == 4
+
+
 def test_concurrent_jobs_each_get_their_own_result(server, tmp_path):
     job = script(
         tmp_path,

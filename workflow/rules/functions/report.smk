@@ -59,13 +59,19 @@ def figure_about(wildcards):
     return about
 
 
+def _shown_path(f):
+    path = Path(f).resolve()
+    for root in (Path.cwd(), Path(workflow.basedir).resolve()):
+        if path.is_relative_to(root):
+            return str(path.relative_to(root))
+    return str(f)
+
+
 def run_about():
     """The config file(s), ``--config`` overrides and every task with its seeds."""
-    cwd = Path.cwd()
-    files = [
-        str(Path(f).resolve().relative_to(cwd)) if Path(f).resolve().is_relative_to(cwd) else str(f)
-        for f in workflow.configfiles
-    ]
+    # Relative to the working directory, else to the workflow's own folder (a run with --directory
+    # elsewhere and a shipped config), so that no report names a path on the machine that made it.
+    files = [_shown_path(f) for f in workflow.configfiles]
     about = dict(
         configfiles=files,
         # --config, but for warm_worker: how jobs start is no part of a figure, and must rerun none
