@@ -10,7 +10,8 @@ ZSL and SimAOU_norm of GD). This sets the verdicts claim by claim, says which ho
 model, which depend on the model and which on whether the model learns in context, and draws the
 premise figure over every model. ``--into`` replaces the part of a Markdown file between
 :data:`BEGIN` and :data:`END` (the rest is prose that quotes no number), so a rerun of the reports
-and of this command keeps the page true.
+and of this command keeps the page true. ``--brief`` writes the short form the README carries:
+each claim without its note, one column per model.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from pathlib import Path
 import pandas as pd
 
 from icl_gd.common.atomic import write_text
+from icl_gd.metrics.claim_definitions import CLAIMS
 from icl_gd.metrics.premise import NO_TASK
 from icl_gd.report import figures
 
@@ -147,6 +149,39 @@ def markdown(reports: list[Report], figure: str | None = None) -> str:
     return "\n".join(lines)
 
 
+def _statement(claim: str) -> str:
+    """A claim's statement without the note the claims table appends to it in brackets."""
+    for known in CLAIMS:
+        if known.note and claim == f"{known.text} ({known.note})":
+            return known.text
+    return claim
+
+
+def brief_cell(verdict: str, again: str) -> str:
+    """A model's verdict, and beside it the verdict where it learns in context where that differs."""
+    verdict, again = _bare(verdict), _bare(again)
+    if again in ("", NOT_TESTED, "not run") or again == verdict:
+        return verdict
+    return f"{verdict}; {NO_TASK}" if again == NO_TASK else f"{verdict}; where it learns: {again}"
+
+
+def brief_markdown(reports: list[Report]) -> str:
+    """The short form (the README's): per model where it learns in context, then one row per claim
+    with each model's verdict (and its verdict where it learns in context, where that differs) and
+    what the verdicts say together."""
+    table = claims_side_by_side(reports)
+    lines = [BEGIN, "", *[premise_line(r) for r in reports], ""]
+    lines.append("| Claim | " + " | ".join(r.name for r in reports) + f" | {ACROSS} |")
+    lines.append("|" + "---|" * (len(reports) + 2))
+    for _, row in table.iterrows():
+        cells = [f"{row['Paper']} {row['Table']}: {_statement(row['Claim'])}"]
+        cells += [brief_cell(row[f"{r.name}: {VERDICT.lower()}"], row[f"{r.name}: {AGAIN.lower()}"]) for r in reports]
+        cells.append(row[ACROSS])
+        lines.append("| " + " | ".join(str(c).replace("|", "\\|") for c in cells) + " |")
+    lines += ["", END]
+    return "\n".join(lines)
+
+
 def premise_points(reports: list[Report]) -> pd.DataFrame:
     """Every report's premise rows, for :func:`figures.premise_figure`."""
     tables = [r.premise for r in reports if r.premise is not None]
@@ -172,13 +207,16 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("reports", nargs="+", help="rendered report folders, e.g. reports/smollm2-protocol")
     parser.add_argument("--into", help="Markdown file whose generated block to replace (else: print it)")
     parser.add_argument("--figure", help="where to draw the premise figure of every model (.png; a .pdf beside it)")
+    parser.add_argument("--brief", action="store_true", help="the short form: claims without notes (the README's)")
     args = parser.parse_args(argv)
     reports = [read_report(folder) for folder in args.reports]
+    if args.brief and args.figure:
+        parser.error("--brief draws no figure: give --figure to the full form (docs/results.md's)")
     link = None
     if args.figure:
         figures.write_figure(figures.premise_figure(premise_points(reports)), Path(args.figure).with_suffix(""))
         link = Path(os.path.relpath(args.figure, Path(args.into).parent)).as_posix() if args.into else args.figure
-    block = markdown(reports, link)
+    block = brief_markdown(reports) if args.brief else markdown(reports, link)
     if args.into:
         into(args.into, block)
     else:

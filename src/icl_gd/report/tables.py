@@ -706,7 +706,7 @@ def premise_table(premise: pd.DataFrame, summary: pd.DataFrame, method: str | No
     table = pd.DataFrame(rows, index=index, columns=list(PREMISE_COLUMNS), dtype=object)
     levels = sorted({float(x) for x in premise["level"].dropna()})
     footnotes = [
-        f"The premise's intervals at {', '.join(percent(x) for x in levels)} (a claim on every task); learns in "
+        f"The premise's intervals at {', '.join(f'{100 * x:.4g}%' for x in levels)} (a claim on every task); learns in "
         "context: both lower ends above 0. SimAOU_norm's interval is the summary's."
     ]
     table.attrs.update(best=[], footnotes=footnotes, table="premise", blank_levels=1)

@@ -94,3 +94,27 @@ def test_a_report_without_the_premise_or_the_claims(tmp_path):
         side_by_side.premise_points([report])
     with pytest.raises(FileNotFoundError, match="not a rendered report with the papers' claims"):
         side_by_side.read_report(tmp_path / "nothing")
+
+
+def test_the_brief_form_drops_the_claims_notes_and_says_where_a_reading_differs(tmp_path):
+    """The README's short form: a claim's statement without the note the claims table appends, each
+    model's verdict, and its verdict where it learns in context only where that differs."""
+    from icl_gd.metrics.claim_definitions import CLAIMS as KNOWN
+
+    noted = next(c for c in KNOWN if c.note)
+    small = _report(tmp_path / "small", ["supported", "inconclusive", "not run"], [NO_TASK, "supported", "not run"])
+    large = _report(tmp_path / "large", ["contradicted (bootstrap-limited)"] * 3, ["contradicted"] * 3, {"SST2": True})
+    for folder in (small, large):
+        claims = pd.read_csv(folder / "tables" / "claims.csv", dtype=str, keep_default_na=False)
+        claims["Claim"] = claims["Claim"].replace(CLAIMS[0], f"{noted.text} ({noted.note})")
+        claims.to_csv(folder / "tables" / "claims.csv", index=False)
+    page = tmp_path / "README.md"
+    page.write_text("# Read me\n")
+    side_by_side.main([str(small), str(large), "--into", str(page), "--brief"])
+    rows = [line for line in page.read_text().splitlines() if line.startswith("| 003")]
+    assert rows[0] == f"| 003 Table 1: {noted.text} | supported; {NO_TASK} | contradicted | depends on the model |"
+    assert rows[1].endswith("| inconclusive; where it learns: supported | contradicted | depends on the model |")
+    assert rows[2].endswith("| not run | contradicted | run on one model |")
+    assert "- **small**: the premise was not tested" in page.read_text()
+    with pytest.raises(SystemExit):
+        side_by_side.main([str(small), "--brief", "--figure", str(tmp_path / "x.png")])

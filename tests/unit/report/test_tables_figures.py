@@ -897,10 +897,10 @@ def test_the_premise_table_sets_the_similarity_beside_where_the_model_learns(tmp
     report.side_by_side reads back); a task without the similarity shows "—"; the figure draws it."""
     premise = pd.DataFrame(
         [
-            dict(model=MODEL, task="sst2", level=0.9958, icl=84.0, zsl=67.0, majority=50.0, icl_zsl=17.0,
+            dict(model=MODEL, task="sst2", level=1 - 0.05 / 12, icl=84.0, zsl=67.0, majority=50.0, icl_zsl=17.0,
                  icl_zsl_low=5.0, icl_zsl_high=29.0, icl_majority=34.0, icl_majority_low=20.0,
                  icl_majority_high=48.0, learns=True, top_class=1, top_label="positive", top_share=0.55),
-            dict(model=MODEL, task="cb", level=0.9958, icl=38.0, zsl=39.0, majority=40.0, icl_zsl=-1.0,
+            dict(model=MODEL, task="cb", level=1 - 0.05 / 12, icl=38.0, zsl=39.0, majority=40.0, icl_zsl=-1.0,
                  icl_zsl_low=-9.0, icl_zsl_high=7.0, icl_majority=-2.0, icl_majority_low=-12.0,
                  icl_majority_high=8.0, learns=False, top_class=0, top_label="", top_share=0.97),
         ]
