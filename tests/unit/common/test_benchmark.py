@@ -33,7 +33,10 @@ def _check(record: dict, warm_: bool) -> None:
     assert set(record) == set(benchmark.COLUMNS)
     assert record["max_rss"] >= 200, record  # the high-water mark saw the whole block
     assert 1.0 <= record["cpu_time"] <= record["s"] * 1.5 + 0.5, record
-    assert record["s"] < 30 and 50 <= record["mean_load"] <= 150, record
+    # in percent of one core, as Snakemake's: the spin keeps one core busy (less where other
+    # processes share the cores, as when a model run goes on beside the tests)
+    assert record["s"] < 30 and 10 <= record["mean_load"] <= 150, record
+    assert record["mean_load"] == pytest.approx(100 * record["cpu_time"] / record["s"], rel=0.02), record
     assert record["warm"] == int(warm_) and record["gpu_max_mb"] == 0 and record["threads"] == 1
 
 
