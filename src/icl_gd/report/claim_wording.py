@@ -129,7 +129,7 @@ def claims_table(
     rows, keys, verdict_of = [], [], verdicts(tests)
     for claim in CLAIMS:
         found = tests[tests["claim"] == claim.id]
-        text = claim.text + (f" ({claim.note})" if claim.note else "")
+        text = claim_heading(claim)
         verdict = verdict_of[claim.id]
         for j in range(len(claim.against)):
             statement = claim_statement(claim, roles, j)
@@ -296,6 +296,11 @@ def verdicts(tests: pd.DataFrame) -> dict[str, str]:
     tests have no row of it."""
     found = tests.drop_duplicates("claim").set_index("claim")["verdict"].to_dict()
     return {claim.id: found.get(claim.id, "not run") for claim in CLAIMS}
+
+
+def claim_heading(claim: Claim) -> str:
+    """A claim as the claims table's Claim column names it: its text, then its note in brackets."""
+    return claim.text + (f" ({claim.note})" if claim.note else "")
 
 
 def percent_text(level: float) -> str:

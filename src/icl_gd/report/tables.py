@@ -46,6 +46,7 @@ from icl_gd.common.names import (
 )
 from icl_gd.common.provenance import describe
 from icl_gd.metrics import catalog
+from icl_gd.report import claim_wording
 from icl_gd.report.selection import run_level
 
 __all__ = [
@@ -706,7 +707,7 @@ def premise_table(premise: pd.DataFrame, summary: pd.DataFrame, method: str | No
     table = pd.DataFrame(rows, index=index, columns=list(PREMISE_COLUMNS), dtype=object)
     levels = sorted({float(x) for x in premise["level"].dropna()})
     footnotes = [
-        f"The premise's intervals at {', '.join(f'{100 * x:.4g}%' for x in levels)} (a claim on every task); learns in "
+        f"The premise's intervals at {', '.join(map(claim_wording.percent_text, levels))} (a claim on every task); learns in "
         "context: both lower ends above 0. SimAOU_norm's interval is the summary's."
     ]
     table.attrs.update(best=[], footnotes=footnotes, table="premise", blank_levels=1)
