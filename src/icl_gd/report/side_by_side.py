@@ -154,9 +154,8 @@ def markdown(reports: list[Report], figure: str | None = None) -> str:
     return "\n".join(lines)
 
 
-def _statement(claim: str) -> str:
-    """A claim's statement without the note the claims table appends to it in brackets."""
-    return {claim_wording.claim_heading(known): known.text for known in CLAIMS}.get(claim, claim)
+# a claim as the claims table heads it -> its statement without the note in brackets
+STATEMENTS = {claim_wording.claim_heading(known): known.text for known in CLAIMS}
 
 
 def brief_cell(verdict: str, again: str) -> str:
@@ -176,7 +175,7 @@ def brief_markdown(reports: list[Report]) -> str:
     lines.append(_row(["Claim", *(r.name for r in reports), ACROSS]))
     lines.append("|" + "---|" * (len(reports) + 2))
     for _, row in table.iterrows():
-        cells = [f"{row['Paper']} {row['Table']}: {_statement(row['Claim'])}"]
+        cells = [f"{row['Paper']} {row['Table']}: {STATEMENTS.get(row['Claim'], row['Claim'])}"]
         cells += [brief_cell(row[f"{r.name}: {VERDICT.lower()}"], row[f"{r.name}: {AGAIN.lower()}"]) for r in reports]
         cells.append(row[ACROSS])
         lines.append(_row(cells))
