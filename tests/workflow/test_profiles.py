@@ -18,13 +18,15 @@ from pathlib import Path  # noqa: E402
 
 import yaml  # noqa: E402
 
+from icl_gd.config import resolve as cfg  # noqa: E402
 from tests.workflow.test_workflow import TINY  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 SNAKEMAKE = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile")]
 GPU_RULES = {"extract_zsl", "extract_base", "finetune_and_extract"}
 CPU_RULES = {"build_builtin_model", "make_variant"}
-# Two variants of one task and seed: per variant zsl, icl and gd extractions.
+# Two variants of one task and seed: per variant zsl, icl and gd extractions, and the trained
+# variant's icl_permuted (the claims' premise).
 CONFIG = {
     **TINY,
     "variants": {"trained": ["gd"], "untrained": ["gd"]},
@@ -95,24 +97,27 @@ def test_slurm_profile_plans_the_workflow_where_slurm_is_absent(tmp_path):
         )
     for rule in CPU_RULES:  # CPU jobs on the cluster (the login node sees no GPU: gpu=0)
         assert not any(item.startswith("gpu=") and item != "gpu=0" for r in resources[rule] for item in r)
-    # a variant's zsl, icl and gd extractions are one group job
+    # a variant's zsl, icl and gd extractions are one group job (the trained one's with icl_permuted)
     assert {g: sorted(rules) for g, rules in groups.items()} == {
-        f"extract_tiny_{v}": ["extract_base", "extract_zsl", "finetune_and_extract"] for v in ("trained", "untrained")
+        "extract_tiny_trained": ["extract_base", "extract_base", "extract_zsl", "finetune_and_extract"],
+        "extract_tiny_untrained": ["extract_base", "extract_zsl", "finetune_and_extract"],
     }
 
 
 def write_estimate(workdir: Path, peaks: dict[str, float], seconds: dict[str, float]) -> None:
     """A cost estimate (results/cost_estimate.tsv) of CONFIG's model jobs, as `snakemake
-    cost_estimate` writes it, with these peaks (MB) and times (s) per setting."""
+    cost_estimate` writes it, with these peaks (MB) and times (s) per setting (every ICL setting
+    icl's)."""
     from icl_gd.config import validation
     from icl_gd.planning import plan as plan_
 
     schema = yaml.safe_load((REPO / "workflow/schemas/config.schema.yaml").read_text())
     rows = ["rule\tmodel\tvariant\ttask\tseed\torder\tsetting\tpath\tgflop\tseconds\tpeak_mb"]
     for e in plan_.extractions(validation.validate(CONFIG, schema)):
-        rule = {"zsl": "extract_zsl", "icl": "extract_base"}.get(e["setting"], "finetune_and_extract")
+        setting = "icl" if cfg.is_icl_setting(e["setting"]) else e["setting"]
+        rule = {"zsl": "extract_zsl", "icl": "extract_base"}.get(setting, "finetune_and_extract")
         cells = [rule, e["model"], e["variant"], e["task"], e["seed"], 0, e["setting"], e["setting"], 1.0]
-        rows.append("\t".join(map(str, [*cells, seconds[e["setting"]], peaks[e["setting"]]])))
+        rows.append("\t".join(map(str, [*cells, seconds[setting], peaks[setting]])))
     rows.append("\t".join(["build_builtin_model", "tiny", "", "", "", "", "", "pretrain", "1", "30", "500"]))
     (workdir / "results").mkdir(exist_ok=True)
     (workdir / "results/cost_estimate.tsv").write_text("\n".join(rows) + "\n")

@@ -188,6 +188,18 @@ def test_metrics_agree_with_the_caches(finished_run):
     assert row["n"].item() == 2
     assert row["mean"].item() == pytest.approx(np.mean(accs))
     assert row["std"].item() == pytest.approx(np.std(accs, ddof=1), nan_ok=True)
+    # ICL on permuted labels (the premise's): its cache's gold is the permuted gold, and every run of
+    # the trained variant scores pred against it
+    follows = []
+    for seed in (2, 3):
+        base = finished_run / f"results/activations/tiny/trained/sst2/seed{seed}"
+        permuted, icl = cache.read_cache(base / "icl_permuted.arrow"), cache.read_cache(base / "icl.arrow")
+        assert permuted.meta["demo_labels"] == "permuted" and permuted.meta["demo_ids"] == icl.meta["demo_ids"]
+        assert np.array_equal(permuted.gold, 1 - icl.gold)  # two classes: the swap
+        follows.append(np.mean(permuted.pred == permuted.gold))
+    rows = summary.query("variant == 'trained' and task == 'sst2' and metric == 'acc_icl_permuted'")
+    assert set(rows["method"]) == {"gd", "lcgd"} and rows["mean"].tolist() == pytest.approx([np.mean(follows)] * 2)
+    assert "acc_icl_permuted" not in set(summary.query("variant == 'untrained'")["metric"])
     # the layer-mean row is the mean of the per-layer rows
     one = runs.query(
         "variant == 'trained' and task == 'cb' and seed == 3 and method == 'lcgd' and metric == 'simam_delta'"
@@ -301,6 +313,13 @@ def test_every_table_agrees_with_the_aggregated_metrics(finished_run):
     for task in ("sst2", "cb"):
         mean = run_level.loc[("trained", "gd", "simaou_norm", task), "mean"]
         assert float(premise.loc[task.upper(), "SimAOU_norm"]) == pytest.approx(mean, abs=5e-4)
+        follows = run_level.loc[("trained", "gd", "acc_icl_permuted", task), "mean"]
+        assert float(premise.loc[task.upper(), "ICL, permuted labels (%)"]) == pytest.approx(100 * follows, abs=0.05)
+    # it learns in context where all three of the premise's intervals lie above 0, at one level
+    tested = pd.read_parquet(finished_run / "results/metrics/premise.parquet")
+    lows = tested[["icl_zsl_low", "icl_majority_low", "icl_permuted_majority_low"]]
+    assert tested["learns"].tolist() == (lows > 0).all(axis=1).tolist()
+    assert tested["level"].tolist() == pytest.approx([1 - 0.05 / (2 * 3)] * 2)  # 2 tasks x 3 cells
 
     # every published cell of the run's tasks, variants and methods, with the run's own value
     reproduction = _csv(finished_run, "reproduction")
@@ -335,6 +354,8 @@ def test_every_table_agrees_with_the_aggregated_metrics(finished_run):
             assert layer_causal.loc[label, column].rstrip("†") == _cell(row["mean"], row["std"], 4)
 
     accuracy = _csv(finished_run, "accuracy").set_index("Metric")
+    row = run_level.loc[("trained", "gd", "acc_icl_permuted", "sst2")]
+    assert accuracy.loc["ICL, permuted labels, accuracy (%)", "SST2"] == _cell(100 * row["mean"], 100 * row["std"], 1)
     row = run_level.loc[("trained", "gd", "rec2ftp", "cb")]
     expected = "—" if np.isnan(row["mean"]) else _cell(row["mean"], row["std"], 1)
     assert accuracy.loc["Rec2FTP (%)", "CB"].rstrip("†") == expected  # † where a seed had no FT fix
@@ -521,8 +542,9 @@ def test_a_config_edit_reruns_exactly_the_caches_it_changes(finished_run):
     try:
         config_file.write_text(yaml.safe_dump({**TINY, "k": 3}))
         planned = jobs_planned(finished_run)
-        # ICL (not ZSL) and both training methods, per variant, task and seed; then what follows
-        assert planned["extract_base"] == 2 * 2 * 2 and planned["finetune_and_extract"] == 3 * 2 * 2
+        # ICL (not ZSL; and the trained variant's on permuted labels) and both training methods, per
+        # variant, task and seed; then what follows
+        assert planned["extract_base"] == 2 * 2 * 2 + 2 * 2 and planned["finetune_and_extract"] == 3 * 2 * 2
         assert "prepare_task" not in planned and "build_builtin_model" not in planned
         config_file.write_text(yaml.safe_dump({**TINY, "batch_size": 3}))  # must not change results
         assert jobs_planned(finished_run) == {}
@@ -591,10 +613,11 @@ def test_temporary_caches_are_deleted_once_scored_and_a_metric_edit_extracts_aga
     metrics_py = workdir / "src/icl_gd/metrics/formulas.py"
     metrics_py.write_text(metrics_py.read_text() + "\n# an edit\n")
     planned = jobs_planned(workdir)
-    # every cache again: ZSL of 2 variants x 2 tasks, ICL of each of their 2 seeds, and the 3 methods
+    # every cache again: ZSL of 2 variants x 2 tasks, ICL of each of their 2 seeds (and the trained
+    # variant's on permuted labels), and the 3 methods
     assert (planned["extract_zsl"], planned["extract_base"], planned["finetune_and_extract"], planned["score_run"]) == (
         4,
-        8,
+        8 + 4,
         12,
         12,
     )
@@ -607,7 +630,7 @@ def test_the_disk_estimate_is_what_the_run_wrote(finished_run):
     out = snakemake(finished_run, "--cores", "1", "disk_estimate").stdout
     estimate = int(re.search(r"caches: keep .*\(([\d,]+) bytes\)", out).group(1).replace(",", ""))
     written = sum(p.stat().st_size for p in (finished_run / "results/activations").rglob("*.arrow"))
-    assert "24 activation caches (compact layout), 4 run groups" in out
+    assert "28 activation caches (compact layout), 4 run groups" in out
     assert abs(estimate - written) <= 0.02 * written, (estimate, written)
     assert jobs_planned(finished_run) == {}  # it writes nothing a later run would redo
 

@@ -1,7 +1,7 @@
-# Activations: one cache per (model, variant, task, seed, setting). zsl, icl and icl_switched
-# evaluate the model as it is; every other setting names a training method, which finetunes a
-# copy first. In the compact layout (cache_dtype) every setting but zsl stores its change from
-# the zsl cache of its run, which is therefore its input. ZSL has a rule of its own: a rule whose
+# Activations: one cache per (model, variant, task, seed, setting). zsl, icl, icl_switched and
+# icl_permuted evaluate the model as it is; every other setting names a training method, which
+# finetunes a copy first. In the compact layout (cache_dtype) every setting but zsl stores its
+# change from the zsl cache of its run, which is therefore its input. ZSL has a rule of its own: a rule whose
 # jobs take another job of the same rule as input breaks Snakemake's --until on it (its issue 823).
 
 

@@ -22,7 +22,9 @@ Layouts (``cache_dtype``):
 column             numpy shape after reading  what it holds
 =================  =========================  ===============================================
 example_id         (n,) int64                 the example's stable id in the evaluation split
-gold               (n,) int16                 gold class index
+gold               (n,) int16                 gold class index (icl_permuted: the permuted
+                                              gold, the class whose word its context gives
+                                              the gold class: splits.permuted_gold)
 pred               (n,) int16                 argmax of ``label_logprobs`` (ties: first class)
 label_logprobs     (n, n_labels) float32      log-softmax over the vocabulary, at the answer
                                               position, read at each class's label word

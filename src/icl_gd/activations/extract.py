@@ -1,7 +1,7 @@
 """One extraction job: a (model, variant, task, seed, setting) run, from data files to a cache.
 
-Settings ``zsl`` and ``icl`` evaluate the model as it is; any other setting names a training
-method from the config: a copy of the model is finetuned on the demonstrations, then evaluated
+Settings ``zsl`` and ``icl`` (``icl_switched``, ``icl_permuted``: on other labels of the same
+demonstrations) evaluate the model as it is; any other setting names a training method from the config: a copy of the model is finetuned on the demonstrations, then evaluated
 zero-shot. Everything else of the run (k, true k, learning rate, ...) is recorded in the cache.
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pandas as pd
@@ -134,6 +134,8 @@ PROMPT_RULES = {
     "prompt": "template.format(**row), each newline in a text replaced by the EOS token (prompts.encode_text)",
     "zsl": "<s> + prompt [+ first label word where record_position is label_word]",
     "icl": "<s> + the first true_k demonstrations (prompt + label word + </s>) + the ZSL query without <s>",
+    "icl_permuted": "icl with every demonstration's label y replaced by (y + 1) mod n_labels "
+    "(splits.permute_labels); the cache's gold is the queries' permuted gold, (gold + 1) mod n_labels",
     "finetuning": "one sequence per demonstration: <s> + prompt + label word (prompts.ft_sequences)",
 }
 
@@ -197,6 +199,16 @@ def sequences_of(spec: dict, tokenizer, max_len: int, train_path: str, eval_path
     demos = splits.select_demos(pd.read_parquet(train_path), seed, spec["k"], spec["permutation"])
     if spec["demo_labels"] == "switched":
         demos = splits.switch_labels(demos, task_spec.n_labels, seed)
+    elif spec["demo_labels"] == "permuted":
+        # The queries' gold becomes the permuted gold, the class whose word the context gives their
+        # gold class, and the cache records it as its gold: an accuracy computed from the cache, as
+        # every reader of a cache computes one (pred against gold), is then the accuracy of
+        # following the demonstrations' labels. Recording both in the cache would leave every such
+        # reader to know which to read; the original gold is one step away (splits.permuted_gold is
+        # a permutation) and in the run's ZSL cache, which the metrics read beside it.
+        demos = splits.permute_labels(demos, task_spec.n_labels)
+        targets = splits.permuted_gold([q.gold for q in queries], task_spec.n_labels)
+        out.queries = queries = [replace(q, gold=int(g)) for q, g in zip(queries, targets)]
     demo_ids = prompts.demonstration_ids(tokenizer, task_spec, demos, label_ids)
     k_true = prompts.true_k([len(d) + 1 for d in demo_ids], longest, max_len)
     if k_true < spec["min_true_k"]:

@@ -33,7 +33,9 @@ VARIANT_LABELS = {
 
 # "{ci}": the bootstrap intervals' level, e.g. "95%" (config key statistics.ci_level).
 TABLE_CAPTIONS = {
-    "accuracy": "ZSL / FT / ICL accuracy, Jaccard index of prediction changes and Rec2FTP (%), after paper 003 Table 1.",
+    "accuracy": "ZSL / FT / ICL accuracy, Jaccard index of prediction changes and Rec2FTP (%), after paper 003 Table 1; "
+    "beyond it, where the claims' premise is read, ICL's accuracy with its demonstrations' labels permuted "
+    "consistently, against the permuted gold.",
     "methods": "Similarity of ICL and finetuning per method, layer mean, mean ± std over seeds, after paper 001 Table 2, with the random SimAOU baselines; then how far each method's label distribution (renormalised over the label words) lies from ICL's, KL(ICL || FT) in nats and the total variation TV(ICL, FT), beside how far ZSL's does, KL(ICL || ZSL) (lowest in bold).",
     "variants": "SimAOU and SimAM_delta of GD for trained and untrained models, after paper 001 Table 1.",
     "layer_causal": "SimAOU (normalised, as the reference reports it) and SimAM of standard and layer-causal finetuning, after paper 003 Table 2.",
@@ -57,8 +59,9 @@ TABLE_CAPTIONS = {
     "this run's mean over seeds with its {ci} interval, the difference (run - published) and whether "
     "the two agree given both the run's interval and the published ± spread.",
     "premise": "Does the model learn in context, and is ICL then like finetuning? Per model and task, the claims' "
-    "premise (ICL's accuracy against ZSL's and against the majority class of the evaluation examples, in "
-    "points, with the claims' crossed seeds x examples intervals; the model learns in context where both "
+    "premise (ICL's accuracy against ZSL's and against the majority class of the evaluation examples, and ICL's "
+    "with its demonstrations' labels permuted consistently against the permuted gold's majority class, in "
+    "points, with the claims' crossed seeds x examples intervals; the model learns in context where all three "
     "lower ends lie above 0) and ICL's most-predicted label, beside SimAOU_norm of GD on the trained model "
     "(layer mean, {ci} interval): paper 001 asks whether the similarity grows with ICL's own effect.",
     "claims": "The papers' claims, each tested on this run's layer-mean scores (a: the claimed larger or smaller "

@@ -17,10 +17,14 @@ from dataclasses import dataclass, field
 
 # Settings that evaluate the model as it is; every other setting names a training method.
 # ``icl_switched`` is ICL on label-switched demonstrations (paper 002), the counterpart of a
-# method with ``demo_labels: switched``.
-BASE_SETTINGS = ("zsl", "icl", "icl_switched")
+# method with ``demo_labels: switched``. ``icl_permuted`` (:data:`PERMUTED_SETTING`) is ICL on
+# demonstrations whose labels are permuted consistently (``data.splits.permute_labels``): no
+# method's counterpart, but the claims' premise's test that the model follows its demonstrations'
+# labels (``metrics.premise``).
+PERMUTED_SETTING = "icl_permuted"
+BASE_SETTINGS = ("zsl", "icl", "icl_switched", PERMUTED_SETTING)
 # ICL with a method's own number of demonstrations (``methods.<name>.k``): icl_k8, icl_switched_k8.
-ICL_SETTING_PATTERN = r"icl(_switched)?(_k[0-9]+)?"
+ICL_SETTING_PATTERN = r"icl(_switched|_permuted)?(_k[0-9]+)?"
 BASE_SETTING_PATTERN = r"zsl|" + ICL_SETTING_PATTERN
 
 

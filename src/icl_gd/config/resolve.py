@@ -17,6 +17,7 @@ from icl_gd.common.specs import (  # noqa: F401  (re-exported: the config's voca
     BASE_SETTING_PATTERN,
     BASE_SETTINGS,
     ICL_SETTING_PATTERN,
+    PERMUTED_SETTING,
     ConfigError,
     TaskSpec,
     is_base_setting,
@@ -26,7 +27,7 @@ from icl_gd.common.specs import (  # noqa: F401  (re-exported: the config's voca
 from icl_gd.data import corpora
 from icl_gd.data.presets import TASK_PRESETS
 
-DEMO_LABELS = ("gold", "switched")
+DEMO_LABELS = ("gold", "switched")  # a method's (``methods.<name>.demo_labels``); icl_permuted's: "permuted"
 METHOD_KINDS = ("gd", "lcgd", "linearized")
 MODEL_VARIANTS = ("trained", "untrained", "trained_embeddings", "layernorm_only")
 NAME_PATTERN = r"[A-Za-z0-9][A-Za-z0-9_.-]*"
@@ -172,9 +173,13 @@ def method_runs_on(config: dict, method: str, task: str) -> bool:
 
 
 def demo_labels(config: dict, setting: str) -> str:
-    """Whether a setting's demonstrations carry their gold labels or switched ones (paper 002)."""
+    """Whether a setting's demonstrations carry their gold labels, switched ones (paper 002) or
+    consistently permuted ones (icl_permuted, the premise's test that the model follows them)."""
     if is_base_setting(setting):
-        return "switched" if setting.startswith("icl_switched") else "gold"
+        for labels in ("switched", "permuted"):
+            if setting.startswith(f"icl_{labels}"):
+                return labels
+        return "gold"
     return method_spec(config, setting).get("demo_labels", "gold")
 
 

@@ -37,7 +37,7 @@ def check_names(config: dict) -> None:
     for method in config.get("methods", {}):
         if is_base_setting(method):
             raise ConfigError(
-                f"methods.{method}: zsl and icl[_switched][_k<n>] are reserved setting names; rename the method"
+                f"methods.{method}: zsl and icl[_switched|_permuted][_k<n>] are reserved setting names; rename the method"
             )
         spec = method_spec(config, method)
         unknown = [t for t in spec.get("tasks") or [] if t not in config.get("tasks", {})]

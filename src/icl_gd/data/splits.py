@@ -1,5 +1,5 @@
 """The protocol's selection from a task's normalised splits (``data.sources``): the evaluation set,
-the demonstrations and their orders, and label switching.
+the demonstrations and their orders, label switching and the labels' consistent permutation.
 
 Selection follows docs/protocol.md ("Tasks and data"): the evaluation set is the evaluation split
 shuffled with seed 1, first ``max_eval`` rows; the demonstrations are the train split shuffled with
@@ -92,3 +92,35 @@ def switch_labels(demos: pd.DataFrame, n_labels: int, seed: int) -> pd.DataFrame
     switched = demos.copy()
     switched["label"] = (demos["label"].to_numpy() + shift) % n_labels
     return switched
+
+
+def permuted_gold(labels, n_labels: int) -> np.ndarray:
+    """The class each of ``labels`` stands for under the demonstrations' consistent permutation
+    (:func:`permute_labels`): (y + 1) mod n_labels. Of an evaluation example's gold class, the
+    *permuted gold*: the class whose label word the permuted demonstrations give examples of the
+    gold class, so the word a model that reads its demonstrations' labels answers with.
+
+    A derangement for every n_labels >= 2 (no class keeps its word: the swap of two classes, a
+    cycle of three or more), so that answering with the original gold word is wrong on every
+    example, and following the demonstrations is told apart from what any context does to the
+    model."""
+    if n_labels < 2:
+        raise ValueError(f"permuting the labels needs at least two classes, got {n_labels}")
+    return (np.asarray(labels, dtype=np.int64) + 1) % int(n_labels)
+
+
+def permute_labels(demos: pd.DataFrame, n_labels: int) -> pd.DataFrame:
+    """The demonstrations with their labels permuted consistently: every class y becomes
+    :func:`permuted_gold` (y + 1 mod n_labels), the same permutation on every demonstration of the
+    context (for two classes the swap, for three the cycle 0 -> 1 -> 2 -> 0).
+
+    Unlike :func:`switch_labels` (a random wrong label per demonstration, which leaves no mapping
+    to learn), the context then teaches one mapping from inputs to label words. A model that reads
+    its demonstrations' labels answers with the permuted word, and so is accurate against the
+    permuted gold; a model that a context shifts but that does not read the labels (a prior on the
+    task's words, a format) keeps answering the original gold, which the permutation makes wrong on
+    every example. Accuracy against the permuted gold above the majority class is therefore
+    evidence that the model learns from the demonstrations, which ICL above zero-shot is not."""
+    permuted = demos.copy()
+    permuted["label"] = permuted_gold(demos["label"].to_numpy(), n_labels)
+    return permuted

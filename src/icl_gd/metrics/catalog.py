@@ -75,6 +75,10 @@ CATALOG: tuple[Metric, ...] = (
            shown_in=("accuracy", "reproduction"), published=True),
     _share("jaccard_incorrect", "Jaccard - Incorrect (%)", figure_label="Jaccard index (incorrect changes)",
            shown_in=("accuracy", "reproduction"), published=True),
+    # ICL on consistently permuted labels, against the permuted gold (setting icl_permuted): the
+    # claims' premise, that the model follows its demonstrations' labels; beyond the papers
+    _share("acc_icl_permuted", "ICL, permuted labels, accuracy (%)", figure_label="ICL, permuted labels",
+           axis_label="ICL accuracy on permuted labels (%)", shown_in=("accuracy",), rank={"accuracy": 3}),
     Metric("kl_icl_ft", "divergence", "mean", "KL(ICL || FT)", 0.0, np.inf, 0.01, r"KL(ICL$\,\|\,$FT)"),
     Metric("kl_icl_zsl", "divergence", "mean", "KL(ICL || ZSL)", 0.0, np.inf, 0.01, r"KL(ICL$\,\|\,$ZSL)"),
     Metric("tv_icl_ft", "divergence", "mean", "TV(ICL, FT)", 0.0, 1.0, 0.01, "TV(ICL, FT)"),

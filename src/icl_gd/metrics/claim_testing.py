@@ -51,14 +51,16 @@ def _cell_terms(ex: RunExamples, metric: str, rows: np.ndarray):
     ratio, or the (n, L) similarity values."""
     if metric in ex.similarities:
         return ex.similarities[metric][rows]
-    if metric == premise.MAJORITY:
-        return premise.majority_terms(ex.gold[rows])
+    if metric in premise.MAJORITY_OF:
+        return premise.majority_terms(getattr(ex, premise.MAJORITY_OF[metric])[rows])
     num, den = ex.ratio_terms(metric)
     return num[rows], den[rows]
 
 
 def _has_score(ex: RunExamples, metric: str) -> bool:
-    return metric in ex.ratio_names or metric in ex.similarities or metric == premise.MAJORITY
+    if metric in premise.MAJORITY_OF:
+        return getattr(ex, premise.MAJORITY_OF[metric]) is not None
+    return metric in ex.ratio_names or metric in ex.similarities
 
 
 def _statistic(terms, counts: np.ndarray) -> np.ndarray:
@@ -214,8 +216,9 @@ def evaluate(
     run". Each row also says whether the model learns in context on its task, and the claim read
     over only such tasks (:data:`premise.CLAIM_COLUMNS`). The premise's table
     (:data:`premise.COLUMNS`): per model and task, ICL against ZSL and against the majority class,
-    whether the model learns in context there, and ICL's most-predicted class, named by ``labels``
-    (task -> its label words)."""
+    ICL on permuted labels against the permuted gold's majority class (its three cells Bonferroni
+    together, m = tasks x :data:`premise.CELLS`), whether the model learns in context there, and
+    ICL's most-predicted class, named by ``labels`` (task -> its label words)."""
     claims = CLAIMS if claims is None else claims
     alpha = 1.0 - level
     index: dict[tuple[str, str], dict[int, dict[tuple[str, str], RunExamples]]] = {}
@@ -230,7 +233,7 @@ def evaluate(
         variant, method, metric = cell
         return (variant, roles[method], metric) if method in roles else None
 
-    cells = [c for claim in (*claims, premise.PREMISE) for c in [claim.a, *claim.against]]
+    cells = [c for claim in (*claims, *premise.CLAIMS) for c in [claim.a, *claim.against]]
     needed = {run_cell(c) for c in cells if not isinstance(c, float)}
     needed.discard(None)
     values = _Replicates(index, needed, n_boot, seed)
@@ -239,7 +242,12 @@ def evaluate(
     rows, premise_rows = [], []
     for model in models:
         tasks = names.order_tasks({t for m, t in index if m == model})
-        reading = _test_claim(premise.PREMISE, model, tasks, values, run_cell, **read)
+        # the premise's cells, one family: each interval at 1 - alpha / (tasks x premise.CELLS)
+        reading = [
+            row
+            for claim in premise.CLAIMS
+            for row in _test_claim(claim, model, tasks, values, run_cell, family=premise.CELLS, **read)
+        ]
         learns = premise.learning_tasks(reading)
         premise_rows += premise.premise_rows(reading, _top_predictions(index, model, tasks, run_cell), labels or {})
         subset = [t for t in tasks if learns.get(t)]
@@ -328,7 +336,10 @@ def _test_claim(
     alpha: float,
     n_boot: int,
     max_replicates: int,
+    family: int | None = None,
 ) -> list[dict]:
+    """A claim's rows on a model's ``tasks``. ``family``: the comparisons per task its Bonferroni m
+    counts where it is read together with other claims' (the premise's), else its own cells b."""
     scale = display_scale(claim.a[2])
     base = dict(
         model=model,
@@ -345,9 +356,10 @@ def _test_claim(
     if not covered:
         return [dict(base, comparison=0, against=against_label(claim, 0), task="", verdict="not run")]
     n_cells = len(b_cells)
+    n_family = family or n_cells
     counted = [t for t, found in covered.items() if found.seeds]  # a task whose every seed is undefined is not
-    mean_level = 1.0 - alpha / n_cells
-    task_level = 1.0 - alpha / (n_cells * max(len(counted), 1)) if claim.quantifier != "mean" else level
+    mean_level = 1.0 - alpha / n_family
+    task_level = 1.0 - alpha / (n_family * max(len(counted), 1)) if claim.quantifier != "mean" else level
 
     # each interval gets as many replicates beyond its bounds as n_boot give a plain one (its level's
     # tails), times a power of two where its ends are not yet settled against Monte Carlo error
@@ -476,7 +488,7 @@ def _differences(model: str, covered: dict[str, _Task], values: _Replicates, a_c
 def _difference_range(a_cell, b) -> tuple[float, float]:
     """The values a - b can take, a a cell and b a cell or a constant (``catalog.value_range``)."""
     low_a, high_a = value_range(a_cell[2])
-    low_b, high_b = (b, b) if isinstance(b, float) else (0.0, 1.0) if b[2] == premise.MAJORITY else value_range(b[2])
+    low_b, high_b = (b, b) if isinstance(b, float) else (0.0, 1.0) if b[2] in premise.MAJORITY_OF else value_range(b[2])
     return low_a - high_b, high_a - low_b
 
 

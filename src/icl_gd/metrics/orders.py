@@ -13,6 +13,8 @@ over the orders (sample std) says how much the similarity itself depends on the 
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pandas as pd
 
@@ -81,16 +83,7 @@ def order_sensitivity(orders: list[RunExamples]) -> RunExamples:
             if all(name in run.similarities for run in orders)
         },
     }
-    return RunExamples(
-        meta=meta,
-        example_id=first.example_id,
-        gold=first.gold,
-        pred_zsl=first.pred_zsl,
-        pred_icl=first.pred_icl,
-        pred_ft=first.pred_ft,
-        similarities=first.similarities,
-        per_example=per_example,
-    )
+    return replace(first, meta=meta, per_example=per_example)
 
 
 def write_order_sensitivity(order_paths: list[str], out_path: str) -> RunExamples:

@@ -5,11 +5,19 @@ between ICL and finetuning says nothing about ICL (paper 001's point: untrained 
 no ICL score as high). The premise is a precondition of the claims, not one of them.
 
 Per (model, task) it is tested as a claim on every task (``claim_testing`` reads it with the claims'
-machinery, the crossed seeds x examples intervals at 1 - alpha/m, m = tasks x 2 cells): ICL's
-accuracy minus ZSL's, and minus the majority-class rate of the evaluation examples (:data:`MAJORITY`),
-both of the trained variant; the model *learns in context* on a task where both intervals lie
-above 0. Beside it, ICL's most-predicted class and its share of the examples, pooled over seeds:
-a *collapse* onto one label where that share is at least :data:`COLLAPSE_SHARE`. Every claim is then
+machinery, the crossed seeds x examples intervals at 1 - alpha/m, m = tasks x :data:`CELLS`, the
+three comparisons below): ICL's accuracy minus ZSL's, and minus the majority-class rate of the
+evaluation examples (:data:`MAJORITY`), both of the trained variant (:data:`PREMISE`); and the
+*label-following* accuracy, ICL's with its demonstrations' labels permuted consistently (setting
+icl_permuted: each class's label word given to the next class) against the permuted gold, minus
+that gold's majority-class rate (:data:`FOLLOWS`). ICL above ZSL shows that the context changes the
+model's answers, not that the model reads the demonstrations' labels: any context can shift a
+model towards the right words (the task's format, its words' prior). A model that reads its labels
+answers with the permuted word; one that a context only shifts keeps answering the original gold,
+which the permutation makes wrong on every example. The model *learns in context* on a task where
+all three intervals lie above 0; where ICL on permuted labels was not run (an older run), nowhere.
+Beside it, ICL's most-predicted class and its share of the examples, pooled over seeds: a
+*collapse* onto one label where that share is at least :data:`COLLAPSE_SHARE`. Every claim is then
 read a second time over only the tasks where the premise holds (:func:`annotate`).
 """
 
@@ -26,6 +34,12 @@ from icl_gd.metrics.claim_definitions import MEAN, Claim
 # A run's share of its evaluation examples whose gold label is the most frequent one: a pseudo-score
 # that the claims' tests resample like an accuracy (``majority_terms``), in no metric table.
 MAJORITY = "majority_rate"
+# The same of the permuted gold (ICL on consistently permuted labels): what always answering one
+# word scores against it. As a rate the same number (the permutation maps the majority class to
+# the permuted gold's), but paired with the label-following accuracy by the examples it counts.
+MAJORITY_PERMUTED = "majority_rate_permuted"
+# each pseudo-score's gold: the attribute of a run's examples (``scoring.RunExamples``) it counts
+MAJORITY_OF = {MAJORITY: "gold", MAJORITY_PERMUTED: "gold_permuted"}
 COLLAPSE_SHARE = 0.9  # ICL's most-predicted class on this share of the examples or more: a collapse
 NO_TASK = "no task where the model learns in context"
 
@@ -38,9 +52,25 @@ PREMISE = Claim(
     (("trained", "gd", "acc_zsl"), ("trained", "gd", MAJORITY)),
     +1,
     "every",
-    note="the claims' precondition, not a claim: read per task, each task's two intervals at the level "
-    "of a claim on every task",
+    note="the claims' precondition, not a claim: read per task, each task's two intervals and its "
+    "label-following one (FOLLOWS) at the level of a claim on every task, Bonferroni over the three",
 )
+FOLLOWS = Claim(
+    "premise-labels",
+    "",
+    "premise",
+    "The model follows its demonstrations' labels: with them permuted consistently, ICL answers with the "
+    "permuted label more often than the permuted gold's majority class",
+    ("trained", "gd", "acc_icl_permuted"),
+    (("trained", "gd", MAJORITY_PERMUTED),),
+    +1,
+    "every",
+    note="the claims' precondition, not a claim: ICL at the config's k with each class's label word given to "
+    "the next class in every demonstration, read against the permuted gold; at the level of the premise's "
+    "other two cells",
+)
+CLAIMS = (PREMISE, FOLLOWS)  # tested together: one family of comparisons per task
+CELLS = sum(len(c.against) for c in CLAIMS)  # 3: the premise's Bonferroni m is tasks x CELLS
 ZSL, MAJORITY_CELL = 0, 1  # the premise's comparisons, in the order of PREMISE.b
 
 COLUMNS = [
@@ -60,6 +90,11 @@ COLUMNS = [
     "icl_majority_low",
     "icl_majority_high",
     "icl_majority_status",
+    "icl_permuted",
+    "icl_permuted_majority",
+    "icl_permuted_majority_low",
+    "icl_permuted_majority_high",
+    "icl_permuted_majority_status",
     "incomplete",
     "learns",
     "top_class",
@@ -98,26 +133,30 @@ def top_prediction(predictions: list[np.ndarray]) -> tuple[int, float]:
 
 
 def learning_tasks(reading: list[dict]) -> dict[str, bool]:
-    """Per task of the premise's rows (``claim_testing``' rows of :data:`PREMISE`): whether both its
-    intervals hold, ICL above ZSL and above the majority class."""
+    """Per task of the premise's rows (``claim_testing``' rows of :data:`CLAIMS`): whether all its
+    :data:`CELLS` intervals hold, ICL above ZSL and above the majority class, and label-following
+    above the permuted gold's majority class (a task without the last, not run, does not learn)."""
     statuses: dict[str, list[str]] = {}
     for row in reading:
         if row["task"] not in ("", MEAN):
             statuses.setdefault(row["task"], []).append(row.get("status", ""))
-    return {t: len(s) == len(PREMISE.against) and all(x == "holds" for x in s) for t, s in statuses.items()}
+    return {t: len(s) == CELLS and all(x == "holds" for x in s) for t, s in statuses.items()}
 
 
 def premise_rows(reading: list[dict], tops: dict[str, tuple[int, float]], labels: dict[str, list[str]]) -> list[dict]:
-    """One row per task of the premise (:data:`COLUMNS`), from its test's rows, ICL's most-predicted
-    class per task (:func:`top_prediction`) and the tasks' label words (class -> word)."""
+    """One row per task of the premise (:data:`COLUMNS`), from its tests' rows (of :data:`CLAIMS`),
+    ICL's most-predicted class per task (:func:`top_prediction`) and the tasks' label words (class ->
+    word)."""
     learns = learning_tasks(reading)
-    by_task: dict[str, dict[int, dict]] = {}
+    by_task: dict[str, dict[tuple[str, int], dict]] = {}
     for row in reading:
         if row["task"] not in ("", MEAN):
-            by_task.setdefault(row["task"], {})[row["comparison"]] = row
+            by_task.setdefault(row["task"], {})[(row["claim"], row["comparison"])] = row
     rows = []
     for task in names.order_tasks(by_task):
-        zsl, majority = by_task[task].get(ZSL, {}), by_task[task].get(MAJORITY_CELL, {})
+        cells = by_task[task]
+        zsl, majority = cells.get((PREMISE.id, ZSL), {}), cells.get((PREMISE.id, MAJORITY_CELL), {})
+        follows = cells.get((FOLLOWS.id, 0), {})
         top_class, top_share = tops.get(task, (-1, math.nan))
         words = labels.get(task, [])
         rows.append(
@@ -132,7 +171,9 @@ def premise_rows(reading: list[dict], tops: dict[str, tuple[int, float]], labels
                 majority=majority.get("b", math.nan),
                 **_interval("icl_zsl", zsl),
                 **_interval("icl_majority", majority),
-                incomplete=zsl.get("incomplete", ""),
+                icl_permuted=follows.get("a", math.nan),
+                **_interval("icl_permuted_majority", follows),
+                incomplete=_incomplete(zsl, follows),
                 learns=learns[task],
                 top_class=top_class,
                 top_label=words[top_class] if 0 <= top_class < len(words) else "",
@@ -141,6 +182,13 @@ def premise_rows(reading: list[dict], tops: dict[str, tuple[int, float]], labels
             )
         )
     return rows
+
+
+def _incomplete(zsl: dict, follows: dict) -> str:
+    """The seeds a task's premise lacks: ICL's and ZSL's, and where they differ, those of ICL on
+    permuted labels."""
+    own, permuted = zsl.get("incomplete", ""), follows.get("incomplete", "")
+    return "; ".join(filter(None, (own, f"permuted labels: {permuted}" if permuted and permuted != own else "")))
 
 
 def _interval(name: str, row: dict) -> dict:

@@ -49,6 +49,11 @@ MEANS = catalog.names(computed="mean")
 # Scores that are ratios of per-example sums: accuracy, Rec2FTP (percent) and the Jaccard indices;
 # then the means a run has.
 RATIOS = catalog.names(computed="ratio") + MEANS
+# ICL's accuracy with its demonstrations' labels permuted consistently, against the permuted gold
+# (setting icl_permuted): whether the model follows its demonstrations' labels. A run has it where
+# the premise reads its task and seed (planning.plan.permuted_runs).
+PERMUTED = "acc_icl_permuted"
+PERMUTED_COLUMNS = ("pred_icl_permuted", "gold_permuted")  # a run's per-example file holds them where it has it
 
 
 @dataclass
@@ -57,7 +62,9 @@ class RunExamples:
     follow: the predictions, each similarity metric per example and layer (n, L), and the values
     of :data:`MEANS` it has per example (n,): the output distributions' divergences, and where the
     run's demonstrations ran in further orders, the order sensitivity. ``alpha`` is there when
-    the run has a baseline method to compare with (``meta["baseline"]``)."""
+    the run has a baseline method to compare with (``meta["baseline"]``). Where ICL also ran on
+    consistently permuted labels (:data:`PERMUTED`), its predictions and the permuted gold
+    (``gold_permuted``, the class whose word the permuted demonstrations give the gold class)."""
 
     meta: dict
     example_id: np.ndarray
@@ -67,6 +74,8 @@ class RunExamples:
     pred_ft: np.ndarray
     similarities: dict[str, np.ndarray]
     per_example: dict[str, np.ndarray] = field(default_factory=dict)
+    pred_icl_permuted: np.ndarray | None = None
+    gold_permuted: np.ndarray | None = None
 
     @property
     def f2t(self) -> np.ndarray:
@@ -76,12 +85,22 @@ class RunExamples:
     @property
     def ratio_names(self) -> tuple[str, ...]:
         """The ratio scores this run has: every one of :data:`RATIOS` but the means whose values
-        it lacks (made by hand, or without further orders)."""
-        return tuple(name for name in RATIOS if name not in MEANS or name in self.per_example)
+        it lacks (made by hand, or without further orders) and, without ICL on permuted labels,
+        :data:`PERMUTED`."""
+        return tuple(
+            name
+            for name in RATIOS
+            if (name not in MEANS or name in self.per_example)
+            and (name != PERMUTED or self.pred_icl_permuted is not None)
+        )
 
     def ratio_terms(self, name: str) -> tuple[np.ndarray, np.ndarray]:
         """Per-example (numerator, denominator) of a ratio score."""
         preds = (self.pred_zsl, self.pred_icl, self.pred_ft, self.gold)
+        if name == PERMUTED:
+            if self.pred_icl_permuted is None:
+                raise ValueError(f"{name}: this run has no ICL on permuted labels (planning.plan.permuted_runs)")
+            return (self.pred_icl_permuted == self.gold_permuted).astype(np.float64), np.ones(len(self.gold))
         if name.startswith("acc_"):
             pred = {"acc_zsl": self.pred_zsl, "acc_icl": self.pred_icl, "acc_ft": self.pred_ft}[name]
             return (pred == self.gold).astype(np.float64), np.ones(len(pred))
@@ -110,12 +129,24 @@ class RunExamples:
 
 
 def run_examples(
-    zsl: RunCache, icl: RunCache, ft: RunCache, base: RunCache | None = None, *, random_seed: int = 0
+    zsl: RunCache,
+    icl: RunCache,
+    ft: RunCache,
+    base: RunCache | None = None,
+    *,
+    permuted: RunCache | None = None,
+    random_seed: int = 0,
 ) -> RunExamples:
     """Every per-example value of one run. ``base`` is the baseline method's cache of the same
     model, variant, task and seed: with it, alpha = cos(m_FT − m_ZSL, m_base − m_ZSL) (paper 001
-    Fig. 2 has FT = LCGD, base = GD)."""
-    _check_aligned(zsl, icl, ft, *([base] if base is not None else []))
+    Fig. 2 has FT = LCGD, base = GD). ``permuted``: the run's ICL cache on consistently permuted
+    labels (setting icl_permuted), whose gold is the permuted gold (``activations.extract``)."""
+    _check_aligned(zsl, icl, ft, *(c for c in (base, permuted) if c is not None))
+    if permuted is not None and permuted.meta.get("demo_labels") != "permuted":
+        raise ValueError(
+            f"{permuted.path or 'the permuted cache'}: setting {permuted.meta.get('setting')!r} has "
+            f"{permuted.meta.get('demo_labels')!r} labels, not permuted ones; give the run's icl_permuted cache"
+        )
     rng = np.random.default_rng(random_seed)
     # Every similarity compares changes from ZSL (dh = h_S - h_ZSL, dm = m_S - m_ZSL), which the
     # compact cache stores as they are; formulas.py computes them all from per-row dot products.
@@ -141,7 +172,9 @@ def run_examples(
     meta = {key: ft.meta[key] for key in ("model", "variant", "task", "seed")}
     meta.update(method=ft.meta["setting"], baseline=None)
     # the software that made the run's caches (a cache written before provenance was recorded: none)
-    meta["provenance"] = provenance.distinct(c.meta.get(provenance.KEY) for c in (zsl, icl, ft, base) if c is not None)
+    meta["provenance"] = provenance.distinct(
+        c.meta.get(provenance.KEY) for c in (zsl, icl, ft, base, permuted) if c is not None
+    )
     if base is not None:
         sims["alpha"] = maps["alpha"]
         meta["baseline"] = base.meta["setting"]
@@ -159,6 +192,8 @@ def run_examples(
         pred_ft=np.asarray(ft.pred),
         similarities=sims,
         per_example=per_example,
+        pred_icl_permuted=np.asarray(permuted.pred) if permuted is not None else None,
+        gold_permuted=np.asarray(permuted.gold) if permuted is not None else None,
     )
 
 
@@ -309,6 +344,9 @@ def write_examples(ex: RunExamples, path) -> None:
         "pred_icl": pa.array(np.asarray(ex.pred_icl, dtype=np.int16)),
         "pred_ft": pa.array(np.asarray(ex.pred_ft, dtype=np.int16)),
     }
+    for name in PERMUTED_COLUMNS:
+        if getattr(ex, name) is not None:
+            columns[name] = pa.array(np.asarray(getattr(ex, name), dtype=np.int16))
     for name, values in ex.per_example.items():
         columns[name] = pa.array(np.asarray(values, dtype=np.float64))
     for name, values in ex.similarities.items():
@@ -327,11 +365,15 @@ def read_examples(path) -> RunExamples:
     for name in table.column_names:
         if name in MEANS:
             per_example[name] = table.column(name).to_numpy()
-        elif name not in fixed:
+        elif name not in (*fixed, *PERMUTED_COLUMNS):
             column = table.column(name).combine_chunks()
             sims[name] = column.values.to_numpy().reshape(n, column.type.list_size)
     return RunExamples(
-        meta=meta, **{k: table.column(k).to_numpy() for k in fixed}, similarities=sims, per_example=per_example
+        meta=meta,
+        **{k: table.column(k).to_numpy() for k in fixed},
+        similarities=sims,
+        per_example=per_example,
+        **{k: table.column(k).to_numpy() for k in PERMUTED_COLUMNS if k in table.column_names},
     )
 
 

@@ -51,13 +51,39 @@ def cache_seed(config: dict, task: str, setting: str, seed: int) -> int:
 
 
 def extractions(config: dict) -> list[dict]:
-    """Every cache the runs need, once: (model, variant, task, seed, setting), sorted."""
+    """Every cache the runs need, once: (model, variant, task, seed, setting), sorted; with ICL on
+    permuted labels where the premise reads it (:func:`permuted_runs`)."""
     seen = set()
     for run in runs(config):
         for setting in run_settings(config, run["method"]):
             seed = cache_seed(config, run["task"], setting, run["seed"])
             seen.add((run["model"], run["variant"], run["task"], seed, setting))
+    seen |= {(*key, cfg.PERMUTED_SETTING) for key in permuted_runs(config)}
     return [dict(model=m, variant=v, task=t, seed=s, setting=x) for m, v, t, s, x in sorted(seen)]
+
+
+def premise_method(config: dict) -> str | None:
+    """The method whose runs of the trained variant the claims' premise reads (ICL and ZSL of the
+    published method gd's runs, ``metrics.premise``), where the run tests the claims
+    (``report.reproduction``) and the trained variant runs it; None elsewhere."""
+    if not config["report"]["reproduction"] or "trained" not in config["variants"]:
+        return None
+    method = published_roles(config).get("gd")
+    return method if method in config["variants"]["trained"] else None
+
+
+def permuted_runs(config: dict) -> set[tuple[str, str, str, int]]:
+    """The (model, variant, task, seed) whose ICL also runs on consistently permuted labels
+    (setting ``icl_permuted``, ``data.splits.permute_labels``): the trained variant's, on every task
+    and seed whose runs the premise reads (:func:`premise_method`), at the config's k and in the
+    run's own order of its demonstrations (the premise reads no further order). Every run of such a
+    (model, variant, task, seed) scores it, as every run scores ZSL (rule score_run)."""
+    method = premise_method(config)
+    return {
+        (r["model"], r["variant"], r["task"], r["seed"])
+        for r in runs(config)
+        if r["variant"] == "trained" and r["method"] == method
+    }
 
 
 def order_runs(config: dict) -> list[dict]:

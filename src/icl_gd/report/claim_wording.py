@@ -257,9 +257,30 @@ def premise_verdicts(tests: pd.DataFrame) -> dict[str, str]:
     return {claim.id: found.get(claim.id, "not run") for claim in CLAIMS}
 
 
+# The premise's three comparisons in words (the first page, the claims' and the premise table's footnotes).
+PREMISE_RULE = (
+    "ICL more accurate than zero-shot and than always answering the majority class of the evaluation "
+    "examples, and, with its demonstrations' labels permuted consistently (each class's label word given to "
+    "the next class), more accurate against the permuted gold than that gold's majority class"
+)
+# Where ICL on permuted labels was not run (a run made before the premise tested it).
+PERMUTED_NOT_RUN = (
+    "ICL on permuted labels was not run (the run predates it: rerun its config), so the model learns in "
+    "context on no task: ICL above zero-shot shows that a context changes the model's answers, not that it "
+    "follows the demonstrations' labels"
+)
+
+
+def permuted_not_run(premise: pd.DataFrame) -> bool:
+    """Whether a premise table lacks ICL on permuted labels on some task (an older run's)."""
+    column = "icl_permuted_majority_status"
+    return column not in premise or bool((premise[column] == "not run").any())
+
+
 def premise_task_text(row) -> str:
     """One task's premise (a row of the premise table) in words: ICL against ZSL and against the
-    majority class, each difference in points with its interval, and ICL's most-predicted class."""
+    majority class, and ICL on permuted labels against the permuted gold's majority class, each
+    difference in points with its interval, and ICL's most-predicted class."""
     if row.icl_zsl_status == "not run":
         return f"{names.task_label(row.task)}: not run"
 
@@ -267,11 +288,18 @@ def premise_task_text(row) -> str:
         value, low, high = (getattr(row, f"{name}{end}") for end in ("", "_low", "_high"))
         return f"{value:+.1f} points [{low:+.1f}, {high:+.1f}]" if math.isfinite(value) else "undefined"
 
+    if getattr(row, "icl_permuted_majority_status", "not run") == "not run":
+        follows = "ICL on permuted labels not run"
+    else:
+        follows = (
+            f"on permuted labels {row.icl_permuted:.1f}% right against the permuted gold "
+            f"({gain('icl_permuted_majority')} over its majority class)"
+        )
     incomplete = f" (incomplete: {row.incomplete})" if row.incomplete else ""
     return (
         f"{names.task_label(row.task)}{incomplete}: ICL {row.icl:.1f}% against ZSL {row.zsl:.1f}% "
-        f"({gain('icl_zsl')}) and the majority class's {row.majority:.1f}% ({gain('icl_majority')}); "
-        f"ICL answers {premise_module.top_text(row)}"
+        f"({gain('icl_zsl')}) and the majority class's {row.majority:.1f}% ({gain('icl_majority')}), "
+        f"{follows}; ICL answers {premise_module.top_text(row)}"
     )
 
 
@@ -281,9 +309,10 @@ def premise_footnote(premise: pd.DataFrame) -> str:
         return "The premise (that the model learns in context) was not tested: the run has no ICL of the trained model."
     level = percent_text(float(premise["level"].iloc[0]))
     return (
-        f"The premise, not a claim: the model {premise_module.learns_text(premise)} (ICL more accurate than "
-        f"zero-shot and than always answering the majority class of the evaluation examples, both {level} "
-        "intervals above 0, as a claim on every task reads them). '"
+        f"The premise, not a claim: the model {premise_module.learns_text(premise)} ({PREMISE_RULE}: all three "
+        f"{level} intervals above 0, as a claim on every task reads them"
+        + (f"; {PERMUTED_NOT_RUN}" if permuted_not_run(premise) else "")
+        + "). '"
         + AGAIN
         + "': the claim read again over only those tasks (Bonferroni over them alone). Per task: "
         + "; ".join(premise_task_text(r) for r in premise.itertuples(index=False))

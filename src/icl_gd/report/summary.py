@@ -89,8 +89,16 @@ def _premise_blocks(premise: pd.DataFrame) -> list[Block]:
             [
                 f"The model {premise_module.learns_text(premise)}. The claims' premise, not one of them: on a task "
                 "where ICL is no more accurate than zero-shot (ZSL), or than always answering the evaluation "
-                "examples' majority class, a claim on ICL says nothing about ICL. It learns where both differences "
-                f"lie above 0 on {level} intervals (seeds and examples crossed, as a claim on every task reads them)"
+                "examples' majority class, a claim on ICL says nothing about ICL; nor where it does not follow "
+                "its demonstrations' labels, which ICL above ZSL does not show (any context can shift a model "
+                "towards the task's words). It learns where three differences lie above 0 on "
+                f"{level} intervals (seeds and examples crossed, as a claim on every task reads them): "
+                f"{claim_wording.PREMISE_RULE}"
+                + (
+                    f". {claim_wording.PERMUTED_NOT_RUN[0].upper()}{claim_wording.PERMUTED_NOT_RUN[1:]}"
+                    if claim_wording.permuted_not_run(premise)
+                    else ""
+                )
                 + (
                     f"; ICL collapses onto one label (at least {COLLAPSE} of its answers) on "
                     + ", ".join(names.task_label(t) for t in collapsed["task"])

@@ -68,6 +68,7 @@ __all__ = [
 ]
 
 MISSING = "—"  # a cell without data (never shown as 0)
+NOT_RUN = "not run"  # a premise cell the run lacks (ICL on permuted labels, in a run before it was planned)
 SEEDS_MARK = "†"  # the cell was computed from fewer seeds than expected
 PARTIAL_MARK = "‡"  # an Average over the tasks that have data only
 
@@ -329,13 +330,17 @@ def accuracy_table(
     decimals: int = 1,
 ) -> pd.DataFrame:
     """Paper 003 Table 1: rows ZSL / FT / ICL accuracy, Jaccard all / correct / incorrect and
-    Rec2FTP (the metric catalog's rows of the accuracy table, unless ``metrics`` says), in percent,
-    columns tasks.
+    Rec2FTP, and beyond it ICL's accuracy on permuted labels (the metric catalog's rows of the
+    accuracy table, unless ``metrics`` says), in percent, columns tasks. A metric the run did not
+    compute for ``method`` (no summary row at all: ICL on permuted labels where the claims'
+    premise is not read) has no row; one it computed and found undefined shows "—".
 
     The best value is marked among the three accuracies; each other row is its own metric.
     """
     metrics = catalog.shown_in("accuracy") if metrics is None else metrics
     df = run_level(summary, model)
+    computed = set(df.loc[(df["variant"] == variant) & (df["method"] == method), "metric"])
+    metrics = [m for m in metrics if m in computed or not computed]
     rows = [
         {
             "key": catalog.label(metric),
@@ -669,6 +674,10 @@ PREMISE_COLUMNS = (
     "ICL - majority",
     "ICL - majority low",
     "ICL - majority high",
+    "ICL, permuted labels (%)",
+    "Permuted - majority",
+    "Permuted - majority low",
+    "Permuted - majority high",
     "Learns in context",
     "ICL's most-predicted label",
     "SimAOU_norm",
@@ -679,8 +688,10 @@ PREMISE_COLUMNS = (
 
 def premise_table(premise: pd.DataFrame, summary: pd.DataFrame, method: str | None) -> pd.DataFrame:
     """Paper 001's question per model and task: whether the model learns in context (the claims'
-    premise, ``metrics.premise``: ICL against ZSL and against the majority class, points, with the
-    claims' crossed intervals at the premise's level) beside how alike ICL and finetuning are
+    premise, ``metrics.premise``: ICL against ZSL and against the majority class, and ICL on
+    consistently permuted labels against the permuted gold's majority class, points, with the
+    claims' crossed intervals at the premise's level; "not run" where the run lacks ICL on
+    permuted labels, and then it does not learn) beside how alike ICL and finetuning are
     (SimAOU_norm of ``method``, the run's GD, trained model, layer mean, with the summary's interval).
     Numbers in their own columns, so that reports of several models can be set side by side
     (``report.side_by_side``)."""
@@ -701,15 +712,26 @@ def premise_table(premise: pd.DataFrame, summary: pd.DataFrame, method: str | No
         )
         numbers = [row.icl, row.zsl, row.majority, row.icl_zsl, row.icl_zsl_low, row.icl_zsl_high]
         numbers += [row.icl_majority, row.icl_majority_low, row.icl_majority_high]
+        ends = ("", "_majority", "_majority_low", "_majority_high")
+        follows = [getattr(row, f"icl_permuted{end}", math.nan) for end in ends]
+        run = getattr(row, "icl_permuted_majority_status", "not run") != "not run"
+        follows = [_number(x, 1) for x in follows] if run else [NOT_RUN] * 4
+        learns = "yes" if row.learns and run else "no"
         similarities = [MISSING] * 3 if sim is None else [f"{sim[c]:.3f}" for c in ("mean", "ci_low", "ci_high")]
-        rows.append([_number(x, 1) for x in numbers] + ["yes" if row.learns else "no", top] + similarities)
+        rows.append([_number(x, 1) for x in numbers] + follows + [learns, top] + similarities)
     index = pd.MultiIndex.from_tuples(keys, names=["Model", "Task"]) if keys else None
     table = pd.DataFrame(rows, index=index, columns=list(PREMISE_COLUMNS), dtype=object)
     levels = sorted({float(x) for x in premise["level"].dropna()})
     footnotes = [
-        f"The premise's intervals at {', '.join(map(claim_wording.percent_text, levels))} (a claim on every task); learns in "
-        "context: both lower ends above 0. SimAOU_norm's interval is the summary's."
+        f"The premise's intervals at {', '.join(map(claim_wording.percent_text, levels))} (a claim on every task, "
+        "Bonferroni over the tasks and the three comparisons); learns in context: all three lower ends above 0. "
+        "ICL, permuted labels: ICL with each demonstration's label word replaced by the next class's, scored against "
+        "the permuted gold (the class whose word it then stands for); a model that follows its demonstrations' labels "
+        "answers with the permuted word, one that a context only shifts does not. SimAOU_norm's interval is the "
+        "summary's."
     ]
+    if claim_wording.permuted_not_run(premise):
+        footnotes.append(f"{NOT_RUN}: {claim_wording.PERMUTED_NOT_RUN}.")
     table.attrs.update(best=[], footnotes=footnotes, table="premise", blank_levels=1)
     return table
 

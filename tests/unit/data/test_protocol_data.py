@@ -31,10 +31,11 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 import yaml  # noqa: E402
 
-from icl_gd.activations import cache  # noqa: E402
+from icl_gd.activations import cache, extract  # noqa: E402
 from icl_gd.config import resolve as cfg
 from icl_gd.data import prompts, sources, splits
 from icl_gd.data.prompts import PromptError  # noqa: E402
+from icl_gd.planning import plan
 from tests.conftest import run_extraction  # noqa: E402
 
 # --------------------------------------------------------------------------------------------------
@@ -500,7 +501,45 @@ def test_switch_labels_is_uniform_over_the_wrong_classes():
 
 
 # --------------------------------------------------------------------------------------------------
-# Through extract.run: switched labels, the permutation of the run seed, ft_demos
+# The labels' consistent permutation (setting icl_permuted: the premise's label-following test)
+# --------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("n_labels", [2, 3, 5])
+def test_permute_labels_gives_every_demonstration_the_next_class_one_derangement(n_labels):
+    demos = pd.DataFrame(
+        {"text": [f"t{i}" for i in range(40)], "label": np.arange(40) % n_labels, "example_id": np.arange(100, 140)}
+    )
+    before = demos.copy()
+    permuted = splits.permute_labels(demos, n_labels)
+    pd.testing.assert_frame_equal(demos, before)  # the input is left alone
+    pd.testing.assert_frame_equal(permuted.drop(columns="label"), demos.drop(columns="label"))
+    # one mapping for the whole context: each class always goes to the same class, (y + 1) mod n
+    mapping = {y: set(permuted.loc[demos["label"] == y, "label"]) for y in range(n_labels)}
+    assert mapping == {y: {(y + 1) % n_labels} for y in range(n_labels)}
+    targets = [next(iter(m)) for m in mapping.values()]
+    assert sorted(targets) == list(range(n_labels))  # a permutation of the classes
+    assert all(t != y for y, t in enumerate(targets))  # a derangement: no class keeps its word
+    if n_labels == 2:
+        assert (permuted["label"] == 1 - demos["label"]).all()  # the swap
+    if n_labels == 3:
+        assert mapping == {0: {1}, 1: {2}, 2: {0}}  # the cycle
+    # unlike switch_labels, no randomness: the same for every seed and run
+    pd.testing.assert_frame_equal(permuted, splits.permute_labels(demos, n_labels))
+
+
+def test_the_permuted_gold_is_the_class_whose_word_the_permuted_demonstrations_give_the_gold():
+    np.testing.assert_array_equal(splits.permuted_gold([0, 1], 2), [1, 0])
+    np.testing.assert_array_equal(splits.permuted_gold([0, 1, 2, 2], 3), [1, 2, 0, 0])
+    np.testing.assert_array_equal(splits.permuted_gold(np.arange(5), 5), [1, 2, 3, 4, 0])
+    demos = pd.DataFrame({"label": np.arange(10) % 5})
+    np.testing.assert_array_equal(splits.permute_labels(demos, 5)["label"], splits.permuted_gold(demos["label"], 5))
+    with pytest.raises(ValueError, match="at least two classes"):
+        splits.permuted_gold([0, 0], 1)
+
+
+# --------------------------------------------------------------------------------------------------
+# Through extract.run: switched and permuted labels, the permutation of the run seed, ft_demos
 # --------------------------------------------------------------------------------------------------
 
 WORDS = ["good", "bad", "dull", "fun", "odd", "warm", "slow", "loud"]
@@ -543,7 +582,8 @@ def sst2_rows(n: int, seed: int, first_id: int) -> pd.DataFrame:
 
 @pytest.fixture(scope="module")
 def extracted(tmp_path_factory, model_dirs):
-    """Caches of icl, icl_switched, gd, gd_switched (ft_demos all) and gd (ft_demos same_as_icl)."""
+    """Caches of icl, icl_switched, icl_permuted, gd, gd_switched (ft_demos all) and gd (ft_demos
+    same_as_icl)."""
     tmp = tmp_path_factory.mktemp("extract")
     train, evaluation = sst2_rows(16, 0, 500), sst2_rows(9, 1, 900)
     train.to_parquet(tmp / "train.parquet")
@@ -560,6 +600,7 @@ def extracted(tmp_path_factory, model_dirs):
     runs = {
         "icl": (extract_config(), "icl"),
         "icl_switched": (extract_config(), "icl_switched"),
+        "icl_permuted": (extract_config(), "icl_permuted"),
         "gd": (extract_config(), "gd"),
         "gd_switched": (extract_config(), "gd_switched"),
         "gd_same_as_icl": (extract_config(ft_demos="same_as_icl"), "gd"),
@@ -581,6 +622,7 @@ def test_icl_setting_pairs_each_method_with_icl_on_the_same_labels():
     assert cfg.icl_setting(config, "gd_switched") == "icl_switched"
     assert cfg.demo_labels(config, "icl") == cfg.demo_labels(config, "gd") == "gold"
     assert cfg.demo_labels(config, "icl_switched") == cfg.demo_labels(config, "gd_switched") == "switched"
+    assert cfg.demo_labels(config, "icl_permuted") == "permuted" and cfg.setting_k(config, "icl_permuted") == K
 
 
 def test_run_uses_the_evaluation_set_and_the_seeds_permutation(extracted):
@@ -614,6 +656,51 @@ def test_switched_demonstrations_in_icl_and_gd(extracted):
     assert icl.meta["n_context"] == icl_sw.meta["n_context"]  # the same tokens but for the label words
     # finetuning on switched labels is a different training run
     assert not np.allclose(c["gd_log"][1]["loss"], c["gd_switched_log"][1]["loss"])
+
+
+def test_permuted_demonstrations_and_the_permuted_gold_in_the_cache(extracted):
+    """ICL on permuted labels: the same demonstrations and queries as ICL's, each demonstration's
+    label the next class's, and the cache's gold the permuted gold, so that an accuracy computed
+    from the cache (pred against gold) is against it."""
+    c = extracted["caches"]
+    icl, permuted = c["icl"], c["icl_permuted"]
+    assert permuted.meta["setting"] == "icl_permuted" and permuted.meta["demo_labels"] == "permuted"
+    assert permuted.meta["demo_ids"] == icl.meta["demo_ids"] and permuted.meta["k"] == icl.meta["k"]
+    assert permuted.meta["demo_label_ids"] == [1 - g for g in icl.meta["demo_label_ids"]]  # binary: the swap
+    np.testing.assert_array_equal(permuted.example_id, icl.example_id)
+    np.testing.assert_array_equal(permuted.gold, splits.permuted_gold(icl.gold, 2))
+    assert "icl_permuted" in permuted.meta["prompt_rules"]
+    assert permuted.meta["n_context"] == icl.meta["n_context"]  # the same tokens but for the label words
+    assert not np.allclose(icl.label_logprobs, permuted.label_logprobs)
+
+
+def test_the_sequences_of_icl_on_permuted_labels_carry_the_next_class_word(tmp_path, tokenizer):
+    """extract.sequences_of on a three-class task: the ICL context is ICL's with every
+    demonstration's label word the next class's (the cycle), the queries the same, their gold
+    the permuted gold."""
+    words = ["terrible", "bad", "good"]
+    config = extract_config(tasks={"sst2": {"label_words": words}}, k=6)
+    rng = np.random.default_rng(0)
+    for name, n, first in (("train", 12, 0), ("eval", 6, 100)):
+        data = sst2_rows(n, int(rng.integers(100)), first)
+        data["label"] = np.arange(n) % 3
+        data.to_parquet(tmp_path / f"{name}.parquet")
+    files = dict(train_path=str(tmp_path / "train.parquet"), eval_path=str(tmp_path / "eval.parquet"))
+    gold, permuted = (
+        extract.sequences_of(plan.run_spec(config, "sst2", setting, SEED), tokenizer, 512, **files)
+        for setting in ("icl", "icl_permuted")
+    )
+    label_ids = gold.label_ids
+    assert permuted.true_k == gold.true_k == 6
+    assert [q.ids for q in permuted.queries] == [q.ids for q in gold.queries]
+    assert [q.gold for q in permuted.queries] == [(q.gold + 1) % 3 for q in gold.queries]
+    assert permuted.demos["label"].tolist() == [(y + 1) % 3 for y in gold.demos["label"]]
+    for demo, original, y in zip(permuted.demo_ids, gold.demo_ids, gold.demos["label"], strict=True):
+        assert demo[:-1] == original[:-1]  # the same prompt
+        assert (original[-1], demo[-1]) == (label_ids[y], label_ids[(y + 1) % 3])  # the next class's word
+    assert len(permuted.context) == len(gold.context)
+    differ = [i for i, (a, b) in enumerate(zip(gold.context, permuted.context)) if a != b]
+    assert len(differ) == 6 and {permuted.context[i] for i in differ} <= set(label_ids)
 
 
 def test_ft_demos_all_or_same_as_icl(extracted):

@@ -3,6 +3,7 @@ known set of predictions; the demonstrations' orders; what the plan adds."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import numpy as np
@@ -38,6 +39,11 @@ def test_the_order_changes_a_known_set_of_predictions():
     np.testing.assert_array_equal(out.per_example["order_change_gap"], [1, -1, 1, 0, 0])
     assert out.meta["orders"] == 3 and out.meta["order_scores"]["simaou_norm"] == pytest.approx([0.5, 0.3, 0.4])
     np.testing.assert_array_equal(out.pred_icl, own.pred_icl)  # the run's own order stays the run
+    # and keeps its ICL on permuted labels (run in its own order only), which the claims' premise reads
+    labelled = dataclasses.replace(own, pred_icl_permuted=np.ones(5, int), gold_permuted=np.ones(5, int))
+    kept = orders.order_sensitivity([labelled, second])
+    np.testing.assert_array_equal(kept.pred_icl_permuted, np.ones(5))
+    assert scoring.point_scores(kept)[scoring.PERMUTED] == 1.0
     same = orders.order_sensitivity([own, run(2, [0, 1, 1, 0, 2], [1, 1, 0, 0, 0])])
     assert same.per_example["order_changed_icl"].sum() == same.per_example["order_changed_ft"].sum() == 0
     paired = orders.order_sensitivity([own, shuffled])

@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from icl_gd.data import splits
 from icl_gd.metrics import claim_definitions, claim_testing, premise, scoring
 from icl_gd.report import claim_wording, summary
 
@@ -23,35 +24,52 @@ def _right(gold: np.ndarray, n_right: int, n_classes: int, rng) -> np.ndarray:
     return np.where(right, gold, (gold + 1) % n_classes).astype(np.int16)
 
 
-def _task(task: str, *, icl, zsl: int, ft: int, gold_counts=(N // 2, N // 2), seed=1):
+def _predictions(gold: np.ndarray, right, n_classes: int, rng) -> np.ndarray:
+    """Right on ``right`` examples, or class c alone where ``right`` is ("all", c)."""
+    if isinstance(right, tuple):
+        return np.full(len(gold), right[1], dtype=np.int16)
+    return _right(gold, right, n_classes, rng)
+
+
+def _task(task: str, *, icl, zsl: int, ft: int, permuted=None, gold_counts=(N // 2, N // 2), seed=1, model="m"):
     """One run of a task: gold labels in ``gold_counts`` per class, shuffled; ZSL and FT right on
     ``zsl`` and ``ft`` examples; ICL right on ``icl`` examples, or predicting class ``icl`` alone
-    where given as ("all", class)."""
+    where given as ("all", class). ICL on permuted labels (None: not run) right against the permuted
+    gold on ``permuted`` examples (or ("all", class)), or where given as "ignores", answering the
+    original gold as ICL does (a model that the context shifts and that does not read the labels)."""
     rng = np.random.default_rng(len(task) * 10 + seed)
     n_classes = len(gold_counts)
     gold = rng.permutation(np.repeat(np.arange(n_classes), gold_counts)).astype(np.int16)
-    if isinstance(icl, tuple):
-        pred_icl = np.full(len(gold), icl[1], dtype=np.int16)
+    pred_icl = _predictions(gold, icl, n_classes, rng)
+    gold_permuted = splits.permuted_gold(gold, n_classes).astype(np.int16)
+    if permuted is None:
+        pred_permuted = gold_permuted = None
+    elif permuted == "ignores":
+        pred_permuted = pred_icl
     else:
-        pred_icl = _right(gold, icl, n_classes, rng)
+        pred_permuted = _predictions(gold_permuted, permuted, n_classes, rng)
     return scoring.RunExamples(
-        meta=dict(model="m", variant="trained", task=task, seed=seed, method="gd", baseline=None),
+        meta=dict(model=model, variant="trained", task=task, seed=seed, method="gd", baseline=None),
         example_id=np.arange(len(gold)),
         gold=gold,
         pred_zsl=_right(gold, zsl, n_classes, rng),
         pred_icl=pred_icl,
         pred_ft=_right(gold, ft, n_classes, rng),
         similarities={},
+        pred_icl_permuted=pred_permuted,
+        gold_permuted=gold_permuted,
     )
 
 
-# SST2 learns (ICL 90% against ZSL 50% and a 50% majority); MR is at chance (ICL 50%, as ZSL);
-# AGNews collapses onto class 2, its majority class (40%): ICL beats ZSL (10%) and still does not
-# learn, as always answering class 2 is as good. FT beats ZSL on MR and AGNews, not on SST2.
+# SST2 learns (ICL 90% against ZSL 50% and a 50% majority, and 85% against the permuted gold on
+# permuted labels); MR is at chance (ICL 50%, as ZSL); AGNews collapses onto class 2, its majority
+# class (40%): ICL beats ZSL (10%) and still does not learn, as always answering class 2 is as good
+# (on permuted labels it collapses onto class 3, the permuted gold's majority). FT beats ZSL on MR
+# and AGNews, not on SST2.
 RUNS = [
-    _task("sst2", icl=180, zsl=100, ft=60),
-    _task("mr", icl=100, zsl=100, ft=180),
-    _task("agnews", icl=("all", 2), zsl=20, ft=160, gold_counts=(40, 40, 80, 40)),
+    _task("sst2", icl=180, zsl=100, ft=60, permuted=170),
+    _task("mr", icl=100, zsl=100, ft=180, permuted=100),
+    _task("agnews", icl=("all", 2), zsl=20, ft=160, permuted=("all", 3), gold_counts=(40, 40, 80, 40)),
 ]
 LABELS = {"agnews": ["World", "Sports", "Business", "Technology"]}
 
@@ -80,17 +98,19 @@ def test_the_premise_holds_where_icl_beats_zero_shot_and_the_majority_class(eval
     rows = table.set_index("task")
     assert list(table["task"]) == ["sst2", "mr", "agnews"]
     assert rows["learns"].to_dict() == {"sst2": True, "mr": False, "agnews": False}
-    # the premise's intervals are a claim's on every task: Bonferroni over 3 tasks x 2 cells
-    assert rows["level"].tolist() == pytest.approx([1 - 0.05 / 6] * 3)
+    # the premise's intervals are a claim's on every task: Bonferroni over 3 tasks x 3 cells
+    assert premise.CELLS == 3 and rows["level"].tolist() == pytest.approx([1 - 0.05 / 9] * 3)
     sst2, mr, agnews = rows.loc["sst2"], rows.loc["mr"], rows.loc["agnews"]
-    assert (sst2.icl, sst2.zsl, sst2.majority) == pytest.approx((90.0, 50.0, 50.0))
+    assert (sst2.icl, sst2.zsl, sst2.majority, sst2.icl_permuted) == pytest.approx((90.0, 50.0, 50.0, 85.0))
     assert sst2.icl_zsl_low > 0 and sst2.icl_majority_low > 0 and sst2.icl_zsl_status == "holds"
+    assert sst2.icl_permuted_majority == pytest.approx(35.0) and sst2.icl_permuted_majority_status == "holds"
     # at chance: no gain over ZSL, none over the majority class
     assert mr.icl_zsl == pytest.approx(0.0) and mr.icl_zsl_low < 0 < mr.icl_zsl_high
     assert not mr.collapsed and mr.top_share < 0.9
     # collapsed onto its majority class: above ZSL, but exactly the majority class's rate
     assert agnews.icl_zsl_status == "holds" and agnews.majority == pytest.approx(40.0)
     assert agnews.icl_majority == pytest.approx(0.0) and agnews.icl_majority_status != "holds"
+    assert agnews.icl_permuted_majority == pytest.approx(0.0) and agnews.icl_permuted_majority_status != "holds"
     assert agnews.collapsed and agnews.top_share == 1.0 and agnews.top_class == 2 and agnews.top_label == "Business"
     assert premise.learns_text(table) == "learns in context on 1 of 3 tasks: SST2"
     assert premise.top_text(agnews) == "'Business' for 100% of the examples, collapsed"
@@ -112,6 +132,40 @@ def test_a_claim_is_read_again_over_the_tasks_where_the_model_learns(evaluated):
     not_sst2 = tests[tests["claim"] == "not-sst2"]
     assert set(not_sst2["verdict"]) == {"supported"}
     assert set(not_sst2["premise_verdict"]) == {premise.NO_TASK}
+
+
+def test_a_model_that_ignores_its_demonstrations_labels_does_not_learn_though_icl_beats_zero_shot():
+    """ICL above zero-shot and the majority class shows that a context changes the answers; a model
+    that keeps answering the original gold under permuted labels (a shift any context causes) is
+    wrong against the permuted gold on every example it gets right, and does not learn in context."""
+    runs = [
+        _task("sst2", icl=180, zsl=100, ft=60, permuted="ignores", model="shifted"),
+        _task("sst2", icl=180, zsl=100, ft=60, permuted=170, model="follows"),
+    ]
+    _, table = claim_testing.evaluate(runs, ROLES, n_boot=200, claims=(FT_ZSL,))
+    rows = table.set_index("model")
+    shifted, follows = rows.loc["shifted"], rows.loc["follows"]
+    assert shifted.icl_zsl_status == shifted.icl_majority_status == "holds"  # ICL beats ZSL and the majority
+    assert shifted.icl_permuted == pytest.approx(10.0)  # the 90% it gets right are wrong against the permuted gold
+    assert shifted.icl_permuted_majority_status == "breaks" and not shifted.learns
+    assert follows.learns and follows.icl_permuted_majority_status == "holds"
+    # one task x 3 cells
+    assert rows["level"].tolist() == pytest.approx([1 - 0.05 / 3] * 2)
+
+
+def test_where_icl_on_permuted_labels_was_not_run_the_model_learns_on_no_task():
+    """An older run's examples, without ICL on permuted labels: its column is not run, and the model
+    learns on no task, though ICL beats ZSL and the majority class there."""
+    old = [_task("sst2", icl=180, zsl=100, ft=60)]
+    tests, table = claim_testing.evaluate(old, ROLES, n_boot=200, claims=(FT_ZSL,))
+    row = table.iloc[0]
+    assert row.icl_zsl_status == row.icl_majority_status == "holds"
+    assert row.icl_permuted_majority_status == "not run" and np.isnan(row.icl_permuted) and not row.learns
+    assert row.level == pytest.approx(1 - 0.05 / 3)  # the premise's three cells, one not run
+    assert set(tests["premise_verdict"]) == {premise.NO_TASK}
+    assert claim_wording.permuted_not_run(table)
+    assert "ICL on permuted labels not run" in claim_wording.premise_task_text(row)
+    assert "ICL on permuted labels was not run" in claim_wording.premise_footnote(table)
 
 
 def test_where_the_model_learns_on_no_task_every_claim_says_so():
@@ -139,7 +193,8 @@ def test_the_report_states_the_premise_and_the_verdicts_the_readings_differ_on()
     )
     assert "The model learns in context on 1 of 3 tasks: SST2." in page
     assert "- AGNews: ICL 40.0% against ZSL 10.0%" in page and "'Business' for 100% of the examples, collapsed" in page
-    assert "on 99.17% intervals" in page
+    assert "on 99.44% intervals" in page  # 3 tasks x 3 cells
+    assert "on permuted labels 85.0% right against the permuted gold (+35.0 points" in page
     # ICL above zero-shot on every task: open on MR (at chance) over all three, supported on SST2 alone;
     # ICL above finetuning on the mean: FT's 90% and 80% on MR and AGNews outweigh its 30% on SST2
     assert (

@@ -22,7 +22,7 @@ TMP = tempfile.mkdtemp(prefix="test_scoring-")  # the hand-made caches (memory-m
 
 COLUMNS = ["model", "variant", "task", "seed", "method", "metric", "layer", "value", "ci_low", "ci_high"]
 GOLD = np.array([0, 1, 1, 0])
-PRED = {"zsl": [1, 0, 1, 0], "icl": [0, 0, 1, 0], "gd": [0, 1, 1, 1]}
+PRED = {"zsl": [1, 0, 1, 0], "icl": [0, 0, 1, 0], "gd": [0, 1, 1, 1], "icl_permuted": [1, 0, 0, 0]}
 R2 = 1 / math.sqrt(2)
 
 
@@ -43,7 +43,9 @@ def attn_out(setting: str) -> np.ndarray:
 
 def attn_scores(setting: str) -> np.ndarray:
     """(4, 2 layers, 1 head, 3 keys); example 3's query has 2 keys (NaN past them)."""
-    base = {"zsl": [1.0, 0.0, 0.0], "icl": [1.0, 1.0, 0.0], "gd": [1.0, 1.0, 1.0]}[setting]
+    base = {"zsl": [1.0, 0.0, 0.0], "icl": [1.0, 1.0, 0.0], "gd": [1.0, 1.0, 1.0], "icl_permuted": [1.0, 0.5, 0.0]}[
+        setting
+    ]
     m = np.tile(np.array(base), (4, 2, 1, 1))
     m[:, 1] *= 2.0  # layer 1: same directions, other scale
     m[3, :, :, 2] = np.nan
@@ -51,7 +53,14 @@ def attn_scores(setting: str) -> np.ndarray:
 
 
 def run_cache(
-    setting: str, *, example_id=(5, 6, 7, 8), seed: int = 2, layout: str = "float32", reference: RunCache | None = None
+    setting: str,
+    *,
+    example_id=(5, 6, 7, 8),
+    seed: int = 2,
+    layout: str = "float32",
+    reference: RunCache | None = None,
+    gold=GOLD,
+    **meta,
 ) -> RunCache:
     """The setting's records written as a cache and read back (float32: the hand values exactly)."""
     n = len(example_id)
@@ -60,9 +69,9 @@ def run_cache(
     path = Path(tempfile.mkdtemp(dir=TMP)) / f"{setting}.arrow"
     cache.write_cache(
         path,
-        {"model": "tiny", "variant": "trained", "task": "sst2", "seed": seed, "setting": setting},
+        {"model": "tiny", "variant": "trained", "task": "sst2", "seed": seed, "setting": setting, **meta},
         example_id=np.array(example_id),
-        gold=GOLD,
+        gold=gold,
         label_logprobs=logprobs,
         query_len=np.array([3, 3, 3, 2]),
         attn_out=attn_out(setting),
@@ -563,3 +572,33 @@ def test_compact_caches_score_as_float32_ones(table):
     np.testing.assert_allclose(compact.value, table.value, rtol=0, atol=1e-3)
     similar = table.metric.str.startswith(("simaou", "simam")) & ~table.metric.str.contains("random")
     assert np.nanmax(np.abs(compact.value - table.value)[similar]) < 1e-3
+
+
+def test_icl_on_permuted_labels_is_scored_against_the_permuted_gold_its_cache_holds(tmp_path, table):
+    """The label-following accuracy: ICL on permuted labels (its cache's gold the permuted gold,
+    1 - gold for two classes, stored as a change from ZSL in the compact layout) against that gold,
+    a ratio like every accuracy, carried by the run's per-example file."""
+    zsl = run_cache("zsl", layout="compact")
+    permuted = run_cache(
+        "icl_permuted", layout="compact", reference=zsl, gold=1 - GOLD, demo_labels="permuted"
+    )  # answers [1, 0, 0, 0] against the permuted gold [1, 0, 0, 1]
+    icl, gd = (run_cache(s, layout="compact", reference=zsl) for s in ("icl", "gd"))
+    ex = scoring.run_examples(zsl, icl, gd, permuted=permuted)
+    np.testing.assert_array_equal(ex.gold, GOLD)  # the other scores keep the gold
+    np.testing.assert_array_equal(ex.gold_permuted, 1 - GOLD)
+    scored = scoring.score_examples(ex)
+    assert value(scored, scoring.PERMUTED) == 0.75 and value(scored, "acc_icl") == value(table, "acc_icl")
+    assert catalog.get(scoring.PERMUTED).label == "ICL, permuted labels, accuracy (%)"
+    assert scoring.PERMUTED not in set(table.metric)  # a run without it has no such score
+    scoring.write_examples(ex, tmp_path / "ex.parquet")
+    back = scoring.read_examples(tmp_path / "ex.parquet")
+    np.testing.assert_array_equal(back.pred_icl_permuted, ex.pred_icl_permuted)
+    np.testing.assert_array_equal(back.gold_permuted, 1 - GOLD)
+    assert set(back.similarities) == set(ex.similarities) and scoring.PERMUTED in back.ratio_names
+    scoring.write_examples(scoring.run_examples(zsl, icl, gd), tmp_path / "plain.parquet")
+    plain = scoring.read_examples(tmp_path / "plain.parquet")
+    assert plain.pred_icl_permuted is None and scoring.PERMUTED not in plain.ratio_names
+    with pytest.raises(ValueError, match="no ICL on permuted labels"):
+        plain.ratio_terms(scoring.PERMUTED)
+    with pytest.raises(ValueError, match="not permuted ones"):  # ICL on gold labels in its place
+        scoring.run_examples(zsl, icl, gd, permuted=icl)

@@ -73,6 +73,7 @@ def test_the_estimate_adds_up_every_planned_cache_by_run_group():
         "min_true_k": 1,
         "ft_demos": "all",
         "statistics": {"baseline_method": "gd"},
+        "report": {"reproduction": False},  # no claims: no premise, no ICL on permuted labels
     }
     seen = []
 

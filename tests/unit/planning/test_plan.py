@@ -40,14 +40,40 @@ def test_runs_and_extractions_of_the_paper_config():
     assert {r["task"] for r in runs if r["method"] == "lcgd_clip"} == {"subj"}
     assert runs[0] == dict(model="fairseq-1.3b", variant="trained", task="sst2", seed=2, method="gd")
     caches = plan.extractions(PAPER)
-    # per seed, trained: icl, icl_switched + 4 methods (+ clipped LCGD on Subj); the other two
-    # variants icl, gd; and each variant one ZSL per task, the first seed's, which does not depend
-    # on the seed
-    assert len(caches) == 6 * 3 * (6 + 2 + 2) + 3 + 6 * 3 == 201
+    # per seed, trained: icl, icl_switched, icl_permuted (the premise's) + 4 methods (+ clipped LCGD
+    # on Subj); the other two variants icl, gd; and each variant one ZSL per task, the first seed's,
+    # which does not depend on the seed
+    assert len(caches) == 6 * 3 * (7 + 2 + 2) + 3 + 6 * 3 == 219
     assert {c["seed"] for c in caches if c["setting"] == "zsl" and c["task"] == "sst2"} == {2}
     assert len({tuple(c.values()) for c in caches}) == len(caches)
     assert plan.run_settings(PAPER, "gd_switched") == ["zsl", "icl_switched", "gd_switched"]
     assert plan.run_settings(PAPER, "gd_linearized") == ["zsl", "icl", "gd_linearized"]
+
+
+def test_icl_on_permuted_labels_is_planned_once_per_trained_task_and_seed_where_the_premise_is_read():
+    """The premise's label-following test: ICL at the config's k on permuted labels, one cache per
+    (model, task, seed) of the trained variant (not per method, nor per further order, nor for the
+    other variants), which every run of the trained variant there scores."""
+    permuted = [c for c in plan.extractions(PAPER) if c["setting"] == "icl_permuted"]
+    assert len(permuted) == 6 * 3 and {c["variant"] for c in permuted} == {"trained"}
+    assert plan.permuted_runs(PAPER) == {(c["model"], c["variant"], c["task"], c["seed"]) for c in permuted}
+    assert plan.premise_method(PAPER) == "gd"
+    spec = plan.run_spec(PAPER, "sst2", "icl_permuted", 2)
+    assert spec == {**plan.run_spec(PAPER, "sst2", "icl", 2), "setting": "icl_permuted", "demo_labels": "permuted"}
+    # the default config runs a further order: ICL and the methods there, not ICL on permuted labels
+    assert DEFAULT["orders"] == 2 and "icl" in {c["setting"] for c in plan.order_extractions(DEFAULT)}
+    assert "icl_permuted" not in {c["setting"] for c in plan.order_extractions(DEFAULT)}
+    assert len([c for c in plan.extractions(DEFAULT) if c["setting"] == "icl_permuted"]) == 6  # 6 tasks, 1 seed
+    # not where the premise is not read: no claims, no trained variant, or no published GD on it
+    assert plan.permuted_runs(config(report={"reproduction": False})) == set()
+    assert plan.permuted_runs(config(variants={"untrained": ["gd"]})) == set()
+    assert plan.permuted_runs(config(variants={"trained": ["lcgd"]})) == set()
+    assert plan.premise_method(config(variants={"trained": ["lcgd"]})) is None
+    one = config(variants={"trained": ["gd", "lcgd"], "untrained": ["gd"]})
+    assert plan.permuted_runs(one) == {("tiny", "trained", "sst2", seed) for seed in (2, 3, 4)}
+    # its name is reserved: no method may take it
+    with pytest.raises(cfg.ConfigError, match="methods.icl_permuted: zsl and icl.* are reserved"):
+        config(methods={"icl_permuted": {"kind": "gd"}}, variants={"trained": ["icl_permuted"]})
 
 
 def test_a_method_that_names_its_tasks_runs_on_those_alone():

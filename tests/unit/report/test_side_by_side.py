@@ -82,6 +82,23 @@ def test_two_models_side_by_side(tmp_path):
     assert "](fig/premise.png)" in text and (tmp_path / "fig" / "premise.png").exists()
 
 
+def test_a_report_rendered_before_label_following_was_tested_learns_on_no_task(tmp_path):
+    """An older report's premise table, without ICL on permuted labels: its model learns in context
+    nowhere (ICL above zero-shot does not show that it follows its demonstrations' labels), and the
+    line says so and what the older reading found."""
+    old = _report(tmp_path / "old", ["supported"] * 3, ["supported"] * 3, {"SST2": True, "MR": False})
+    premise = pd.read_csv(old / "tables" / "premise.csv", dtype=str, keep_default_na=False)
+    premise.drop(columns=[c for c in premise if "ermuted" in c]).to_csv(old / "tables" / "premise.csv", index=False)
+    report = side_by_side.read_report(old)
+    assert set(report.premise[side_by_side.LEARNS]) == {"no"}
+    assert set(report.premise[side_by_side.FOLLOWS]) == {tables.NOT_RUN}
+    assert set(report.claims[side_by_side.AGAIN]) == {side_by_side.NOT_TESTED}  # over tasks it no longer grants
+    line = side_by_side.premise_line(report)
+    assert line.startswith("- **old**: learns in context on 0 of 2 tasks, as whether it follows")
+    assert line.endswith("ICL above zero-shot and the majority class on 1: SST2")
+    assert len(side_by_side.premise_points([report])) == 2  # the figure still draws its tasks, hollow
+
+
 def test_a_report_without_the_premise_or_the_claims(tmp_path):
     old = _report(tmp_path / "old", ["supported"] * 3, ["x"] * 3)
     (old / "tables" / "claims.csv").write_text(

@@ -899,10 +899,15 @@ def test_the_premise_table_sets_the_similarity_beside_where_the_model_learns(tmp
         [
             dict(model=MODEL, task="sst2", level=1 - 0.05 / 12, icl=84.0, zsl=67.0, majority=50.0, icl_zsl=17.0,
                  icl_zsl_low=5.0, icl_zsl_high=29.0, icl_majority=34.0, icl_majority_low=20.0,
-                 icl_majority_high=48.0, learns=True, top_class=1, top_label="positive", top_share=0.55),
+                 icl_majority_high=48.0, icl_permuted=80.0, icl_permuted_majority=30.0,
+                 icl_permuted_majority_low=15.0, icl_permuted_majority_high=45.0,
+                 icl_permuted_majority_status="holds", learns=True, top_class=1, top_label="positive",
+                 top_share=0.55),
             dict(model=MODEL, task="cb", level=1 - 0.05 / 12, icl=38.0, zsl=39.0, majority=40.0, icl_zsl=-1.0,
                  icl_zsl_low=-9.0, icl_zsl_high=7.0, icl_majority=-2.0, icl_majority_low=-12.0,
-                 icl_majority_high=8.0, learns=False, top_class=0, top_label="", top_share=0.97),
+                 icl_majority_high=8.0, icl_permuted=20.0, icl_permuted_majority=-20.0,
+                 icl_permuted_majority_low=-30.0, icl_permuted_majority_high=-10.0,
+                 icl_permuted_majority_status="breaks", learns=False, top_class=0, top_label="", top_share=0.97),
         ]
     )  # fmt: skip
     summary = pd.DataFrame(
@@ -916,6 +921,18 @@ def test_the_premise_table_sets_the_similarity_beside_where_the_model_learns(tmp
     assert (sst2["SimAOU_norm"], sst2["SimAOU_norm low"], sst2["SimAOU_norm high"]) == ("0.210", "0.150", "0.270")
     assert cb["SimAOU_norm"] == tables.MISSING and cb["ICL's most-predicted label"] == "0 (97%)"
     assert cb["Learns in context"] == "no" and "99.58%" in table.attrs["footnotes"][0]
+    assert (sst2["ICL, permuted labels (%)"], sst2["Permuted - majority low"], cb["Permuted - majority"]) == (
+        "80.0",
+        "15.0",
+        "-20.0",
+    )
+    assert "all three lower ends above 0" in table.attrs["footnotes"][0] and len(table.attrs["footnotes"]) == 1
+    # an older run's premise, without ICL on permuted labels: "not run", and it learns nowhere
+    old = tables.premise_table(
+        premise.drop(columns=[c for c in premise if c.startswith("icl_permuted")]), summary, "gd"
+    )
+    assert old.loc[(MODEL, "SST2"), "Permuted - majority"] == tables.NOT_RUN
+    assert set(old["Learns in context"]) == {"no"} and "ICL on permuted labels was not run" in old.attrs["footnotes"][1]
     fig = figures.premise_figure(table.reset_index())
     assert len(fig.axes[0].lines) > 0
     figures.write_figure(fig, tmp_path / "premise")

@@ -61,14 +61,21 @@ def run_spec(wildcards):
                          order=int(wildcards.get("order", 0)))
 
 
+# The (model, variant, task, seed) whose ICL also runs on permuted labels: where the premise reads them.
+PERMUTED_RUNS = plan.permuted_runs(config)
+
+
 def setting_caches(wildcards):
-    """ZSL, ICL and FT caches of a run, and its baseline method's cache for alpha."""
+    """ZSL, ICL and FT caches of a run, its baseline method's cache for alpha, and where the
+    premise reads its task and seed, ICL on permuted labels."""
     _, icl, method = plan.run_settings(config, wildcards.method)
     caches = {"zsl": zsl_cache(wildcards), "icl": CACHE.format(**wildcards, setting=icl),
               "ft": CACHE.format(**wildcards, setting=method)}
     baseline = plan.baseline_of(config, wildcards.variant, wildcards.method)
     if baseline is not None:
         caches["base"] = CACHE.format(**wildcards, setting=baseline)
+    if (wildcards.model, wildcards.variant, wildcards.task, int(wildcards.seed)) in PERMUTED_RUNS:
+        caches["permuted"] = CACHE.format(**wildcards, setting=cfg.PERMUTED_SETTING)
     return caches
 
 
