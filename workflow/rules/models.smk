@@ -10,6 +10,8 @@ localrules:
 rule build_builtin_model:
     input:
         train=expand("resources/synthetic/{twin}/train.parquet", twin=BUILTIN_TASKS),
+        # the shipped weights (models.<name>.weights), copied where they are this recipe's
+        shipped=shipped_weights,
     output:
         directory("resources/models/{model}/trained"),
     wildcard_constraints:

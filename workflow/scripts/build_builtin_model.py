@@ -14,18 +14,18 @@ claim_gpu(snakemake.config["device"])
 from icl_gd.models import builtin
 
 spec = snakemake.params.spec
-builtin.build(
+shipped = snakemake.input.get("shipped")
+made = builtin.make(
     dict(zip(snakemake.params.twins, snakemake.input.train)),
     snakemake.output[0],
     spec,
     device=snakemake.config["device"],
     name=snakemake.wildcards.model,
+    shipped_folder=Path(shipped[0]).parent if shipped else None,
 )
 # for the job's benchmark record: the pretraining's work, counted as the cost estimate counts it
 from icl_gd.activations import work
 from icl_gd.common import benchmark
 
-length = min(spec["pretrain_len"], spec["n_positions"])
-benchmark.note(
-    gflop=round(work.pretrain_work(work.shape_of(snakemake.output[0]), spec["pretrain_steps"], length).flops / 1e9, 4)
-)
+if made["trained"]:
+    benchmark.note(gflop=round(work.pretrain_spec_work(work.shape_of(snakemake.output[0]), spec).flops / 1e9, 4))

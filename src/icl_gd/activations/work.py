@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from icl_gd.common.specs import is_icl_setting
 
 TRAIN_KINDS = ("gd", "lcgd", "linearized")
-PRETRAIN_BATCH = 8  # models/builtin.build's batch size
+PRETRAIN_BATCH = 8  # the built-in model's default batch size (pretrain_batch)
 
 
 @dataclass(frozen=True)
@@ -113,10 +113,30 @@ def job_work(shape: Shape, spec: dict, sequences) -> Work:
     return work
 
 
-def pretrain_work(shape: Shape, steps: int, length: int) -> Work:
-    tokens = PRETRAIN_BATCH * length
-    forward = forward_flops(shape, tokens, PRETRAIN_BATCH * pairs(length), tokens)
+def pretrain_work(shape: Shape, steps: int, length: int, batch: int = PRETRAIN_BATCH) -> Work:
+    tokens = batch * length
+    forward = forward_flops(shape, tokens, batch * pairs(length), tokens)
     return Work(path="pretrain", train_flops=3.0 * forward * steps, longest=length, steps=steps)
+
+
+# tokens of a twin's demonstration under the built-in tokenizer, over the six twins (22 for SST-2's
+# to 61 for AGNews', whose template names the four classes), and the label word and </s>
+DEMO_TOKENS = 36
+
+
+def pretrain_length(spec: dict) -> int:
+    """A built-in model's pretraining episode length in tokens (the width of a batch): its
+    demonstrations' mean number (``pretrain_demos``) of twin demonstrations, at most
+    ``pretrain_len`` and the context."""
+    low, high = spec.get("pretrain_demos", (1, 16))
+    return min(spec["pretrain_len"], spec["n_positions"], 1 + round(DEMO_TOKENS * (low + high) / 2))
+
+
+def pretrain_spec_work(shape: Shape, spec: dict) -> Work:
+    """A built-in model's pretraining, as its keys ask for it."""
+    return pretrain_work(
+        shape, spec["pretrain_steps"], pretrain_length(spec), spec.get("pretrain_batch", PRETRAIN_BATCH)
+    )
 
 
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}

@@ -135,3 +135,26 @@ def of_script(script: str | Path, package: Path = PACKAGE, leave_out: tuple[str,
     it writes (not infrastructure, not a decider, nor ``leave_out``)."""
     modules = executed(Path(script), package) - INFRASTRUCTURE - DECIDERS - set(leave_out)
     return code_version(modules, package)
+
+
+def meaning(path: Path) -> str:
+    """The sha256 of a module's syntax tree without its docstrings: what the code does, not how it
+    is written (comments, docstrings, blank lines and line breaks leave it as it is)."""
+    tree = ast.parse(path.read_text())
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if (
+            isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+            and body
+            and isinstance(body[0], ast.Expr)
+            and isinstance(body[0].value, ast.Constant)
+            and isinstance(body[0].value.value, str)
+        ):
+            node.body = body[1:] or [ast.Pass()]
+    return hashlib.sha256(ast.dump(tree, include_attributes=False).encode()).hexdigest()
+
+
+def meaning_version(modules, package: Path = PACKAGE) -> dict[str, str]:
+    """``{module: the first 16 hex digits of :func:`meaning`}``, for modules given as paths under
+    the package (``models/builtin``)."""
+    return {module: meaning(_files(module, package)[0])[:16] for module in sorted(modules)}

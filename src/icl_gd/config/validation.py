@@ -69,6 +69,8 @@ def check_names(config: dict) -> None:
                     f"models.{name}.sliding_layers: {model['sliding_layers']} sliding layers, but the model has "
                     f"n_layer = {model.get('n_layer', 4)}; use at most n_layer"
                 )
+        if model.get("source", "builtin") == "builtin":
+            _check_recipe(model, name)
         if model.get("source") == "gguf":
             gguf_file(model, name)  # at start-up: a missing file or package stops the run before any job
     for task in config.get("tasks", {}):
@@ -177,3 +179,30 @@ def precision_warnings(config: dict) -> list[str]:
             '("Which cache_dtype")'
         )
     return warnings
+
+
+def _check_recipe(model: dict, name: str) -> None:
+    """A built-in model's pretraining keys that cannot work together."""
+    if model.get("attention_init", "default") == "mimetic" and model.get("architecture", "gpt2") != "qwen2":
+        raise ConfigError(
+            f"models.{name}.attention_init: mimetic starts a Qwen2 attention layer as a copying head; set "
+            "architecture: qwen2, or attention_init: default"
+        )
+    pooling = model.get("pooling_layers", 0)
+    if pooling and model.get("architecture", "gpt2") != "qwen2":
+        raise ConfigError(
+            f"models.{name}.pooling_layers: a GPT-2's layers cannot pool; set architecture: qwen2, or pooling_layers: 0"
+        )
+    if pooling > model.get("n_layer", 4):
+        raise ConfigError(
+            f"models.{name}.pooling_layers: {pooling} pooling layers, but the model has n_layer = "
+            f"{model.get('n_layer', 4)}; use at most n_layer"
+        )
+    low, high = model.get("pretrain_demos", [1, 16])
+    if low > high:
+        raise ConfigError(f"models.{name}.pretrain_demos: [{low}, {high}] is [fewest, most]; write [{high}, {low}]")
+    if model.get("pretrain_canonical_steps", 0) > model.get("pretrain_steps", 150):
+        raise ConfigError(
+            f"models.{name}.pretrain_canonical_steps: {model['pretrain_canonical_steps']} canonical steps of "
+            f"pretrain_steps = {model.get('pretrain_steps', 150)} in all; use at most pretrain_steps"
+        )

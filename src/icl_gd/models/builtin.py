@@ -18,20 +18,14 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import torch
-from torch import nn
 
 from icl_gd.config import resolve as cfg
 from icl_gd.data import prompts
-from icl_gd.models import loading
+from icl_gd.models import curve, episodes, loading, pretraining, shipped
 
 log = logging.getLogger(__name__)
 
 LABEL_WORD_REPEATS = 2000
-
-
-def _preset(task: str) -> cfg.TaskSpec:
-    """A built-in task as the protocol defines it (template, label words), whatever the config says."""
-    return cfg.task_spec({"tasks": {task: {}}}, task)
 
 
 def _corpus(frames: dict[str, pd.DataFrame]) -> list[str]:
@@ -39,49 +33,11 @@ def _corpus(frames: dict[str, pd.DataFrame]) -> list[str]:
     vocabulary learns it as one token (the protocol needs single-token label words)."""
     texts = []
     for task, frame in frames.items():
-        spec = _preset(task)
+        spec = episodes.preset(task)
         for _, row in frame.iterrows():
             texts.append(prompts.format_prompt(spec, row) + " " + spec.label_words[int(row["label"])])
         texts.extend(" " + word for word in spec.label_words for _ in range(LABEL_WORD_REPEATS))
     return texts
-
-
-def _episodes(
-    tokenizer, frames: dict[str, pd.DataFrame], n_episodes: int, max_len: int, seed: int, mapping: str = "canonical"
-) -> list[list[int]]:
-    """Token sequences of <s> + a few random demonstrations of one task, each ending in </s>.
-
-    ``mapping`` says which label word stands for which class in an episode: ``canonical`` (the
-    task's own words), ``flip`` (half the episodes reverse the label order) or ``permute`` (a random
-    order per episode). Under flip or permute the words can only be read from the episode's own
-    demonstrations, so the loss rewards in-context use of them (symbol tuning, Wei et al. 2023)."""
-    rng = np.random.default_rng(seed)
-    encoded = {}
-    for task, frame in frames.items():
-        spec = _preset(task)
-        label_ids = prompts.label_token_ids(tokenizer, spec)
-        demos = prompts.demonstration_ids(tokenizer, spec, frame, label_ids)
-        # each demonstration without its label word, which the episode's mapping puts back
-        encoded[task] = ([demo[:-1] for demo in demos], frame["label"].to_numpy(), np.asarray(label_ids))
-    tasks = sorted(encoded)
-    episodes = []
-    for _ in range(n_episodes):
-        bodies, labels, label_ids = encoded[tasks[rng.integers(len(tasks))]]
-        order = rng.permutation(len(bodies))[: rng.integers(1, 17)]
-        words = _episode_label_ids(label_ids, mapping, rng)  # draws nothing when canonical
-        episode = prompts.icl_context(tokenizer, [bodies[i] + [int(words[labels[i]])] for i in order])
-        episodes.append(episode[:max_len])
-    return episodes
-
-
-def _episode_label_ids(label_ids: np.ndarray, mapping: str, rng: np.random.Generator) -> np.ndarray:
-    if mapping == "canonical":
-        return label_ids
-    if mapping == "flip":
-        return label_ids[::-1] if rng.random() < 0.5 else label_ids
-    if mapping == "permute":
-        return label_ids[rng.permutation(len(label_ids))]
-    raise ValueError(f"pretrain_label_mapping must be canonical, flip or permute, got {mapping!r}")
 
 
 def _check_label_words(tokenizer, spec: dict, name: str) -> None:
@@ -89,7 +45,7 @@ def _check_label_words(tokenizer, spec: dict, name: str) -> None:
     is the config's fault (``vocab_size``), not the tasks'."""
     split = {}
     for task in cfg.TASK_PRESETS:
-        task_spec = _preset(task)
+        task_spec = episodes.preset(task)
         for word in task_spec.label_words:
             ids = tokenizer.encode(" " + word, add_special_tokens=False)
             if len(ids) != 1:
@@ -112,10 +68,53 @@ def _architecture(tokenizer, spec: dict):
     )
     # .get: the schema's defaults, for specs that did not pass through it (tests, scripts)
     if spec.get("architecture", "gpt2") == "gpt2":
-        return build_gpt2(tokenizer, **shape)
+        return build_gpt2(tokenizer, **shape, n_inner=spec.get("n_inner"))
     return build_qwen2(
-        tokenizer, **shape, sliding_window=spec.get("sliding_window"), sliding_layers=spec.get("sliding_layers", 1)
+        tokenizer,
+        **shape,
+        sliding_window=spec.get("sliding_window"),
+        sliding_layers=spec.get("sliding_layers", 1),
+        n_inner=spec.get("n_inner"),
     )
+
+
+def make(
+    train_paths: dict[str, str],
+    out_dir: str | Path,
+    spec: dict,
+    device: str = "auto",
+    name: str = "<name>",
+    shipped_folder: str | Path | None = None,
+) -> dict:
+    """The rule's job: the shipped weights (``shipped_folder``, config key ``weights``) where they
+    were made for this recipe, else :func:`build`; either way ``out_dir`` ends with the recipe's
+    checksum (``recipe.json``, models/shipped.py). ``trained`` in the result says which."""
+    frames = {task: pd.read_parquet(path) for task, path in sorted(train_paths.items())}
+    checksum = shipped.recipe_checksum(spec, frames)
+    if spec.get("weights"):
+        if shipped_folder is None:
+            why = f"{spec['weights']} does not exist (config key weights, relative to the working directory)"
+        else:
+            copied, why = shipped.use_shipped(shipped_folder, checksum, out_dir)
+            if copied:
+                log.info(
+                    "built-in model %s: the shipped weights of this recipe (%s), copied from %s",
+                    name,
+                    checksum[:12],
+                    shipped_folder,
+                )
+                return {"trained": False, "checksum": checksum}
+        log.warning(
+            "built-in model %s: %s; training it instead, as the recipe says. Ship the result with "
+            "python -m icl_gd.models.shipped %s %s",
+            name,
+            why,
+            out_dir,
+            spec["weights"],
+        )
+    summary = build(train_paths, out_dir, spec, device=device, name=name)
+    shipped.write_recipe(out_dir, spec, checksum)
+    return {**summary, "trained": True, "checksum": checksum}
 
 
 def build(
@@ -125,33 +124,61 @@ def build(
 
     The weights are initialised on the CPU (the same on every machine) and pretrained on
     ``device`` (a GPU where there is one: a model of the reference's shape takes hours on a CPU).
+    With ``pretrain_curve``, the model's reading of held-out rows is recorded as it trains
+    (``training_curve.tsv``; models/curve.py).
     """
     out_dir = Path(out_dir)
     frames = {task: pd.read_parquet(path) for task, path in sorted(train_paths.items())}
     tokenizer = train_tokenizer(_corpus(frames), spec["vocab_size"], out_dir, model_max_length=spec["n_positions"])
     _check_label_words(tokenizer, spec, name)
-    model = _architecture(tokenizer, spec).to(loading.pick_device(device))
-    max_len = min(spec["pretrain_len"], spec["n_positions"])
-    episodes = _episodes(
+    model = _architecture(tokenizer, spec)
+    if spec.get("attention_init", "default") == "mimetic":
+        pretraining.mimetic_init(model, seed=spec["seed"])
+    if spec.get("pooling_layers"):
+        pretraining.pooling_init(model, spec["pooling_layers"])
+    model = model.to(loading.pick_device(device))
+    track = spec.get("pretrain_curve") or {}
+    train, held_out = curve.split_held_out(frames, int(track.get("examples", 0)) if track else 0)
+    sampler = episodes.Episodes(
         tokenizer,
-        frames,
-        n_episodes=4000,
-        max_len=max_len,
+        train,
         seed=spec["seed"],
-        mapping=spec.get("pretrain_label_mapping", "canonical"),
+        demos=spec.get("pretrain_demos", (1, 16)),
+        max_len=min(spec["pretrain_len"], spec["n_positions"]),
     )
-    label_ids = sorted({i for task in frames for i in prompts.label_token_ids(tokenizer, _preset(task))})
-    losses = pretrain(
+    mapping, canonical_steps = spec.get("pretrain_label_mapping", "canonical"), spec.get("pretrain_canonical_steps", 0)
+    size = spec.get("pretrain_batch", 8)
+    label_ids = sorted({i for task in frames for i in prompts.label_token_ids(tokenizer, episodes.preset(task))})
+    rows, recent = [], []
+
+    def on_step(step: int, loss: float | None) -> None:
+        if loss is not None:
+            recent.append(loss)
+        if track and (step % track["every"] == 0 or step == spec["pretrain_steps"]):
+            for row in curve.reading(model, tokenizer, train, held_out, k=track["k"]).values():
+                rows.append({"step": step, "loss": float(np.mean(recent)) if recent else np.nan, **row})
+            recent.clear()
+
+    zero_shot_from = spec.get("pretrain_zero_shot_from")
+
+    def batch(step: int) -> list:
+        mapped = "canonical" if step < canonical_steps else mapping
+        return sampler.batch(size, mapped, zero_shot=zero_shot_from is not None and step >= zero_shot_from)
+
+    losses = pretraining.pretrain(
         model,
-        episodes,
+        batch,
         steps=spec["pretrain_steps"],
-        batch_size=8,
         lr=spec["pretrain_lr"],
         seed=spec["seed"],
+        loss=spec.get("pretrain_loss", "tokens"),
         weighted_ids=label_ids,
         weight=spec.get("pretrain_label_weight", 1.0),
+        on_step=on_step,
     )
     model.save_pretrained(out_dir)
+    if rows:
+        pd.DataFrame(rows).to_csv(out_dir / CURVE_FILE, sep="\t", index=False, float_format="%.4g")
     summary = {
         "spec": spec,
         "device": str(next(model.parameters()).device),
@@ -163,6 +190,9 @@ def build(
     (out_dir / "pretraining.json").write_text(json.dumps(summary, indent=2))
     log.info("built-in model: %s", summary)
     return summary
+
+
+CURVE_FILE = "training_curve.tsv"
 
 
 SPECIAL_TOKENS = {"bos_token": "<s>", "eos_token": "</s>", "pad_token": "<pad>", "unk_token": "<unk>"}
@@ -188,7 +218,9 @@ def train_tokenizer(texts, vocab_size: int, out_dir: str | Path, model_max_lengt
     return fast
 
 
-def build_gpt2(tokenizer, *, n_layer: int, n_embd: int, n_head: int, n_positions: int, seed: int):
+def build_gpt2(
+    tokenizer, *, n_layer: int, n_embd: int, n_head: int, n_positions: int, seed: int, n_inner: int | None = None
+):
     """A randomly initialised GPT-2 whose special-token ids are the tokenizer's own."""
     from transformers import GPT2Config, GPT2LMHeadModel
 
@@ -198,6 +230,7 @@ def build_gpt2(tokenizer, *, n_layer: int, n_embd: int, n_head: int, n_positions
         n_embd=n_embd,
         n_layer=n_layer,
         n_head=n_head,
+        n_inner=n_inner,
         bos_token_id=tokenizer.bos_token_id,
         eos_token_id=tokenizer.eos_token_id,
         pad_token_id=tokenizer.pad_token_id,
@@ -219,6 +252,7 @@ def build_qwen2(
     seed: int,
     sliding_window: int | None = None,
     sliding_layers: int = 0,
+    n_inner: int | None = None,
 ):
     """A randomly initialised Qwen2-architecture model (RoPE, RMSNorm, SwiGLU, tied embeddings) whose
     first ``sliding_layers`` layers attend only to the last ``sliding_window`` tokens.
@@ -235,7 +269,7 @@ def build_qwen2(
     config = Qwen2Config(
         vocab_size=len(tokenizer),
         hidden_size=n_embd,
-        intermediate_size=4 * n_embd,
+        intermediate_size=n_inner or 4 * n_embd,
         num_hidden_layers=n_layer,
         num_attention_heads=n_head,
         num_key_value_heads=n_head,
@@ -250,68 +284,3 @@ def build_qwen2(
     )
     torch.manual_seed(seed)
     return Qwen2ForCausalLM(config)
-
-
-def pretrain(
-    model: nn.Module,
-    sequences: list[list[int]],
-    *,
-    steps: int,
-    batch_size: int,
-    lr: float,
-    seed: int,
-    weighted_ids: list[int] = (),
-    weight: float = 1.0,
-):
-    """AdamW language-model training on token sequences (the built-in model's 'pretraining'), on the
-    model's device. Zero steps leave the model as initialised (a random model of a chosen shape, as
-    the GPU benchmark uses). Predicting a token of ``weighted_ids`` counts ``weight`` times in the
-    loss (the built-in model weighs its label words: one token in twenty of an episode).
-
-    Sequences longer than the model's context are an error of the caller."""
-    if steps == 0:
-        model.eval()
-        return []
-    gen = torch.Generator().manual_seed(seed)  # on the CPU: the same batches on every device
-    pad = model.config.pad_token_id
-    device = next(model.parameters()).device
-    model.train()
-    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / 20) * (1 - s / steps))
-    losses = []
-    for step in range(steps):
-        idx = torch.randint(len(sequences), (batch_size,), generator=gen).tolist()
-        width = max(len(sequences[i]) for i in idx)
-        batch = torch.full((batch_size, width), pad)
-        for row, i in enumerate(idx):
-            batch[row, : len(sequences[i])] = torch.tensor(sequences[i])
-        labels = batch.masked_fill(batch == pad, -100)
-        # Episodes are shorter than the context: start each batch at a random position, so that
-        # every learned position embedding is trained, not only the first few hundred.
-        offset = int(torch.randint(loading.context_length(model) - width + 1, (1,), generator=gen))
-        positions = torch.arange(offset, offset + width).expand(batch_size, -1)
-        logits = model(input_ids=batch.to(device), position_ids=positions.to(device)).logits[:, :-1]
-        loss = _weighted_loss(logits, labels[:, 1:].to(device), weighted_ids, weight)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-        sched.step()
-        losses.append(loss.item())
-        if step % 50 == 0 or step == steps - 1:
-            log.info("pretrain step %d/%d loss %.3f", step + 1, steps, loss.item())
-    model.eval()
-    return losses
-
-
-def _weighted_loss(logits: torch.Tensor, targets: torch.Tensor, weighted_ids, weight: float) -> torch.Tensor:
-    """Mean next-token cross-entropy over the targets that are not -100, each target in
-    ``weighted_ids`` counting ``weight`` times."""
-    losses = nn.functional.cross_entropy(
-        logits.reshape(-1, logits.shape[-1]).float(), targets.reshape(-1), ignore_index=-100, reduction="none"
-    )
-    weights = (targets.reshape(-1) != -100).float()
-    if len(weighted_ids) and weight != 1.0:
-        weighted = torch.isin(targets.reshape(-1), torch.as_tensor(list(weighted_ids), device=targets.device))
-        weights = weights * torch.where(weighted, weight, 1.0)
-    return (losses * weights).sum() / weights.sum()

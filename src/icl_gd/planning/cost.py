@@ -39,11 +39,14 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from icl_gd.activations.work import (
+    DEMO_TOKENS,
     PRETRAIN_BATCH,
     TRAIN_KINDS,
     Shape,
     Work,
     job_work,
+    pretrain_length,
+    pretrain_spec_work,
     pretrain_work,
 )
 from icl_gd.common import warm as worker
@@ -501,7 +504,7 @@ def estimate(
     batch = int(config.get("batch_size") or (128 if device is not None else 16))
     for model, spec in config["models"].items():
         if spec["source"] == "builtin" and spec.get("pretrain_steps"):
-            work = pretrain_work(shapes[model], spec["pretrain_steps"], min(spec["pretrain_len"], spec["n_positions"]))
+            work = pretrain_spec_work(shapes[model], spec)
             gpu = math.nan
             if device is not None:
                 seconds, peak, gpu = on_device(
@@ -806,17 +809,22 @@ def _pretraining_runs(folder: str, shape: Shape, spec: dict) -> dict:
     """The built-in model's pretraining, a few steps of its own loop at its length: {steps: run}."""
     import torch
 
-    from icl_gd.models import builtin, loading
+    from icl_gd.models import loading, pretraining
+    from icl_gd.models.episodes import Episode
 
-    length = min(spec["pretrain_len"], spec["n_positions"])
+    length, batch = pretrain_length(spec), spec.get("pretrain_batch", PRETRAIN_BATCH)
+    loss = spec.get("pretrain_loss", "tokens")
 
     def job(steps):
         def run():
             torch.set_num_threads(2)  # the rule's threads
             model = loading.load_model(folder, device="cpu")
             gen = torch.Generator().manual_seed(0)
-            episodes = torch.randint(4, shape.vocab, (64, length), generator=gen).tolist()
-            builtin.pretrain(model, episodes, steps=steps, batch_size=PRETRAIN_BATCH, lr=1e-3, seed=0)
+            ids = torch.randint(4, shape.vocab, (batch, length), generator=gen).tolist()
+            # a label word about every demonstration's length, as in an episode
+            told = list(range(0, length - 1, DEMO_TOKENS))
+            episodes = [Episode(seq, told, told) for seq in ids]
+            pretraining.pretrain(model, lambda step: episodes, steps=steps, lr=1e-3, seed=0, loss=loss)
 
         return run, None
 
@@ -824,12 +832,12 @@ def _pretraining_runs(folder: str, shape: Shape, spec: dict) -> dict:
 
 
 def _pretraining_rate(shape: Shape, spec: dict, timed: dict, model: str, log) -> PathRate:
-    length = min(spec["pretrain_len"], spec["n_positions"])
+    length, batch = pretrain_length(spec), spec.get("pretrain_batch", PRETRAIN_BATCH)
     points = []
     for steps in PRETRAIN_STEPS:
         seconds, rss = timed[model, steps]
-        points.append((pretrain_work(shape, steps, length).flops / 1e9, seconds))
+        points.append((pretrain_work(shape, steps, length, batch).flops / 1e9, seconds))
         log(f"calibration pretraining ({steps} steps): {seconds:.2f} s, {rss:,.0f} MB")
     fixed, slope = _line(points)
     peak = max(timed[model, steps][1] for steps in PRETRAIN_STEPS)
-    return PathRate(fixed, slope, peak, pretrain_work(shape, PRETRAIN_STEPS[-1], length))
+    return PathRate(fixed, slope, peak, pretrain_work(shape, PRETRAIN_STEPS[-1], length, batch))

@@ -430,6 +430,30 @@ def test_cross_key_limits_of_the_builtin_model_are_named(schema):
         )
 
 
+def test_the_recipe_keys_that_cannot_work_together_are_named(schema):
+    qwen2 = {"source": "builtin", "architecture": "qwen2"}
+    with pytest.raises(ConfigError, match=r"models\.x\.attention_init: mimetic starts a Qwen2 attention layer"):
+        validate(schema, models={"x": {"source": "builtin", "attention_init": "mimetic"}})
+    with pytest.raises(ConfigError, match=r"models\.x\.pooling_layers: a GPT-2's layers cannot pool"):
+        validate(schema, models={"x": {"source": "builtin", "pooling_layers": 1}})
+    with pytest.raises(
+        ConfigError, match=r"models\.x\.pooling_layers: 3 pooling layers, but the model has n_layer = 2"
+    ):
+        validate(schema, models={"x": {**qwen2, "n_layer": 2, "pooling_layers": 3}})
+    with pytest.raises(ConfigError, match=r"models\.x\.pretrain_demos: \[8, 2\] is \[fewest, most\]; write \[2, 8\]"):
+        validate(schema, models={"x": {**qwen2, "pretrain_demos": [8, 2]}})
+    with pytest.raises(
+        ConfigError, match=r"models\.x\.pretrain_canonical_steps: 200 canonical steps of pretrain_steps = 100"
+    ):
+        validate(schema, models={"x": {**qwen2, "pretrain_steps": 100, "pretrain_canonical_steps": 200}})
+    with pytest.raises(
+        ConfigError, match=r"config key models\.x\.pretrain_curve: .*allowed keys here: every, examples, k"
+    ):
+        validate(schema, models={"x": {**qwen2, "pretrain_curve": {"steps": 8}}})
+    out = validate(schema, models={"x": {**qwen2, "attention_init": "mimetic", "pretrain_curve": {"k": 4}}})
+    assert out["models"]["x"]["pretrain_curve"] == {"every": 100, "k": 4, "examples": 50}
+
+
 def test_more_demonstrations_than_the_twins_hold_is_named(schema):
     with pytest.raises(
         ConfigError, match=r"k: 32 demonstrations a seed, but the synthetic twins \(sst2\) have synthetic.n_train = 8"

@@ -8,7 +8,7 @@ import torch
 
 from icl_gd.config import resolve as cfg
 from icl_gd.data import prompts, twins
-from icl_gd.models import builtin, loading
+from icl_gd.models import builtin, curve, episodes, loading
 
 SPEC = {
     "n_layer": 1,
@@ -16,7 +16,7 @@ SPEC = {
     "n_head": 2,
     "n_positions": 256,
     "vocab_size": 400,
-    "pretrain_steps": 30,
+    "pretrain_steps": 60,
     "pretrain_lr": 3e-3,
     "pretrain_len": 64,
     "seed": 0,
@@ -120,25 +120,74 @@ def test_pretraining_episodes_map_classes_to_label_words_as_asked(built, mapping
         for _, row in frame.iterrows():
             classes[tuple(prompts.prompt_ids(tokenizer, spec, row))] = (task, int(row["label"]))
     seen = set()
-    for episode in builtin._episodes(tokenizer, frames, n_episodes=300, max_len=10_000, seed=1, mapping=mapping):
-        assert episode[0] == tokenizer.bos_token_id and episode[-1] == tokenizer.eos_token_id
-        demos = list(_split(episode[1:], tokenizer.eos_token_id))
-        task = classes[tuple(demos[0][:-1])][0]
-        used = {}
-        for demo in demos:
-            demo_task, label = classes[tuple(demo[:-1])]
-            assert demo_task == task
-            assert used.setdefault(label, demo[-1]) == demo[-1], "one class, two label words in one episode"
-        assert len(set(used.values())) == len(used), "two classes, one label word in one episode"
-        own = words[task]
-        order = tuple(own.index(word) for _, word in sorted(used.items()))
-        identity = tuple(sorted(used))
-        if mapping == "canonical":
-            assert order == identity
-        elif mapping == "flip":
-            assert order in (identity, tuple(len(own) - 1 - c for c in sorted(used)))
-        seen.add(order == identity)
+    sampler = episodes.Episodes(tokenizer, frames, seed=1, demos=(1, 16), max_len=10_000)
+    for _ in range(60):
+        for episode in sampler.batch(5, mapping):
+            ids = episode.ids
+            assert ids[0] == tokenizer.bos_token_id and ids[-1] == tokenizer.eos_token_id
+            demos = list(_split(ids[1:], tokenizer.eos_token_id))
+            task = classes[tuple(demos[0][:-1])][0]
+            used = {}
+            for demo in demos:
+                demo_task, label = classes[tuple(demo[:-1])]
+                assert demo_task == task
+                assert used.setdefault(label, demo[-1]) == demo[-1], "one class, two label words in one episode"
+            assert len(set(used.values())) == len(used), "two classes, one label word in one episode"
+            own = words[task]
+            order = tuple(own.index(word) for _, word in sorted(used.items()))
+            identity = tuple(sorted(used))
+            if mapping == "canonical":
+                assert order == identity
+            elif mapping == "flip":
+                assert order in (identity, tuple(len(own) - 1 - c for c in sorted(used)))
+            seen.add(order == identity)
     assert seen == ({True} if mapping == "canonical" else {True, False})
+
+
+def test_an_episode_marks_its_label_words_and_the_ones_reading_it_tells(built):
+    """``labels``: every position whose next token is a label word; ``told``: each whose class an
+    earlier demonstration showed, never the first of a class (under a permuted mapping its word is
+    one not used yet: nothing the episode says)."""
+    out_dir = built[0]
+    tokenizer = loading.load_tokenizer(out_dir)
+    frames = {"sst5": twins.make_synthetic_task("sst5", n_train=40, n_eval=2, seed=3)["train"]}
+    sampler = episodes.Episodes(tokenizer, frames, seed=0, demos=(6, 6), max_len=10_000)
+    label_ids = set(prompts.label_token_ids(tokenizer, cfg.task_spec({"tasks": {"sst5": {}}}, "sst5")))
+    for episode in sampler.batch(20, "permute", zero_shot=True):
+        assert episode.told[0] == episode.labels[0]  # zero_shot: the first demonstration's word too
+    for episode in sampler.batch(20, "permute"):
+        assert len(episode.labels) == 6
+        assert all(
+            episode.ids[p + 1] in label_ids and episode.ids[p + 2] == tokenizer.eos_token_id for p in episode.labels
+        )
+        words = [episode.ids[p + 1] for p in episode.labels]  # one word per class: the class, up to renaming
+        expected = [p for i, p in enumerate(episode.labels) if words[i] in words[:i]]
+        assert episode.told == expected
+
+
+def test_episodes_cut_at_max_len_keep_only_the_label_words_they_hold(built):
+    tokenizer = loading.load_tokenizer(built[0])
+    frames = {"agnews": twins.make_synthetic_task("agnews", n_train=30, n_eval=2, seed=0)["train"]}
+    for episode in episodes.Episodes(tokenizer, frames, seed=0, demos=(8, 8), max_len=150).batch(10, "permute"):
+        assert len(episode.ids) <= 150 and all(p + 1 < len(episode.ids) for p in episode.labels)
+
+
+def test_the_held_out_rows_never_reach_an_episode(built):
+    """pretrain_curve.examples: the last rows of each twin's train split are the curve's queries,
+    never a pretraining demonstration (and the evaluation split is no input of the build at all)."""
+    tokenizer = loading.load_tokenizer(built[0])
+    frame = twins.make_synthetic_task("subj", n_train=60, n_eval=2, seed=0)["train"]
+    train, held_out = curve.split_held_out({"subj": frame}, 20)
+    assert len(train["subj"]) == 40 and held_out["subj"]["example_id"].tolist() == list(range(40, 60))
+    spec = cfg.task_spec({"tasks": {"subj": {}}}, "subj")
+    held = {tuple(prompts.prompt_ids(tokenizer, spec, row)) for _, row in held_out["subj"].iterrows()}
+    trained = {tuple(prompts.prompt_ids(tokenizer, spec, row)) for _, row in train["subj"].iterrows()}
+    sampler = episodes.Episodes(tokenizer, train, seed=0, demos=(1, 16), max_len=10_000)
+    for episode in sampler.batch(50, "permute"):
+        for demo in _split(episode.ids[1:], tokenizer.eos_token_id):
+            assert tuple(demo[:-1]) not in held - trained
+    with pytest.raises(ValueError, match="pretrain_curve.examples: 30 held-out rows of subj's 60"):
+        curve.split_held_out({"subj": frame}, 30)
 
 
 def _split(ids, sep):

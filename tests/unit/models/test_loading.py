@@ -12,10 +12,7 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 from transformers import AutoModelForCausalLM, GPT2Config, PreTrainedTokenizerFast  # noqa: E402
 
-from icl_gd.models import (
-    builtin,
-    loading,  # noqa: E402
-)
+from icl_gd.models import builtin, loading, pretraining  # noqa: E402
 from icl_gd.models.loading import UnsupportedModelError  # noqa: E402
 from tests.conftest import ARCHS, LABEL_WORDS, TINY_CONTEXT, corpus  # noqa: E402
 
@@ -295,7 +292,7 @@ def test_the_weighted_pretraining_loss_is_the_models_own_at_weight_one_and_count
         own = model(input_ids=ids, labels=targets).loss
         logits = model(input_ids=ids).logits[:, :-1]
     shifted = targets[:, 1:]
-    assert torch.allclose(builtin._weighted_loss(logits, shifted, [], 1.0), own, atol=1e-6)
+    assert torch.allclose(pretraining.weighted_loss(logits, shifted, [], 1.0), own, atol=1e-6)
     per_token = torch.nn.functional.cross_entropy(logits[0, :4], shifted[0, :4], reduction="none")
     expected = (per_token.sum() + 2 * per_token[1]) / 6  # token 41 counts 3 times: weights 1, 3, 1, 1
-    assert torch.allclose(builtin._weighted_loss(logits, shifted, [41], 3.0), expected, atol=1e-6)
+    assert torch.allclose(pretraining.weighted_loss(logits, shifted, [41], 3.0), expected, atol=1e-6)

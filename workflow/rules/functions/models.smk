@@ -23,6 +23,20 @@ def trained_model_dirs(wildcards):
     return {model: variant_dir(model, "trained") for model in MODELS}
 
 
+def shipped_weights(wildcards):
+    """A built-in model's shipped folder (models.<name>.weights): its recipe and weights files, so
+    that shipping new ones reruns the build job. Found in the working directory, else in the
+    workflow's folder (a run with --directory elsewhere); where neither holds it, the job trains."""
+    folder = config["models"][wildcards.model].get("weights")
+    if not folder:
+        return []
+    for root in (Path.cwd(), Path(workflow.basedir)):
+        path = root / folder
+        if (path / "recipe.json").exists():
+            return [str(path / "recipe.json"), str(path / "model.safetensors")]
+    return []
+
+
 def model_spec(wildcards):
     return config["models"][wildcards.model]
 

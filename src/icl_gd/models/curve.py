@@ -1,0 +1,86 @@
+"""How the built-in model learns to read its demonstrations: during pretraining, its zero-shot
+accuracy, its ICL accuracy and its label following on held-out twin examples, against the step.
+
+The held-out examples are rows of the twins' train splits that the pretraining never draws
+(``pretrain_curve.examples`` per task, the last rows of each split); the demonstrations are drawn from
+the rows it does train on, as the protocol draws them (``splits.select_demos``). The three readings
+are the premise's (``metrics/premise.py``): ZSL, ICL with the gold labels, and ICL with the labels
+permuted consistently (``splits.permute_labels``) scored against the permuted gold. ICL above ZSL
+alone can be a shift that any context causes; following a permutation of the labels cannot.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import torch
+
+from icl_gd.data import prompts, splits
+from icl_gd.models import loading
+from icl_gd.models.episodes import preset
+
+READINGS = ("zsl", "icl", "icl_permuted")
+
+
+def split_held_out(frames: dict[str, pd.DataFrame], n: int) -> tuple[dict, dict]:
+    """(training rows, held-out rows) of each task: the last ``n`` rows held out."""
+    if n <= 0:
+        return frames, {}
+    for task, frame in frames.items():
+        if len(frame) <= 2 * n:
+            raise ValueError(
+                f"pretrain_curve.examples: {n} held-out rows of {task}'s {len(frame)} train rows leave too few to "
+                "train on; hold out fewer, or make the twins larger (synthetic.n_train)"
+            )
+    return {t: f.iloc[:-n] for t, f in frames.items()}, {t: f.iloc[-n:] for t, f in frames.items()}
+
+
+@torch.no_grad()
+def reading(
+    model, tokenizer, train: dict[str, pd.DataFrame], held_out: dict[str, pd.DataFrame], *, k: int, seed: int = 0
+):
+    """Per task, the accuracy (%) of each of :data:`READINGS` on the held-out rows, at k
+    demonstrations (as many as fit the model's context)."""
+    was_training = model.training
+    model.eval()
+    context_length = loading.context_length(model)
+    rows = {}
+    for task, queries_frame in held_out.items():
+        spec = preset(task)
+        label_ids = prompts.label_token_ids(tokenizer, spec)
+        queries = [prompts.prompt_ids(tokenizer, spec, row) for _, row in queries_frame.iterrows()]
+        gold = queries_frame["label"].to_numpy()
+        demos = splits.select_demos(train[task], seed, k, 0)
+        longest = max(len(q) for q in queries)
+        row = {"task": task}
+        for name in READINGS:
+            if name == "zsl":
+                context, expected = [tokenizer.bos_token_id], gold
+            else:
+                shown = splits.permute_labels(demos, spec.n_labels) if name == "icl_permuted" else demos
+                demo_ids = prompts.demonstration_ids(tokenizer, spec, shown, label_ids)
+                fit = prompts.true_k([len(d) + 1 for d in demo_ids], longest, context_length)
+                context = prompts.icl_context(tokenizer, demo_ids[:fit])
+                expected = splits.permuted_gold(gold, spec.n_labels) if name == "icl_permuted" else gold
+            predicted = _predict(model, context, queries, label_ids)
+            row[name] = 100.0 * float(np.mean(predicted == expected))
+        rows[task] = row
+    model.train(was_training)
+    return rows
+
+
+def _predict(model, context: list[int], queries: list[list[int]], label_ids: list[int], batch: int = 32):
+    """The label word with the largest logit after context + query, for each query. Right-padded:
+    under causal attention no real token sees the padding."""
+    device = next(model.parameters()).device
+    head = model.get_output_embeddings()
+    predicted = []
+    for start in range(0, len(queries), batch):
+        chunk = [context + q for q in queries[start : start + batch]]
+        ids = torch.full((len(chunk), max(map(len, chunk))), model.config.pad_token_id)
+        for i, seq in enumerate(chunk):
+            ids[i, : len(seq)] = torch.tensor(seq)
+        hidden = model.base_model(input_ids=ids.to(device)).last_hidden_state
+        last = hidden[torch.arange(len(chunk)), torch.tensor([len(s) - 1 for s in chunk])]
+        predicted.append(head(last)[:, label_ids].argmax(-1).cpu().numpy())
+    return np.concatenate(predicted)
