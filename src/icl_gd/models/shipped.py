@@ -88,7 +88,7 @@ def ship(built: str | Path, folder: str | Path) -> None:
         raise SystemExit(f"{built} holds no {RECIPE_FILE}: build it with the workflow first (rule build_builtin_model)")
     if folder.exists():
         shutil.rmtree(folder)
-    shutil.copytree(built, folder)
+    shutil.copytree(built, folder, ignore=shutil.ignore_patterns(".snakemake*"))
 
 
 def main() -> None:

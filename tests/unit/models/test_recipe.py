@@ -3,13 +3,16 @@ start of its last attention layer, the training curve, and its shipped weights."
 
 import json
 import shutil
+from pathlib import Path
 
 import pandas as pd
 import pytest
 import torch
+import yaml
 
 from icl_gd.common import code_versions
 from icl_gd.config import resolve as cfg
+from icl_gd.config import validation
 from icl_gd.data import twins
 from icl_gd.models import builtin, curve, loading, pretraining, shipped
 
@@ -207,3 +210,29 @@ def test_the_learning_rate_warms_up_then_decays_to_a_twentieth():
     assert max(factors) <= 1.0 and factors[-1] == pytest.approx(0.05)
     assert all(a >= b for a, b in zip(factors[100:], factors[101:]))
     assert pretraining.schedule(0, 10) == 1.0  # a run of ten steps warms up in one
+
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+@pytest.mark.parametrize("config_file", ["config.yaml", "configs/reader-protocol.yaml"])
+def test_the_shipped_weights_are_the_shipped_configs_recipe(config_file, tmp_path):
+    """Fails when a shipped config's recipe, the twins or the training code moved away from the
+    weights in the repository: rebuild them with the workflow and ship them (docs/results.md)."""
+    schema = yaml.safe_load((REPO / "workflow/schemas/config.schema.yaml").read_text())
+    config = validation.validate(yaml.safe_load((REPO / config_file).read_text()), schema)
+    specs = [spec for spec in config["models"].values() if spec.get("weights")]
+    assert specs, f"{config_file} ships no weights"
+    frames = {}
+    for task in cfg.TASK_PRESETS:
+        path = tmp_path / f"{task}.parquet"  # through parquet, as the workflow hands them to the build
+        twin = twins.make_synthetic_task(task, **config["synthetic"])
+        twin["train"].to_parquet(path)
+        frames[task] = pd.read_parquet(path)
+    for spec in specs:
+        have = shipped.shipped_checksum(REPO / spec["weights"])
+        assert have == shipped.recipe_checksum(spec, frames), (
+            f"{spec['weights']} is not the weights of {config_file}'s recipe: rebuild with "
+            f"`snakemake --cores all resources/models/<name>/trained` and ship with "
+            f"`python -m icl_gd.models.shipped resources/models/<name>/trained {spec['weights']}`"
+        )
