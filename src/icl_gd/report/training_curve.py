@@ -105,11 +105,12 @@ def read_curve(path: str | Path) -> pd.DataFrame:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("curve", help="a built-in model's folder, or its training_curve.tsv")
-    parser.add_argument("--figure", help="write the figure here (stem: .png and .pdf)")
+    parser.add_argument("--figure", help="write the figure here (.png, and a .pdf beside it)")
     args = parser.parse_args()
     curve = read_curve(args.curve)
     if args.figure:
-        for path in training_curve_figure(curve, args.figure):
+        stem = Path(args.figure)
+        for path in training_curve_figure(curve, stem.with_suffix("") if stem.suffix in (".png", ".pdf") else stem):
             print(f"wrote {path}")
     onset = reading_onset(curve)
     print(f"reads its demonstrations from step {onset}" if onset is not None else "never reads its demonstrations")
