@@ -132,11 +132,10 @@ def pretrain_length(spec: dict) -> int:
     return min(spec["pretrain_len"], spec["n_positions"], 1 + round(DEMO_TOKENS * (low + high) / 2))
 
 
-def pretrain_spec_work(shape: Shape, spec: dict) -> Work:
-    """A built-in model's pretraining, as its keys ask for it."""
-    return pretrain_work(
-        shape, spec["pretrain_steps"], pretrain_length(spec), spec.get("pretrain_batch", PRETRAIN_BATCH)
-    )
+def pretrain_spec_work(shape: Shape, spec: dict, steps: int | None = None) -> Work:
+    """A built-in model's pretraining as its keys ask for it (``steps`` of it, if given)."""
+    steps = spec["pretrain_steps"] if steps is None else steps
+    return pretrain_work(shape, steps, pretrain_length(spec), spec.get("pretrain_batch", PRETRAIN_BATCH))
 
 
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}

@@ -35,7 +35,7 @@ RECIPE_MODULES = (
     "data/prompts",
     "data/presets",
 )
-# what a folder of shipped weights holds (the built model's folder, as builtin.build writes it)
+# model keys that say where the weights are kept, not how they are made
 NOT_RECIPE = ("weights",)
 
 

@@ -47,7 +47,6 @@ from icl_gd.activations.work import (
     job_work,
     pretrain_length,
     pretrain_spec_work,
-    pretrain_work,
 )
 from icl_gd.common import warm as worker
 from icl_gd.common.specs import is_icl_setting
@@ -832,12 +831,11 @@ def _pretraining_runs(folder: str, shape: Shape, spec: dict) -> dict:
 
 
 def _pretraining_rate(shape: Shape, spec: dict, timed: dict, model: str, log) -> PathRate:
-    length, batch = pretrain_length(spec), spec.get("pretrain_batch", PRETRAIN_BATCH)
     points = []
     for steps in PRETRAIN_STEPS:
         seconds, rss = timed[model, steps]
-        points.append((pretrain_work(shape, steps, length, batch).flops / 1e9, seconds))
+        points.append((pretrain_spec_work(shape, spec, steps).flops / 1e9, seconds))
         log(f"calibration pretraining ({steps} steps): {seconds:.2f} s, {rss:,.0f} MB")
     fixed, slope = _line(points)
     peak = max(timed[model, steps][1] for steps in PRETRAIN_STEPS)
-    return PathRate(fixed, slope, peak, pretrain_work(shape, PRETRAIN_STEPS[-1], length, batch))
+    return PathRate(fixed, slope, peak, pretrain_spec_work(shape, spec, PRETRAIN_STEPS[-1]))
