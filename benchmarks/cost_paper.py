@@ -115,7 +115,7 @@ def main() -> None:
 
     jobs = []  # (group, seconds, gpu MB, host MB, rule, setting)
     for e in [*plan.extractions(config), *plan.order_extractions(config)]:
-        spec = plan.run_spec(config, e["task"], e["setting"], e["seed"], e.get("order", 0))
+        spec = plan.run_spec(config, e["task"], e["setting"], e["seed"], e.get("order", 0), model=e["model"])
         s = shape(e["model"], dtype_bytes)
         job = work.job_work(s, spec, sequences(e["model"], spec))
         seconds, host_mb, gpu_mb = cost.on_device(s, job, device, batch, warm=False)

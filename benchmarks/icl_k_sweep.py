@@ -89,6 +89,7 @@ def measure(config: dict, folder: Path, ks=KS) -> list[dict]:
                 "collapse_share": share,
                 "majority_rate": Counter(gold.tolist()).most_common(1)[0][1] / len(gold),
                 "true_k": run.meta.get("true_k"),
+                "separator": run.meta.get("demo_separator", "eos"),  # caches from before the key: eos
                 "example_ids": tuple(int(x) for x in run.example_id),
             }
         )
@@ -101,6 +102,9 @@ def summarise(rows: list[dict], ks=KS) -> list[dict]:
     for model, task in dict.fromkeys((r["model"], r["task"]) for r in rows):
         runs = [r for r in rows if r["model"] == model and r["task"] == task]
         zsl = next(r for r in runs if r["setting"] == "zsl")
+        separators = {r["separator"] for r in runs}
+        if len(separators) > 1:
+            raise ValueError(f"{model} {task}: caches made with different separators {sorted(separators)}")
         for k in ks:
             icl = sorted((r for r in runs if r["k"] == k), key=lambda r: r["seed"])
             if any(r["example_ids"] != zsl["example_ids"] for r in icl):
@@ -111,6 +115,7 @@ def summarise(rows: list[dict], ks=KS) -> list[dict]:
             table.append(
                 {
                     "model": model,
+                    "separator": zsl["separator"],
                     "task": task,
                     "k": k,
                     "n": zsl["n"],
@@ -153,8 +158,8 @@ def markdown(table: list[dict]) -> str:
 def wide(table: list[dict], ks=KS) -> str:
     """One row per model and task: ZSL, the majority rate and ICL at each k, as mean ± sd over the
     seeds with the range of the collapse share in brackets; bold where ICL learns in context."""
-    head = "| model | task | ZSL | majority | " + " | ".join(f"ICL k = {k}" for k in ks) + " |"
-    lines = [head, "|---|---|---:|---:|" + "---:|" * len(ks)]
+    head = "| model | separator | task | ZSL | majority | " + " | ".join(f"ICL k = {k}" for k in ks) + " |"
+    lines = [head, "|---|---|---|---:|---:|" + "---:|" * len(ks)]
     for model, task in dict.fromkeys((r["model"], r["task"]) for r in table):
         rows = {r["k"]: r for r in table if r["model"] == model and r["task"] == task}
         first = rows[ks[0]]
@@ -165,7 +170,9 @@ def wide(table: list[dict], ks=KS) -> str:
             cell = f"{100 * r['icl_mean']:.1f} ± {100 * r['icl_sd']:.1f} ({min(shares):.2f}-{max(shares):.2f})"
             cells.append(f"**{cell}**" if r["learns"] else cell)
         lines.append(
-            f"| {model} | {task} | {pct(first['zsl'])} | {pct(first['majority'])} | " + " | ".join(cells) + " |"
+            f"| {model} | {first['separator']} | {task} | {pct(first['zsl'])} | {pct(first['majority'])} | "
+            + " | ".join(cells)
+            + " |"
         )
     return "\n".join(lines)
 

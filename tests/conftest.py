@@ -65,6 +65,23 @@ def corpus(n: int = 400, seed: int = 0) -> list[str]:
     return texts
 
 
+# The longest modules (minutes each), run first: `make test` runs the modules on pytest-xdist
+# workers in this order (--dist loadfile --no-loadscope-reorder), so that no long one is left to
+# the end while the other workers idle.
+LONGEST_FIRST = (
+    "tests/workflow/test_controls.py",
+    "tests/workflow/test_workflow.py",
+    "tests/workflow/test_smollm2.py",
+    "tests/workflow/test_slurm.py",
+    "tests/unit/activations/test_precision.py",
+)
+
+
+def pytest_collection_modifyitems(config, items):
+    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.nodeid.split("::")[0], len(rank)))
+
+
 @pytest.fixture(scope="session")
 def tokenizer_dir(tmp_path_factory) -> Path:
     from icl_gd.models.builtin import train_tokenizer
@@ -207,7 +224,7 @@ def run_extraction(config: dict, *, task: str, seed: int, setting: str, **kwargs
     from icl_gd.planning import plan
 
     return extract.run(
-        plan.run_spec(config, task, setting, seed),
+        plan.run_spec(config, task, setting, seed, model=kwargs.get("model_name")),
         device=config.get("device", "cpu"),
         batch_size=config.get("batch_size"),
         **kwargs,

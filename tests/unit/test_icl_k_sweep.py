@@ -99,7 +99,7 @@ def test_the_table_from_hand_made_caches(tmp_path, capsys):
     assert all(r["icl_mean"] == pytest.approx(0.35) and r["icl_sd"] == 0 for r in agnews_rows)
     assert "| m | agnews | 32 | 60 | 35 | 35.0 ± 0.0 | 35, 35, 35 | 1: 1.00, 1: 1.00, 1: 1.00 | 32, 32, 32 |" in printed
     wide = sweep.wide(table, ks=(8, 32)).splitlines()
-    assert wide[2].startswith("| m | sst2 | 60 | 50 | **") and "35.0 ± 0.0 (1.00-1.00)" in wide[3]
+    assert wide[2].startswith("| m | eos | sst2 | 60 | 50 | **") and "35.0 ± 0.0 (1.00-1.00)" in wide[3]
     lines = out.read_text().splitlines()
     assert lines[0].startswith("model,task,k,seed,true_k") and len(lines) == 1 + 2 * 2 * 3
 

@@ -121,6 +121,8 @@ def test_forcerun_plans_the_rule_and_what_follows_it(layout_run):
         assert "extract_base" not in planned and "finetune_and_extract" not in planned
 
 
+# what this checks does not depend on the layout: one layout's run is enough (2 min of CI)
+@pytest.mark.parametrize("layout_run", ["compact"], indirect=True)
 def test_allowed_rules_and_single_targets(layout_run):
     _, workdir = layout_run
     score = workdir / "results/metrics/runs/tiny/trained/sst2/seed3/gd.parquet"

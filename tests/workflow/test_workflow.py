@@ -548,6 +548,15 @@ def test_a_config_edit_reruns_exactly_the_caches_it_changes(finished_run):
         assert "prepare_task" not in planned and "build_builtin_model" not in planned
         config_file.write_text(yaml.safe_dump({**TINY, "batch_size": 3}))  # must not change results
         assert jobs_planned(finished_run) == {}
+        # the reference's separator named, and not: the same runs
+        config_file.write_text(yaml.safe_dump({**TINY, "demo_separator": "eos"}))
+        assert jobs_planned(finished_run) == {}
+        # another separator for the model: every extraction (ZSL too: a text's newlines), no model job
+        newline = {**TINY["models"]["tiny"], "demo_separator": "newline"}
+        config_file.write_text(yaml.safe_dump({**TINY, "models": {"tiny": newline}}))
+        planned = jobs_planned(finished_run)
+        assert {"extract_zsl", "extract_base", "finetune_and_extract"} <= set(planned)
+        assert not {"build_builtin_model", "make_variant", "prepare_task"} & set(planned)
     finally:
         config_file.write_text(yaml.safe_dump(TINY))
     assert jobs_planned(finished_run) == {}

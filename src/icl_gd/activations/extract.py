@@ -20,7 +20,7 @@ from tqdm import tqdm
 from icl_gd.activations import cache, capture, training, work
 from icl_gd.common import benchmark, provenance
 from icl_gd.common.checksums import sha256_of
-from icl_gd.common.specs import TaskSpec, is_icl_setting
+from icl_gd.common.specs import TaskSpec, is_base_setting, is_icl_setting
 from icl_gd.data import prompts, splits
 from icl_gd.data.prompts import Query
 from icl_gd.models import loading
@@ -131,12 +131,17 @@ PROMPT_RULES = {
     "permutation p > 0 (splits.select_demos), and in a further order o > 0 (config key orders) "
     "shuffled by splits.demo_order (the first true_k among themselves, the rest among themselves); "
     "demo_ids lists them in the order used",
-    "prompt": "template.format(**row), each newline in a text replaced by the EOS token (prompts.encode_text)",
+    "prompt": "template.format(**row), each newline in a text replaced by the line end (prompts.encode_text)",
+    "line_end": "demo_separator eos: the tokenizer's EOS token (the reference's </s>); newline: the tokenizer's "
+    "newline as it follows a word (prompts.line_end_ids); its ids are tokenizer.line_end_ids",
     "zsl": "<s> + prompt [+ first label word where record_position is label_word]",
-    "icl": "<s> + the first true_k demonstrations (prompt + label word + </s>) + the ZSL query without <s>",
+    "icl": "<s> + the first true_k demonstrations (prompt + label word + line end) + the ZSL query without <s>",
     "icl_permuted": "icl with every demonstration's label y replaced by (y + 1) mod n_labels "
     "(splits.permute_labels); the cache's gold is the queries' permuted gold, (gold + 1) mod n_labels",
     "finetuning": "one sequence per demonstration: <s> + prompt + label word (prompts.ft_sequences)",
+    "content_free": "zsl and icl settings: the label words' log-probabilities for queries whose every text "
+    "field is one of content_free.texts (Zhao et al. 2021), with the setting's context "
+    "(prompts.content_free_queries)",
 }
 
 
@@ -175,17 +180,20 @@ class RunSequences:
     demos: pd.DataFrame | None = None
     demo_ids: list[list[int]] = field(default_factory=list)
     true_k: int | None = None
+    line_end: list[int] = field(default_factory=list)  # what ends a text's lines and each demonstration
+    content_free: list[Query] = field(default_factory=list)  # prompts.CONTENT_FREE, for calibration
 
 
 def sequences_of(spec: dict, tokenizer, max_len: int, train_path: str, eval_path: str) -> RunSequences:
     """What a run (``plan.run_spec``) feeds the model, from the data files and the tokenizer alone
-    (the disk estimate counts its caches' sizes from it, ``icl_gd.disk``). Stops with a
+    (the disk estimate counts its caches' sizes from it, ``planning.disk``). Stops with a
     PromptError where a query does not fit the context ``max_len``, or too few demonstrations do."""
     task, seed, setting = spec["task"], spec["seed"], spec["setting"]
     task_spec = _task_spec(spec)
     eval_rows = splits.select_eval(pd.read_parquet(eval_path), spec["max_eval"])
     label_ids = prompts.label_token_ids(tokenizer, task_spec)
-    queries = prompts.build_queries(tokenizer, task_spec, eval_rows, label_ids, spec["record_position"])
+    line_end = prompts.line_end_ids(tokenizer, spec.get("demo_separator", "eos"))
+    queries = prompts.build_queries(tokenizer, task_spec, eval_rows, label_ids, spec["record_position"], line_end)
     longest = max(len(q.ids) for q in queries)
     if 1 + longest > max_len:
         raise prompts.PromptError(
@@ -193,7 +201,8 @@ def sequences_of(spec: dict, tokenizer, max_len: int, train_path: str, eval_path
             f"context of {max_len}; use a model with a longer context (the built-in model's n_positions), "
             "shorten the template or drop long examples"
         )
-    out = RunSequences(task_spec, label_ids, queries, context=[tokenizer.bos_token_id])
+    out = RunSequences(task_spec, label_ids, queries, context=[tokenizer.bos_token_id], line_end=line_end)
+    out.content_free = prompts.content_free_queries(tokenizer, task_spec, label_ids, spec["record_position"], line_end)
     if setting == "zsl":  # ZSL uses no demonstrations
         return out
     demos = splits.select_demos(pd.read_parquet(train_path), seed, spec["k"], spec["permutation"])
@@ -209,11 +218,11 @@ def sequences_of(spec: dict, tokenizer, max_len: int, train_path: str, eval_path
         demos = splits.permute_labels(demos, task_spec.n_labels)
         targets = splits.permuted_gold([q.gold for q in queries], task_spec.n_labels)
         out.queries = queries = [replace(q, gold=int(g)) for q, g in zip(queries, targets)]
-    demo_ids = prompts.demonstration_ids(tokenizer, task_spec, demos, label_ids)
-    k_true = prompts.true_k([len(d) + 1 for d in demo_ids], longest, max_len)
+    demo_ids = prompts.demonstration_ids(tokenizer, task_spec, demos, label_ids, line_end)
+    k_true = prompts.true_k([len(d) + len(line_end) for d in demo_ids], longest, max_len)
     if k_true < spec["min_true_k"]:
         # ICL with no demonstration is ZSL under another name: say so rather than report it
-        first = len(demo_ids[0]) + 1 if demo_ids else 0
+        first = len(demo_ids[0]) + len(line_end) if demo_ids else 0
         raise prompts.PromptError(
             f"task {task!r}, seed {seed}: only {k_true} of k = {spec['k']} demonstrations fit (min_true_k = "
             f"{spec['min_true_k']}): the longest evaluation prompt is {longest} tokens and the model's "
@@ -226,7 +235,7 @@ def sequences_of(spec: dict, tokenizer, max_len: int, train_path: str, eval_path
         demos, demo_ids = demos.iloc[position].reset_index(drop=True), [demo_ids[i] for i in position]
     out.demos, out.demo_ids, out.true_k = demos, demo_ids, k_true
     if is_icl_setting(setting):
-        out.context = prompts.icl_context(tokenizer, demo_ids[:k_true])
+        out.context = prompts.icl_context(tokenizer, demo_ids[:k_true], line_end)
     return out
 
 
@@ -275,6 +284,7 @@ def run(
         "seed": seed,
         "setting": setting,
         "record_position": spec["record_position"],
+        "demo_separator": spec.get("demo_separator", "eos"),
         "label_words": list(task_spec.label_words),
         "label_ids": [int(i) for i in label_ids],
         "dtype": spec["dtype"],
@@ -296,6 +306,7 @@ def run(
             "bos_token_id": tokenizer.bos_token_id,
             "eos_token_id": tokenizer.eos_token_id,
             "pad_token_id": tokenizer.pad_token_id,
+            "line_end_ids": [int(i) for i in prepared.line_end],
             "model_dir": str(model_dir),
         },
         "prompt_rules": PROMPT_RULES,
@@ -359,6 +370,14 @@ def run(
             batch_size=evaluation_batch_size(batch_size, model.device),
             progress=bar,
         )
+    if is_base_setting(setting):
+        # the label words' bias in this context, read from queries with no content (Zhao et al. 2021):
+        # the metrics' calibrated predictions divide it out (metrics.calibration)
+        free = evaluate(model, rec, context, prepared.content_free, label_ids, batch_size=len(prepared.content_free))
+        identity["content_free"] = {
+            "texts": [*prompts.CONTENT_FREE],
+            "label_logprobs": free["label_logprobs"].astype(float).tolist(),
+        }
     identity["n_context"] = len(context)
     cache.write_cache(out_path, identity, layout=spec["cache_dtype"], reference=reference, **records)
     accuracy = float(np.mean(np.argmax(records["label_logprobs"], 1) == records["gold"]))

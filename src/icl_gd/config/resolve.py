@@ -183,6 +183,21 @@ def demo_labels(config: dict, setting: str) -> str:
     return method_spec(config, setting).get("demo_labels", "gold")
 
 
+# Model keys that shape the prompts, not the model's files: no part of the model jobs' parameters.
+PROMPT_MODEL_KEYS = ("demo_separator",)
+
+
+def demo_separator(config: dict, task: str, model: str | None = None) -> str:
+    """What ends each demonstration and each line of a text (``data.prompts.line_end_ids``): the
+    task's own ``demo_separator``, else the model's, else the top-level key (default eos)."""
+    models = config.get("models", {})
+    own = (config.get("tasks", {}).get(task) or {}).get("demo_separator")
+    if model is None and (setters := [m for m, s in models.items() if (s or {}).get("demo_separator")]):
+        raise ValueError(f"models.{setters[0]}.demo_separator is set: say which model the run is of (model=...)")
+    of_model = (models.get(model) or {}).get("demo_separator") if model is not None else None
+    return own or of_model or config.get("demo_separator", "eos")
+
+
 def setting_k(config: dict, setting: str) -> int:
     """The demonstrations of a setting: an ICL setting's own (icl_k8: 8), a method's ``k``, else
     the top-level ``k``."""

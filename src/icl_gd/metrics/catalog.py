@@ -79,6 +79,12 @@ CATALOG: tuple[Metric, ...] = (
     # claims' premise, that the model follows its demonstrations' labels; beyond the papers
     _share("acc_icl_permuted", "ICL, permuted labels, accuracy (%)", figure_label="ICL, permuted labels",
            axis_label="ICL accuracy on permuted labels (%)", shown_in=("accuracy",), rank={"accuracy": 3}),
+    # ZSL's and ICL's accuracy after contextual calibration (Zhao et al. 2021; metrics.calibration):
+    # each label word's probability divided by its mean over content-free queries in the same context
+    _share("acc_zsl_calibrated", "ZSL Accuracy, calibrated (%)", figure_label="ZSL, calibrated",
+           axis_label="ZSL accuracy, calibrated (%)", shown_in=("accuracy",), rank={"accuracy": 0.5}),
+    _share("acc_icl_calibrated", "ICL Accuracy, calibrated (%)", figure_label="ICL, calibrated",
+           axis_label="ICL accuracy, calibrated (%)", shown_in=("accuracy",), rank={"accuracy": 2.5}),
     Metric("kl_icl_ft", "divergence", "mean", "KL(ICL || FT)", 0.0, np.inf, 0.01, r"KL(ICL$\,\|\,$FT)"),
     Metric("kl_icl_zsl", "divergence", "mean", "KL(ICL || ZSL)", 0.0, np.inf, 0.01, r"KL(ICL$\,\|\,$ZSL)"),
     Metric("tv_icl_ft", "divergence", "mean", "TV(ICL, FT)", 0.0, 1.0, 0.01, "TV(ICL, FT)"),

@@ -20,7 +20,7 @@ import pyarrow as pa
 from icl_gd.activations.cache import METADATA_KEY, RunCache
 from icl_gd.common import provenance
 from icl_gd.common.frames import atomic_write_frame, atomic_write_table, read_frame, read_table, write_csv
-from icl_gd.metrics import catalog, formulas, inference, resampling
+from icl_gd.metrics import calibration, catalog, formulas, inference, resampling
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +54,10 @@ RATIOS = catalog.names(computed="ratio") + MEANS
 # the premise reads its task and seed (planning.plan.permuted_runs).
 PERMUTED = "acc_icl_permuted"
 PERMUTED_COLUMNS = ("pred_icl_permuted", "gold_permuted")  # a run's per-example file holds them where it has it
+# ZSL's and ICL's predictions after contextual calibration (metrics.calibration), where their caches
+# recorded the content-free queries (caches from before: none): accuracy -> its predictions' column
+CALIBRATED = {"acc_zsl_calibrated": "pred_zsl_calibrated", "acc_icl_calibrated": "pred_icl_calibrated"}
+OPTIONAL_COLUMNS = (*PERMUTED_COLUMNS, *CALIBRATED.values())
 
 
 @dataclass
@@ -64,7 +68,9 @@ class RunExamples:
     run's demonstrations ran in further orders, the order sensitivity. ``alpha`` is there when
     the run has a baseline method to compare with (``meta["baseline"]``). Where ICL also ran on
     consistently permuted labels (:data:`PERMUTED`), its predictions and the permuted gold
-    (``gold_permuted``, the class whose word the permuted demonstrations give the gold class)."""
+    (``gold_permuted``, the class whose word the permuted demonstrations give the gold class).
+    Where ZSL's and ICL's caches recorded content-free queries, their calibrated predictions
+    (:data:`CALIBRATED`)."""
 
     meta: dict
     example_id: np.ndarray
@@ -76,6 +82,8 @@ class RunExamples:
     per_example: dict[str, np.ndarray] = field(default_factory=dict)
     pred_icl_permuted: np.ndarray | None = None
     gold_permuted: np.ndarray | None = None
+    pred_zsl_calibrated: np.ndarray | None = None
+    pred_icl_calibrated: np.ndarray | None = None
 
     @property
     def f2t(self) -> np.ndarray:
@@ -86,12 +94,13 @@ class RunExamples:
     def ratio_names(self) -> tuple[str, ...]:
         """The ratio scores this run has: every one of :data:`RATIOS` but the means whose values
         it lacks (made by hand, or without further orders) and, without ICL on permuted labels,
-        :data:`PERMUTED`."""
+        :data:`PERMUTED`, without calibrated predictions, :data:`CALIBRATED`."""
         return tuple(
             name
             for name in RATIOS
             if (name not in MEANS or name in self.per_example)
             and (name != PERMUTED or self.pred_icl_permuted is not None)
+            and (name not in CALIBRATED or getattr(self, CALIBRATED[name]) is not None)
         )
 
     def ratio_terms(self, name: str) -> tuple[np.ndarray, np.ndarray]:
@@ -101,6 +110,11 @@ class RunExamples:
             if self.pred_icl_permuted is None:
                 raise ValueError(f"{name}: this run has no ICL on permuted labels (planning.plan.permuted_runs)")
             return (self.pred_icl_permuted == self.gold_permuted).astype(np.float64), np.ones(len(self.gold))
+        if name in CALIBRATED:
+            pred = getattr(self, CALIBRATED[name])
+            if pred is None:
+                raise ValueError(f"{name}: this run's caches recorded no content-free queries; rerun their extraction")
+            return (pred == self.gold).astype(np.float64), np.ones(len(pred))
         if name.startswith("acc_"):
             pred = {"acc_zsl": self.pred_zsl, "acc_icl": self.pred_icl, "acc_ft": self.pred_ft}[name]
             return (pred == self.gold).astype(np.float64), np.ones(len(pred))
@@ -194,7 +208,18 @@ def run_examples(
         per_example=per_example,
         pred_icl_permuted=np.asarray(permuted.pred) if permuted is not None else None,
         gold_permuted=np.asarray(permuted.gold) if permuted is not None else None,
+        pred_zsl_calibrated=calibrated_predictions(zsl),
+        pred_icl_calibrated=calibrated_predictions(icl),
     )
+
+
+def calibrated_predictions(run: RunCache) -> np.ndarray | None:
+    """A ZSL or ICL cache's predictions after contextual calibration, from its content-free
+    queries' label log-probabilities; None for a cache without them (made before they were recorded)."""
+    free = run.meta.get("content_free")
+    if free is None:
+        return None
+    return calibration.calibrated_predictions(run.label_logprobs, np.asarray(free["label_logprobs"]))
 
 
 def layer_mean(values: np.ndarray) -> np.ndarray:
@@ -344,7 +369,7 @@ def write_examples(ex: RunExamples, path) -> None:
         "pred_icl": pa.array(np.asarray(ex.pred_icl, dtype=np.int16)),
         "pred_ft": pa.array(np.asarray(ex.pred_ft, dtype=np.int16)),
     }
-    for name in PERMUTED_COLUMNS:
+    for name in OPTIONAL_COLUMNS:
         if getattr(ex, name) is not None:
             columns[name] = pa.array(np.asarray(getattr(ex, name), dtype=np.int16))
     for name, values in ex.per_example.items():
@@ -365,7 +390,7 @@ def read_examples(path) -> RunExamples:
     for name in table.column_names:
         if name in MEANS:
             per_example[name] = table.column(name).to_numpy()
-        elif name not in (*fixed, *PERMUTED_COLUMNS):
+        elif name not in (*fixed, *OPTIONAL_COLUMNS):
             column = table.column(name).combine_chunks()
             sims[name] = column.values.to_numpy().reshape(n, column.type.list_size)
     return RunExamples(
@@ -373,7 +398,7 @@ def read_examples(path) -> RunExamples:
         **{k: table.column(k).to_numpy() for k in fixed},
         similarities=sims,
         per_example=per_example,
-        **{k: table.column(k).to_numpy() for k in PERMUTED_COLUMNS if k in table.column_names},
+        **{k: table.column(k).to_numpy() for k in OPTIONAL_COLUMNS if k in table.column_names},
     )
 
 

@@ -18,7 +18,8 @@ def data_statistics(tasks: dict[str, dict[str, str]]) -> pd.DataFrame:
 
     ``prompt_tokens`` is the mean number of query tokens of the ZSL prompt in the model's own
     tokenizer (the recorded query keys, less the label word where ``record_position`` is
-    ``label_word``); ``icl_tokens`` the mean length of the whole ICL prompt (context + query)."""
+    ``label_word``); ``icl_tokens`` the mean length of the whole ICL prompt (context + query);
+    ``demo_separator`` what ended each demonstration (``data.prompts.line_end_ids``)."""
     rows = []
     for task, paths in tasks.items():
         zsl, icl = read_cache(paths["zsl"]), read_cache(paths["icl"])  # memory-mapped: reads what it uses
@@ -37,6 +38,8 @@ def data_statistics(tasks: dict[str, dict[str, str]]) -> pd.DataFrame:
                 "icl_tokens": float(np.mean(icl_len)),
                 "true_k": icl_meta.get("true_k"),
                 "k": icl_meta.get("k"),
+                # caches from before the key were made with the reference's separator
+                "demo_separator": icl_meta.get("demo_separator", "eos"),
                 "seed": zsl_meta["seed"],
                 "model": zsl_meta["model"],
             }

@@ -35,8 +35,8 @@ RECIPE_MODULES = (
     "data/prompts",
     "data/presets",
 )
-# model keys that say where the weights are kept, not how they are made
-NOT_RECIPE = ("weights",)
+# model keys that say where the weights are kept, or how prompts are written, not how the weights are made
+NOT_RECIPE = ("weights", "demo_separator")
 
 
 def recipe_checksum(spec: dict, frames: dict[str, pd.DataFrame]) -> str:

@@ -517,7 +517,7 @@ def estimate(
             rows.append(dict(row, s=seconds, mb=peak, gpu=gpu))
     jobs = [(e, 0) for e in plan.extractions(config)] + [(e, e["order"]) for e in plan.order_extractions(config)]
     for e, order in jobs:
-        spec = plan.run_spec(config, e["task"], e["setting"], e["seed"], order)
+        spec = plan.run_spec(config, e["task"], e["setting"], e["seed"], order, model=e["model"])
         shape = shapes[e["model"]]
         work = job_work(shape, spec, sequences(e["model"], spec))
         gpu = math.nan
@@ -675,7 +675,7 @@ def calibrate(
     for model, folder in model_dirs.items():
 
         def job(setting, n, out, reference=None, model=model, folder=folder, task=task):
-            spec = {**plan.run_spec(config, task, setting, cfg.task_seeds(config, task)[0]), "max_eval": n}
+            spec = {**plan.run_spec(config, task, setting, cfg.task_seeds(config, task)[0], model=model), "max_eval": n}
 
             def run():  # copies side by side may write the same files: each atomically, all alike
                 torch.set_num_threads(threads)

@@ -73,7 +73,7 @@ def estimate(config: dict, shapes: dict[str, Shape], sequences) -> pd.DataFrame:
     tokenizer and the data: ``extract.sequences_of``)."""
     rows = []
     for e in plan.extractions(config):
-        spec = plan.run_spec(config, e["task"], e["setting"], e["seed"])
+        spec = plan.run_spec(config, e["task"], e["setting"], e["seed"], model=e["model"])
         seq = sequences(e["model"], spec)
         size = cache_bytes(
             config["cache_dtype"],

@@ -118,7 +118,7 @@ def baseline_of(config: dict, variant: str, method: str) -> str | None:
     return baseline
 
 
-def run_spec(config: dict, task: str, setting: str, seed: int, order: int = 0) -> dict:
+def run_spec(config: dict, task: str, setting: str, seed: int, order: int = 0, model: str | None = None) -> dict:
     """Everything an extraction job of ``setting`` on ``task`` and ``seed`` reads from the config,
     resolved, and nothing else: the job executes this object, and the rule passes it as a
     parameter, so Snakemake's params trigger reruns exactly the caches a config edit changes (a
@@ -126,7 +126,9 @@ def run_spec(config: dict, task: str, setting: str, seed: int, order: int = 0) -
 
     How a job runs (``device``, ``batch_size``) is not part of it: it must not change results.
     ``order`` > 0: the same run on a further order of its demonstrations (``order_extractions``);
-    the run's own order (0) leaves the spec as it was, so that ``orders`` reruns none of its caches."""
+    the run's own order (0) leaves the spec as it was, so that ``orders`` reruns none of its caches.
+    ``model``: the run's model, whose ``demo_separator`` may be its own; the reference's separator
+    (eos) leaves the spec as it was before the key existed, so that no cache reruns for it."""
     task_spec = cfg.task_spec(config, task)
     spec = {
         "task": task,
@@ -144,6 +146,8 @@ def run_spec(config: dict, task: str, setting: str, seed: int, order: int = 0) -
         "dtype": config["dtype"],
         "cache_dtype": config["cache_dtype"],
     }
+    if (separator := cfg.demo_separator(config, task, model)) != "eos":
+        spec["demo_separator"] = separator  # a text's newlines too: ZSL's prompts as well
     if setting == "zsl":
         return spec
     spec.update(

@@ -577,8 +577,8 @@ def comparisons_table(
 def data_table(stats: pd.DataFrame, made_by: dict | None = None) -> pd.DataFrame:
     """Paper 001 Table 3 with real token counts: per task, the sizes of the splits, the number of
     examples actually evaluated, the mean prompt length in the model's tokens (ZSL query prompt,
-    label word excluded), the mean ICL prompt length and the number of demonstrations that fit
-    (true k, of k). ``stats`` is :func:`icl_gd.metrics.statistics.data_statistics`'s frame."""
+    label word excluded), the mean ICL prompt length, the number of demonstrations that fit
+    (true k, of k) and what ended each (demo_separator: eos, the reference's, or newline). ``stats`` is :func:`icl_gd.metrics.statistics.data_statistics`'s frame."""
     tasks = order_tasks(stats["task"])
     by_task = stats.set_index("task")
     columns = {
@@ -590,6 +590,7 @@ def data_table(stats: pd.DataFrame, made_by: dict | None = None) -> pd.DataFrame
         "Demonstrations (true k / k)": lambda r: (
             MISSING if pd.isna(r["true_k"]) else f"{int(r['true_k'])} / {int(r['k'])}"
         ),
+        "Separator": lambda r: r.get("demo_separator", "eos"),
     }
     body = [[fmt(by_task.loc[t]) for fmt in columns.values()] for t in tasks]
     table = pd.DataFrame(

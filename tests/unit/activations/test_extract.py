@@ -234,15 +234,19 @@ def test_default_batch_size_is_larger_on_a_gpu():
     assert extract.evaluation_batch_size(5, torch.device("cuda")) == 5
 
 
-def test_a_cache_says_how_to_rebuild_every_token_sequence_it_was_computed_from(tmp_path, model_dirs, task_files):
+@pytest.mark.parametrize("separator", ["eos", "newline"])
+def test_a_cache_says_how_to_rebuild_every_token_sequence_it_was_computed_from(
+    tmp_path, model_dirs, task_files, separator
+):
     """From the cache's metadata, the data files and the tokenizer alone (no config, no code of the
     extraction): the ICL context and each query, rebuilt, have the recorded lengths, and running
-    them reproduces the recorded attention output."""
+    them reproduces the recorded attention output. With either separator (demo_separator)."""
     from icl_gd.models import loading
 
     train, evaluation = task_files
+    config = _config(methods={"gd": {"kind": "gd", "lr": 0.5, "demo_labels": "switched"}}, demo_separator=separator)
     run_extraction(
-        _config(methods={"gd": {"kind": "gd", "lr": 0.5, "demo_labels": "switched"}}),
+        config,
         task="sst2",
         seed=3,
         setting="gd",
@@ -254,7 +258,7 @@ def test_a_cache_says_how_to_rebuild_every_token_sequence_it_was_computed_from(t
         out_path=str(tmp_path / "gd.arrow"),
     )
     run_extraction(
-        _config(),
+        config,
         task="sst2",
         seed=3,
         setting="icl",
@@ -267,6 +271,8 @@ def test_a_cache_says_how_to_rebuild_every_token_sequence_it_was_computed_from(t
     )
     icl, gd = cache.read_cache(tmp_path / "icl.arrow"), cache.read_cache(tmp_path / "gd.arrow")
     meta = icl.meta
+    line_end = meta["tokenizer"]["line_end_ids"]
+    assert meta["demo_separator"] == gd.meta["demo_separator"] == separator and "line_end" in meta["prompt_rules"]
     tokenizer = loading.load_tokenizer(meta["tokenizer"]["model_dir"])
     assert (
         tokenizer.bos_token_id == meta["tokenizer"]["bos_token_id"]
@@ -278,18 +284,21 @@ def test_a_cache_says_how_to_rebuild_every_token_sequence_it_was_computed_from(t
     }
     assert set(meta["prompt_rules"]) >= {"example_id", "eval_set", "demonstrations", "prompt", "icl", "finetuning"}
 
-    def encode(row):  # the prompt rule: template, newlines as EOS
+    newline = tokenizer.encode("a\n", add_special_tokens=False)[len(tokenizer.encode("a", add_special_tokens=False)) :]
+    assert line_end == ([tokenizer.eos_token_id] if separator == "eos" else newline)
+
+    def encode(row):  # the prompt rule: template, newlines as the line end
         text = meta["template"].format(**{k: row[k] for k in ("sentence",)})
         ids = []
         for i, line in enumerate(text.split("\n")):
-            ids += ([tokenizer.eos_token_id] if i else []) + tokenizer.encode(line, add_special_tokens=False)
+            ids += (line_end if i else []) + tokenizer.encode(line, add_special_tokens=False)
         return ids
 
     train_rows = pd.read_parquet(train).set_index("example_id")
     eval_rows = pd.read_parquet(evaluation).set_index("example_id")
     context = [meta["tokenizer"]["bos_token_id"]]
     for demo_id, label in list(zip(meta["demo_ids"], meta["demo_label_ids"]))[: meta["true_k"]]:
-        context += encode(train_rows.loc[demo_id]) + [meta["label_ids"][label], meta["tokenizer"]["eos_token_id"]]
+        context += encode(train_rows.loc[demo_id]) + [meta["label_ids"][label], *line_end]
     assert len(context) == meta["n_context"]
     queries = [encode(eval_rows.loc[i]) + [meta["label_ids"][0]] for i in icl.example_id]  # record_position label_word
     assert meta["record_position"] == "label_word" and [len(q) for q in queries] == list(icl.query_len)
@@ -303,6 +312,15 @@ def test_a_cache_says_how_to_rebuild_every_token_sequence_it_was_computed_from(t
         model.base_model(input_ids=ids)
         attn_out, _ = rec.stacked()
     np.testing.assert_allclose(attn_out[0].numpy(), icl.attn_out[0], rtol=1e-4, atol=1e-5)
+    # the content-free queries (calibration): every text field one of the texts, in the same context
+    free = meta["content_free"]
+    assert free["texts"] == ["N/A", "", "[MASK]"] and "content_free" not in gd.meta
+    for text, recorded in zip(free["texts"], free["label_logprobs"]):
+        query = encode({"sentence": text})
+        with torch.no_grad():
+            logits = model(input_ids=torch.tensor([context + query])).logits[0, -1]
+        expected = torch.log_softmax(logits.float(), -1)[meta["label_ids"]].numpy()
+        np.testing.assert_allclose(recorded, expected, rtol=1e-4, atol=1e-5)
 
 
 def test_a_run_where_no_demonstration_fits_stops_and_says_why(tmp_path, model_dirs, task_files):

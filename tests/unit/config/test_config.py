@@ -150,6 +150,8 @@ def test_validate_keeps_given_values(schema):
         ({"methods": {"g": {"kind": "adam"}}}, ["methods.g.kind", "'adam'"]),
         ({"n_seeds": 0}, ["n_seeds"]),
         ({"record_position": "query"}, ["record_position", "'query'"]),
+        ({"demo_separator": "tab"}, ["demo_separator", "'tab'"]),
+        ({"models": {"tiny": {"demo_separator": "\n"}}}, ["models.tiny.demo_separator"]),
         ({"variants": {"pretrained": ["gd"]}}, ["variants", "'pretrained'"]),  # an unknown variant
     ],
 )

@@ -143,3 +143,89 @@ def test_missing_template_field_names_the_field(tokenizer, pieces):
 )
 def test_true_k(lengths, longest, max_len, expected):
     assert prompts.true_k(lengths, longest, max_len) == expected
+
+
+# --- the separator (demo_separator): the tokenizer's EOS, or its newline, in each tokenizer family
+
+
+def _fast(tok, **special):
+    from transformers import PreTrainedTokenizerFast
+
+    return PreTrainedTokenizerFast(tokenizer_object=tok, **special)
+
+
+def llama_style():
+    """Sentencepiece with a word-start piece before a text and byte fallback (Llama 2, Mistral):
+    a newline alone encodes as ['▁', '<0x0A>'], after a word as '<0x0A>'."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+
+    vocab = {"<unk>": 0, "<s>": 1, "</s>": 2, "<0x0A>": 3, "▁": 4, "a": 5, "▁a": 6}
+    tok = Tokenizer(models.BPE(vocab, [("▁", "a")], unk_token="<unk>", byte_fallback=True))
+    tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="first")
+    tok.decoder = decoders.Sequence([decoders.ByteFallback(), decoders.Metaspace()])
+    return _fast(tok, bos_token="<s>", eos_token="</s>", unk_token="<unk>")
+
+
+def gemma_style():
+    """Sentencepiece without a word-start piece, spaces normalised to '▁', '\\n' a token (Gemma)."""
+    from tokenizers import Tokenizer, decoders, models, normalizers
+
+    vocab = {"<pad>": 0, "<eos>": 1, "<bos>": 2, "<unk>": 3, "\n": 4, "a": 5, "▁": 6, "▁a": 7}
+    tok = Tokenizer(models.BPE(vocab, [("▁", "a")], unk_token="<unk>"))
+    tok.normalizer = normalizers.Replace(" ", "▁")
+    tok.decoder = decoders.Replace("▁", " ")
+    return _fast(tok, bos_token="<bos>", eos_token="<eos>", pad_token="<pad>", unk_token="<unk>")
+
+
+def without_newline():
+    """A word-level tokenizer that splits on whitespace: a newline leaves no token."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    tok = Tokenizer(models.WordLevel({"<unk>": 0, "<s>": 1, "</s>": 2, "a": 3}, unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    return _fast(tok, bos_token="<s>", eos_token="</s>", unk_token="<unk>")
+
+
+def test_the_line_end_of_each_tokenizer_family(tokenizer):
+    byte_level = enc(tokenizer, "\n")  # GPT-2, SmolLM2: the newline's byte token ('Ċ')
+    assert len(byte_level) == 1 and byte_level[0] != tokenizer.eos_token_id
+    assert prompts.line_end_ids(tokenizer, "newline") == byte_level
+    assert prompts.line_end_ids(tokenizer, "eos") == prompts.line_end_ids(tokenizer) == [tokenizer.eos_token_id]
+    llama = llama_style()
+    assert enc(llama, "\n") == [4, 3]  # alone: a word-start piece before the newline's byte
+    assert prompts.line_end_ids(llama, "newline") == [3] and prompts.line_end_ids(llama, "eos") == [2]
+    gemma = gemma_style()
+    assert prompts.line_end_ids(gemma, "newline") == [4] and prompts.line_end_ids(gemma, "eos") == [1]
+
+
+def test_a_tokenizer_without_a_newline_and_an_unknown_separator_are_refused(tokenizer):
+    with pytest.raises(PromptError, match="has no newline token.*use demo_separator: eos"):
+        prompts.line_end_ids(without_newline(), "newline")
+    assert prompts.line_end_ids(without_newline(), "eos") == [2]
+    with pytest.raises(PromptError, match=r"demo_separator must be one of \('eos', 'newline'\), got 'tab'"):
+        prompts.line_end_ids(tokenizer, "tab")
+
+
+def test_the_newline_separator_ends_each_demonstration_and_each_line(tokenizer, pieces):
+    newline = prompts.line_end_ids(tokenizer, "newline")
+    s = spec()
+    demo_ids = prompts.demonstration_ids(tokenizer, s, DEMOS, pieces["labels"], newline)
+    assert demo_ids == prompts.demonstration_ids(tokenizer, s, DEMOS, pieces["labels"])  # no newline in them
+    context = prompts.icl_context(tokenizer, demo_ids, newline)
+    assert context == [pieces["bos"]] + demo_ids[0] + newline + demo_ids[1] + newline
+    assert pieces["eos"] not in context
+    rows = pd.DataFrame({"example_id": [8], "sentence": ["a\nb"], "label": [0]})
+    (query,) = prompts.build_queries(tokenizer, s, rows, pieces["labels"], "answer", newline)
+    assert query.ids == enc(tokenizer, "Sentence: a") + newline + enc(tokenizer, "b Label:")
+    (reference,) = prompts.build_queries(tokenizer, s, rows, pieces["labels"], "answer")
+    assert reference.ids == enc(tokenizer, "Sentence: a") + [pieces["eos"]] + enc(tokenizer, "b Label:")
+
+
+def test_content_free_queries_fill_every_field_with_each_text(tokenizer, pieces):
+    two_fields = spec(("True", "False", "Neither"), name="cb", template="{premise} Question: {hypothesis}? Answer:")
+    label_ids = prompts.label_token_ids(tokenizer, two_fields)
+    queries = prompts.content_free_queries(tokenizer, two_fields, label_ids, "label_word")
+    assert [q.example_id for q in queries] == [-1, -2, -3] and {q.gold for q in queries} == {0}
+    texts = [f"{t} Question: {t}? Answer:" for t in prompts.CONTENT_FREE]
+    assert [q.ids for q in queries] == [enc(tokenizer, t) + [label_ids[0]] for t in texts]
+    assert [q.answer_offset for q in queries] == [len(enc(tokenizer, t)) - 1 for t in texts]

@@ -40,8 +40,10 @@ def test_names_in_tables_and_figures():
 def test_the_lists_follow_the_catalog():
     assert catalog.shown_in("accuracy") == (
         "acc_zsl",
+        "acc_zsl_calibrated",
         "acc_ft",
         "acc_icl",
+        "acc_icl_calibrated",
         "acc_icl_permuted",
         "jaccard_all",
         "jaccard_correct",

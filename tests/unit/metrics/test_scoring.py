@@ -602,3 +602,23 @@ def test_icl_on_permuted_labels_is_scored_against_the_permuted_gold_its_cache_ho
         plain.ratio_terms(scoring.PERMUTED)
     with pytest.raises(ValueError, match="not permuted ones"):  # ICL on gold labels in its place
         scoring.run_examples(zsl, icl, gd, permuted=icl)
+
+
+def test_calibrated_accuracy_where_the_caches_recorded_content_free_queries(table, tmp_path):
+    """Each cache's label log-probabilities are -0.1 at its prediction, -2.0 elsewhere: a
+    content-free bias of 2.95 nats toward one word outweighs that margin, so every calibrated
+    prediction is the other word; a run whose caches recorded none has no calibrated accuracy."""
+    assert not set(scoring.CALIBRATED) & set(table.metric)
+    toward = {0: [[-0.05, -3.0]] * 3, 1: [[-3.0, -0.05]] * 3}
+    zsl = run_cache("zsl", content_free={"texts": ["N/A", "", "[MASK]"], "label_logprobs": toward[1]})
+    icl = run_cache("icl", content_free={"texts": ["N/A", "", "[MASK]"], "label_logprobs": toward[0]})
+    ex = scoring.run_examples(zsl, icl, run_cache("gd"))
+    np.testing.assert_array_equal(ex.pred_zsl_calibrated, [0, 0, 0, 0])
+    np.testing.assert_array_equal(ex.pred_icl_calibrated, [1, 1, 1, 1])
+    scored = scoring.score_examples(ex)
+    assert value(scored, "acc_zsl_calibrated") == value(scored, "acc_icl_calibrated") == 0.5  # gold 0, 1, 1, 0
+    assert value(scored, "acc_icl") == 0.75  # the raw predictions, as before
+    scoring.write_examples(ex, tmp_path / "ex.parquet")
+    back = scoring.read_examples(tmp_path / "ex.parquet")
+    np.testing.assert_array_equal(back.pred_icl_calibrated, ex.pred_icl_calibrated)
+    assert set(back.ratio_names) >= set(scoring.CALIBRATED) and not set(scoring.CALIBRATED) & set(back.similarities)

@@ -269,3 +269,31 @@ def test_figures_are_told_each_methods_kind():
     for figure in ("per_layer", "alpha"):
         assert plan.figure_params(named, figure)["kinds"] == {"vanilla": "gd", "causal": "lcgd"}
     assert "kinds" not in plan.figure_params(named, "grad_norms")
+
+
+def test_the_separator_is_the_tasks_else_the_models_else_the_configs():
+    conf = config(
+        tasks={"sst2": None, "agnews": {"demo_separator": "eos"}, "mr": None},
+        models={
+            "chat": {"source": "hub", "id": "x/y", "demo_separator": "newline"},
+            "base": {"source": "hub", "id": "x/z"},
+        },
+    )
+    assert conf["demo_separator"] == "eos" and "demo_separator" not in conf["models"]["base"]
+    assert cfg.demo_separator(conf, "sst2", "chat") == "newline" and cfg.demo_separator(conf, "sst2", "base") == "eos"
+    assert cfg.demo_separator(conf, "agnews", "chat") == "eos"  # the task's own wins
+    everywhere = {**conf, "demo_separator": "newline"}
+    assert cfg.demo_separator(everywhere, "mr", "base") == "newline"
+    with pytest.raises(ValueError, match="models.chat.demo_separator is set: say which model"):
+        cfg.demo_separator(conf, "sst2")
+
+
+def test_the_reference_separator_leaves_every_run_spec_as_it_was():
+    """eos (the default) adds nothing to a spec, so a config that never names the key reruns no
+    cache; newline enters every setting's spec, ZSL's too (a text's own newlines)."""
+    chat = config(models={"chat": {"source": "hub", "id": "x/y", "demo_separator": "newline"}})
+    plain = config(models={"chat": {"source": "hub", "id": "x/y"}})
+    for setting in ("zsl", "icl", "gd"):
+        before = plan.run_spec(plain, "sst2", setting, 2)
+        assert "demo_separator" not in before and plan.run_spec(plain, "sst2", setting, 2, model="chat") == before
+        assert plan.run_spec(chat, "sst2", setting, 2, model="chat") == {**before, "demo_separator": "newline"}

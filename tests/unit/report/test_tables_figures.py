@@ -363,6 +363,7 @@ def test_data_table_is_paper_001_table_3():
                 "icl_tokens": 1500.25,
                 "true_k": 20,
                 "k": 32,
+                "demo_separator": "newline",
             },
             {
                 "task": "sst2",
@@ -373,10 +374,12 @@ def test_data_table_is_paper_001_table_3():
                 "icl_tokens": np.nan,
                 "true_k": np.nan,
                 "k": 32,
+                "demo_separator": "eos",
             },
         ]
     )
     t = tables.data_table(stats)
+    assert list(t["Separator"]) == ["eos", "newline"]
     assert list(t.index) == ["SST2", "CB"]
     assert t.loc["SST2", "# Train"] == "67,349" and t.loc["SST2", "Avg. # of Tokens"] == "25.12"
     assert t.loc["CB", "Demonstrations (true k / k)"] == "20 / 32"

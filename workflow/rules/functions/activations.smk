@@ -58,7 +58,7 @@ def run_spec(wildcards):
     """The run an extraction job executes; as a parameter, also its rerun trigger (plan.run_spec).
     The ZSL rule has no setting wildcard; only the further orders' rules have an order."""
     return plan.run_spec(config, wildcards.task, wildcards.get("setting", "zsl"), int(wildcards.seed),
-                         order=int(wildcards.get("order", 0)))
+                         order=int(wildcards.get("order", 0)), model=wildcards.model)
 
 
 # The (model, variant, task, seed) whose ICL also runs on permuted labels: where the premise reads them.

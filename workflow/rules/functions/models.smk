@@ -38,7 +38,9 @@ def shipped_weights(wildcards):
 
 
 def model_spec(wildcards):
-    return config["models"][wildcards.model]
+    """The model's keys that make its files (a prompt's, such as demo_separator, do not)."""
+    spec = config["models"][wildcards.model]
+    return {key: value for key, value in spec.items() if key not in cfg.PROMPT_MODEL_KEYS}
 
 
 def gguf_parts_spec(wildcards):
