@@ -233,7 +233,7 @@ def evaluate(
         variant, method, metric = cell
         return (variant, roles[method], metric) if method in roles else None
 
-    cells = [c for claim in (*claims, *premise.CLAIMS) for c in [claim.a, *claim.against]]
+    cells = [c for claim in (*claims, *premise.CLAIMS, premise.CALIBRATED) for c in [claim.a, *claim.against]]
     needed = {run_cell(c) for c in cells if not isinstance(c, float)}
     needed.discard(None)
     values = _Replicates(index, needed, n_boot, seed)
@@ -249,7 +249,9 @@ def evaluate(
             for row in _test_claim(claim, model, tasks, values, run_cell, family=premise.CELLS, **read)
         ]
         learns = premise.learning_tasks(reading)
-        premise_rows += premise.premise_rows(reading, _top_predictions(index, model, tasks, run_cell), labels or {})
+        calibrated = _test_claim(premise.CALIBRATED, model, tasks, values, run_cell, family=premise.CELLS, **read)
+        tops = _top_predictions(index, model, tasks, run_cell)
+        premise_rows += premise.premise_rows(reading, tops, labels or {}, calibrated)
         subset = [t for t in tasks if learns.get(t)]
         for claim in claims:
             first = _test_claim(claim, model, tasks, values, run_cell, **read)
@@ -275,7 +277,14 @@ def evaluate(
         }
     )
     premise_table = pd.DataFrame(premise_rows, columns=premise.COLUMNS).astype(
-        {"n_seeds": "Int64", "n_examples": "Int64", "learns": bool, "collapsed": bool, "top_class": "int64"}
+        {
+            "n_seeds": "Int64",
+            "n_examples": "Int64",
+            "learns": bool,
+            "collapsed": bool,
+            "top_class": "int64",
+            "learns_calibrated": bool,
+        }
     )
     return table, premise_table
 

@@ -69,6 +69,23 @@ FOLLOWS = Claim(
     "the next class in every demonstration, read against the permuted gold; at the level of the premise's "
     "other two cells",
 )
+# The premise again with ZSL's and ICL's predictions calibrated (contextual calibration,
+# ``metrics.calibration``): read beside the premise, at its level (tasks x CELLS), its label-following
+# cell shared, so that where the two readings differ, calibration alone made the difference. The
+# claims keep reading raw predictions, as the papers do.
+CALIBRATED = Claim(
+    "premise-calibrated",
+    "",
+    "premise",
+    "With contextual calibration, the model learns in context: calibrated ICL is more accurate than calibrated "
+    "zero-shot and than always answering the majority class",
+    ("trained", "gd", "acc_icl_calibrated"),
+    (("trained", "gd", "acc_zsl_calibrated"), ("trained", "gd", MAJORITY)),
+    +1,
+    "every",
+    note="beside the premise, not part of it: its two cells at the premise's level, with the premise's "
+    "label-following cell (FOLLOWS); not run where the caches recorded no content-free queries",
+)
 CLAIMS = (PREMISE, FOLLOWS)  # tested together: one family of comparisons per task
 CELLS = sum(len(c.against) for c in CLAIMS)  # 3: the premise's Bonferroni m is tasks x CELLS
 ZSL, MAJORITY_CELL = 0, 1  # the premise's comparisons, in the order of PREMISE.b
@@ -101,6 +118,17 @@ COLUMNS = [
     "top_label",
     "top_share",
     "collapsed",
+    "icl_calibrated",
+    "zsl_calibrated",
+    "icl_zsl_calibrated",
+    "icl_zsl_calibrated_low",
+    "icl_zsl_calibrated_high",
+    "icl_zsl_calibrated_status",
+    "icl_majority_calibrated",
+    "icl_majority_calibrated_low",
+    "icl_majority_calibrated_high",
+    "icl_majority_calibrated_status",
+    "learns_calibrated",
 ]
 # the columns each claims row gains: the task's premise, and the claim read over the premise's tasks
 CLAIM_COLUMNS = [
@@ -143,13 +171,19 @@ def learning_tasks(reading: list[dict]) -> dict[str, bool]:
     return {t: len(s) == CELLS and all(x == "holds" for x in s) for t, s in statuses.items()}
 
 
-def premise_rows(reading: list[dict], tops: dict[str, tuple[int, float]], labels: dict[str, list[str]]) -> list[dict]:
+def premise_rows(
+    reading: list[dict],
+    tops: dict[str, tuple[int, float]],
+    labels: dict[str, list[str]],
+    calibrated: list[dict] | None = None,
+) -> list[dict]:
     """One row per task of the premise (:data:`COLUMNS`), from its tests' rows (of :data:`CLAIMS`),
-    ICL's most-predicted class per task (:func:`top_prediction`) and the tasks' label words (class ->
-    word)."""
+    ICL's most-predicted class per task (:func:`top_prediction`), the tasks' label words (class ->
+    word) and the calibrated reading's rows (of :data:`CALIBRATED`; none: not run)."""
     learns = learning_tasks(reading)
+    learns_calibrated = calibrated_learning(reading, calibrated or [])
     by_task: dict[str, dict[tuple[str, int], dict]] = {}
-    for row in reading:
+    for row in [*reading, *(calibrated or [])]:
         if row["task"] not in ("", MEAN):
             by_task.setdefault(row["task"], {})[(row["claim"], row["comparison"])] = row
     rows = []
@@ -157,6 +191,8 @@ def premise_rows(reading: list[dict], tops: dict[str, tuple[int, float]], labels
         cells = by_task[task]
         zsl, majority = cells.get((PREMISE.id, ZSL), {}), cells.get((PREMISE.id, MAJORITY_CELL), {})
         follows = cells.get((FOLLOWS.id, 0), {})
+        calibrated_zsl = cells.get((CALIBRATED.id, ZSL), {})
+        calibrated_majority = cells.get((CALIBRATED.id, MAJORITY_CELL), {})
         top_class, top_share = tops.get(task, (-1, math.nan))
         words = labels.get(task, [])
         rows.append(
@@ -179,9 +215,36 @@ def premise_rows(reading: list[dict], tops: dict[str, tuple[int, float]], labels
                 top_label=words[top_class] if 0 <= top_class < len(words) else "",
                 top_share=top_share,
                 collapsed=bool(top_share >= COLLAPSE_SHARE),
+                icl_calibrated=calibrated_zsl.get("a", math.nan),
+                zsl_calibrated=calibrated_zsl.get("b", math.nan),
+                **_interval("icl_zsl_calibrated", calibrated_zsl),
+                **_interval("icl_majority_calibrated", calibrated_majority),
+                learns_calibrated=learns_calibrated.get(task, False),
             )
         )
     return rows
+
+
+def calibrated_learning(reading: list[dict], calibrated: list[dict]) -> dict[str, bool]:
+    """Per task: whether it learns in context read with calibrated predictions, its two calibrated
+    cells (:data:`CALIBRATED`) and the premise's label-following cell all holding."""
+    follows = {r["task"]: r.get("status") == "holds" for r in reading if r["claim"] == FOLLOWS.id}
+    statuses: dict[str, list[str]] = {}
+    for row in calibrated:
+        if row["task"] not in ("", MEAN):
+            statuses.setdefault(row["task"], []).append(row.get("status", ""))
+    return {
+        t: len(s) == len(CALIBRATED.against) and all(x == "holds" for x in s) and follows.get(t, False)
+        for t, s in statuses.items()
+    }
+
+
+def calibration_changes(premise: pd.DataFrame) -> list[tuple[str, str, bool, bool]]:
+    """The (model, task, learns, learns calibrated) of the premise rows whose verdict calibration
+    changes, where the calibrated reading ran."""
+    ran = premise[premise["icl_zsl_calibrated_status"] != "not run"] if len(premise) else premise
+    changed = ran[ran["learns"].astype(bool) != ran["learns_calibrated"].astype(bool)]
+    return [(r.model, r.task, bool(r.learns), bool(r.learns_calibrated)) for r in changed.itertuples(index=False)]
 
 
 def _incomplete(zsl: dict, follows: dict) -> str:

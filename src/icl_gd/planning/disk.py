@@ -16,13 +16,18 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from icl_gd.common.specs import is_base_setting
 from icl_gd.planning import plan
 
-# The schema (with the run's identity in its metadata, ~2.5 KB: template, demonstration ids, prompt
+# The schema (with the run's identity in its metadata, ~3 KB: template, demonstration ids, prompt
 # rules, the provenance record) written twice, in the header and the footer, and the buffers'
 # alignment: 7.1-8.4 KB a cache of the end-to-end test's run, 7.4-9.3 KB of the default run's
+# before the separator's and the content-free queries' rules joined the prompt rules (~0.5 KB, twice)
 # (tests/workflow/test_workflow.py checks the total within 2%).
-FILE_OVERHEAD = 8 * 1024
+FILE_OVERHEAD = 9 * 1024
+# A ZSL or ICL cache's content-free queries' label log-probabilities (metadata content_free, JSON,
+# twice): a number ~24 characters, the texts and keys ~100.
+CONTENT_FREE_BYTES_PER_LABEL, CONTENT_FREE_BYTES = 2 * 3 * 24, 2 * 100
 
 
 @dataclass(frozen=True)
@@ -39,11 +44,20 @@ def _value_bytes(layout: str, reference: bool) -> int:
 
 
 def cache_bytes(
-    layout: str, shape: Shape, *, reference: bool, n_examples: int, query_keys: int, n_context: int, n_labels: int
+    layout: str,
+    shape: Shape,
+    *,
+    reference: bool,
+    n_examples: int,
+    query_keys: int,
+    n_context: int,
+    n_labels: int,
+    content_free: bool = False,
 ) -> int:
     """Bytes of one cache: ``query_keys`` is the sum of the examples' query lengths, ``n_context``
     the context's length (1 but for ICL), ``reference`` whether it is a ZSL cache (the compact
-    layout's float32 reference; every other setting stores float16 changes)."""
+    layout's float32 reference; every other setting stores float16 changes), ``content_free``
+    whether it records the content-free queries (ZSL and ICL settings)."""
     layers = shape.n_layers
     per_example = 8 + 2 + 2 + 4 + 4 * n_labels + 8  # id, gold, pred, query_len, log-probs, row offset
     values = _value_bytes(layout, reference)
@@ -54,6 +68,8 @@ def cache_bytes(
             total += n_examples * layers * 2 * 4  # the output and score rows' scales
     else:
         total += n_examples * layers * n_context * values
+    if content_free:
+        total += CONTENT_FREE_BYTES + CONTENT_FREE_BYTES_PER_LABEL * n_labels
     return int(total + 8 + FILE_OVERHEAD)
 
 
@@ -83,6 +99,7 @@ def estimate(config: dict, shapes: dict[str, Shape], sequences) -> pd.DataFrame:
             query_keys=seq.query_keys,
             n_context=seq.n_context,
             n_labels=seq.n_labels,
+            content_free=is_base_setting(e["setting"]),
         )
         rows.append({**e, "bytes": size})
     return pd.DataFrame(rows, columns=["model", "variant", "task", "seed", "setting", "bytes"])

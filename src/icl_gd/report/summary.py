@@ -111,6 +111,7 @@ def _premise_blocks(premise: pd.DataFrame) -> list[Block]:
     )
     return blocks + [
         ("ul", [[claim_wording.premise_task_text(r)] for r in premise.itertuples(index=False)]),
+        *_calibration_blocks(premise),
         (
             "p",
             [
@@ -123,6 +124,27 @@ def _premise_blocks(premise: pd.DataFrame) -> list[Block]:
             ],
         ),
     ]
+
+
+def _calibration_blocks(premise: pd.DataFrame) -> list[Block]:
+    """Which premise readings contextual calibration changes (none where it was not run: caches
+    without content-free queries). The claims read raw predictions."""
+    if "icl_zsl_calibrated_status" not in premise or (premise["icl_zsl_calibrated_status"] == "not run").all():
+        return []
+    changes = premise_module.calibration_changes(premise)
+    rule = (
+        "Read again with ZSL's and ICL's predictions calibrated (each label word's probability divided by its mean "
+        "over three content-free queries in the same context, Zhao et al. 2021; the same intervals, the same "
+        "label-following test; the claims read raw predictions, as the papers do): "
+    )
+    if not changes:
+        return [("p", [rule + "calibration changes the premise on no task."])]
+    said = [
+        f"{names.task_label(task)} ({'learns' if before else 'does not learn'} raw, "
+        f"{'learns' if after else 'does not'} calibrated)"
+        for _, task, before, after in changes
+    ]
+    return [("p", [rule + "calibration changes the premise on " + ", ".join(said) + "."])]
 
 
 def _second_reading(verdicts: dict[str, str], again: dict[str, str], premise: pd.DataFrame) -> list[Block]:

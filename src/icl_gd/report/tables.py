@@ -680,6 +680,7 @@ PREMISE_COLUMNS = (
     "Permuted - majority low",
     "Permuted - majority high",
     "Learns in context",
+    "Learns in context, calibrated",
     "ICL's most-predicted label",
     "SimAOU_norm",
     "SimAOU_norm low",
@@ -718,8 +719,10 @@ def premise_table(premise: pd.DataFrame, summary: pd.DataFrame, method: str | No
         run = getattr(row, "icl_permuted_majority_status", "not run") != "not run"
         follows = [_number(x, 1) for x in follows] if run else [NOT_RUN] * 4
         learns = "yes" if row.learns and run else "no"
+        calibrated = getattr(row, "icl_zsl_calibrated_status", "not run") != "not run"
+        learns_calibrated = ("yes" if row.learns_calibrated and run else "no") if calibrated else NOT_RUN
         similarities = [MISSING] * 3 if sim is None else [f"{sim[c]:.3f}" for c in ("mean", "ci_low", "ci_high")]
-        rows.append([_number(x, 1) for x in numbers] + follows + [learns, top] + similarities)
+        rows.append([_number(x, 1) for x in numbers] + follows + [learns, learns_calibrated, top] + similarities)
     index = pd.MultiIndex.from_tuples(keys, names=["Model", "Task"]) if keys else None
     table = pd.DataFrame(rows, index=index, columns=list(PREMISE_COLUMNS), dtype=object)
     levels = sorted({float(x) for x in premise["level"].dropna()})
@@ -728,7 +731,9 @@ def premise_table(premise: pd.DataFrame, summary: pd.DataFrame, method: str | No
         "Bonferroni over the tasks and the three comparisons); learns in context: all three lower ends above 0. "
         "ICL, permuted labels: ICL with each demonstration's label word replaced by the next class's, scored against "
         "the permuted gold (the class whose word it then stands for); a model that follows its demonstrations' labels "
-        "answers with the permuted word, one that a context only shifts does not. SimAOU_norm's interval is the "
+        "answers with the permuted word, one that a context only shifts does not. Calibrated: the same three "
+        "tests with ZSL's and ICL's predictions calibrated (each label word's probability divided by its mean over "
+        "three content-free queries in the same context, Zhao et al. 2021). SimAOU_norm's interval is the "
         "summary's."
     ]
     if claim_wording.permuted_not_run(premise):

@@ -50,7 +50,9 @@ def schema():
 def model_defaults(schema) -> dict:
     props = schema["definitions"]["model"]["properties"]
     defaults = {key: sub["default"] for key, sub in props.items() if "default" in sub}
-    assert len(defaults) == len(props) >= 13  # every model key has a default
+    # every model key has a default but the prompt's (demo_separator: unset, the top-level key's
+    # applies; a default here would enter every model's parameters)
+    assert set(props) - set(defaults) == {"demo_separator"} and len(defaults) >= 13
     return defaults
 
 

@@ -31,12 +31,24 @@ def _predictions(gold: np.ndarray, right, n_classes: int, rng) -> np.ndarray:
     return _right(gold, right, n_classes, rng)
 
 
-def _task(task: str, *, icl, zsl: int, ft: int, permuted=None, gold_counts=(N // 2, N // 2), seed=1, model="m"):
+def _task(
+    task: str,
+    *,
+    icl,
+    zsl: int,
+    ft: int,
+    permuted=None,
+    gold_counts=(N // 2, N // 2),
+    seed=1,
+    model="m",
+    calibrated=None,
+):
     """One run of a task: gold labels in ``gold_counts`` per class, shuffled; ZSL and FT right on
     ``zsl`` and ``ft`` examples; ICL right on ``icl`` examples, or predicting class ``icl`` alone
     where given as ("all", class). ICL on permuted labels (None: not run) right against the permuted
     gold on ``permuted`` examples (or ("all", class)), or where given as "ignores", answering the
-    original gold as ICL does (a model that the context shifts and that does not read the labels)."""
+    original gold as ICL does (a model that the context shifts and that does not read the labels).
+    ``calibrated``: (ICL, ZSL) right after calibration, as ``icl`` and ``zsl`` (None: not recorded)."""
     rng = np.random.default_rng(len(task) * 10 + seed)
     n_classes = len(gold_counts)
     gold = rng.permutation(np.repeat(np.arange(n_classes), gold_counts)).astype(np.int16)
@@ -58,6 +70,14 @@ def _task(task: str, *, icl, zsl: int, ft: int, permuted=None, gold_counts=(N //
         similarities={},
         pred_icl_permuted=pred_permuted,
         gold_permuted=gold_permuted,
+        **(
+            dict(
+                pred_icl_calibrated=_predictions(gold, calibrated[0], n_classes, rng),
+                pred_zsl_calibrated=_predictions(gold, calibrated[1], n_classes, rng),
+            )
+            if calibrated
+            else {}
+        ),
     )
 
 
@@ -206,3 +226,28 @@ def test_the_report_states_the_premise_and_the_verdicts_the_readings_differ_on()
     shown = claim_wording.claims_table(tests, "m", ROLES, premise=table)
     assert set(shown[claim_wording.AGAIN]) <= {*claim_definitions.VERDICTS, premise.NO_TASK}
     assert "learns in context on 1 of 3 tasks: SST2" in shown.attrs["footnotes"][-1]
+
+
+def test_calibration_reads_the_premise_again_and_the_report_lists_what_it_changes():
+    """SST2: raw ICL answers Positive everywhere (the majority rate, 50%), calibrated it is right on
+    90% (calibrated ZSL 50%): the premise fails raw and holds calibrated, the label-following test
+    shared. MR: at chance either way. The older run's premise without content-free queries: not run."""
+    runs = [
+        _task("sst2", icl=("all", 1), zsl=100, ft=60, permuted=170, calibrated=(180, 100)),
+        _task("mr", icl=100, zsl=100, ft=180, permuted=100, calibrated=(100, 100)),
+    ]
+    _, table = claim_testing.evaluate(runs, ROLES, n_boot=200, claims=(FT_ZSL,))
+    rows = table.set_index("task")
+    sst2, mr = rows.loc["sst2"], rows.loc["mr"]
+    assert not sst2.learns and sst2.learns_calibrated
+    assert (sst2.icl_calibrated, sst2.zsl_calibrated) == pytest.approx((90.0, 50.0))
+    assert sst2.icl_zsl_calibrated_status == sst2.icl_majority_calibrated_status == "holds"
+    assert not mr.learns and not mr.learns_calibrated and mr.icl_zsl_calibrated_status != "holds"
+    # at the premise's level: 2 tasks x its 3 cells, the calibrated reading adds none
+    assert rows["level"].tolist() == pytest.approx([1 - 0.05 / 6] * 2)
+    assert premise.calibration_changes(table) == [("m", "sst2", False, True)]
+    text = summary.to_markdown(summary._calibration_blocks(table))
+    assert "calibration changes the premise on SST2 (does not learn raw, learns calibrated)" in text
+    _, old = claim_testing.evaluate([_task("sst2", icl=180, zsl=100, ft=60, permuted=170)], ROLES, n_boot=200)
+    assert old.iloc[0].icl_zsl_calibrated_status == "not run" and not old.iloc[0].learns_calibrated
+    assert premise.calibration_changes(old) == [] and summary._calibration_blocks(old) == []

@@ -21,7 +21,7 @@ META = {
     "record_position": "label_word",
     "template": "{premise} Question: {hypothesis}. True, False, or Neither? Answer:",
     "demo_ids": list(range(32)),
-    "prompt_rules": {"rule": "x" * 1500},
+    "prompt_rules": {"rule": "x" * 2000},
 }  # a real run's metadata, roughly
 
 
@@ -43,7 +43,10 @@ def test_cache_bytes_are_what_the_writer_writes(tmp_path, layout, n, layers, wid
             context_scores=rng.normal(size=(n, layers, n_context)).astype(np.float32),
         )
         path = tmp_path / f"{setting}.arrow"
-        cache.write_cache(path, {**META, "setting": setting}, layout=layout, reference=reference, **records)
+        meta = {**META, "setting": setting}
+        if setting != "gd":  # ZSL and ICL record their content-free queries
+            meta["content_free"] = {"texts": ["N/A", "", "[MASK]"], "label_logprobs": (-rng.random((3, 3))).tolist()}
+        cache.write_cache(path, meta, layout=layout, reference=reference, **records)
         reference = reference or cache.read_cache(path)
         estimate = disk.cache_bytes(
             layout,
@@ -53,6 +56,7 @@ def test_cache_bytes_are_what_the_writer_writes(tmp_path, layout, n, layers, wid
             query_keys=int(query_len.sum()),
             n_context=n_context,
             n_labels=3,
+            content_free=setting != "gd",
         )
         actual = path.stat().st_size
         assert abs(estimate - actual) <= max(0.01 * actual, 2048), (setting, estimate, actual)

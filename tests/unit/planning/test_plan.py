@@ -225,20 +225,30 @@ class Recording(dict):
         return super().__getitem__(key)
 
     def get(self, key, default=None):
-        self.read.add(key)
+        if key in self:  # an optional key left out (a spec as it was before the key: its default) is no read
+            self.read.add(key)
         return super().get(key, default)
 
 
-@pytest.mark.parametrize("setting,order", [("zsl", 0), ("icl", 0), ("gd", 0), ("lin", 0), ("icl", 1), ("gd", 2)])
-def test_an_extraction_reads_its_run_spec_whole_and_nothing_else_of_the_config(setting, order, tmp_path, model_dirs):
+@pytest.mark.parametrize(
+    "setting,order,separator",
+    [("zsl", 0, "eos"), ("icl", 0, "eos"), ("gd", 0, "eos"), ("lin", 0, "eos"), ("icl", 1, "eos"), ("gd", 2, "eos")]
+    + [("zsl", 0, "newline"), ("icl", 0, "newline")],
+)
+def test_an_extraction_reads_its_run_spec_whole_and_nothing_else_of_the_config(
+    setting, order, separator, tmp_path, model_dirs
+):
     """The job is handed the spec alone (no config), so it can read no value the rerun trigger
     does not see; and it reads every key of the spec, so no key reruns a job needlessly."""
     from tests.unit.activations.test_extract import _config, rows
 
     rows(12, 3).to_parquet(tmp_path / "train.parquet")
     rows(6, 4).to_parquet(tmp_path / "eval.parquet")
-    conf = _config(methods={"gd": {"kind": "gd", "lr": 0.5}, "lin": {"kind": "linearized", "lr": 0.5}})
+    conf = _config(
+        methods={"gd": {"kind": "gd", "lr": 0.5}, "lin": {"kind": "linearized", "lr": 0.5}}, demo_separator=separator
+    )
     spec = Recording(plan.run_spec(conf, "sst2", setting, 2, order=order))
+    assert ("demo_separator" in spec) == (separator != "eos")
     extract.run(
         spec,
         model_name="tiny",

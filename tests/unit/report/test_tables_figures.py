@@ -905,12 +905,13 @@ def test_the_premise_table_sets_the_similarity_beside_where_the_model_learns(tmp
                  icl_majority_high=48.0, icl_permuted=80.0, icl_permuted_majority=30.0,
                  icl_permuted_majority_low=15.0, icl_permuted_majority_high=45.0,
                  icl_permuted_majority_status="holds", learns=True, top_class=1, top_label="positive",
-                 top_share=0.55),
+                 top_share=0.55, icl_zsl_calibrated_status="holds", learns_calibrated=True),
             dict(model=MODEL, task="cb", level=1 - 0.05 / 12, icl=38.0, zsl=39.0, majority=40.0, icl_zsl=-1.0,
                  icl_zsl_low=-9.0, icl_zsl_high=7.0, icl_majority=-2.0, icl_majority_low=-12.0,
                  icl_majority_high=8.0, icl_permuted=20.0, icl_permuted_majority=-20.0,
                  icl_permuted_majority_low=-30.0, icl_permuted_majority_high=-10.0,
-                 icl_permuted_majority_status="breaks", learns=False, top_class=0, top_label="", top_share=0.97),
+                 icl_permuted_majority_status="breaks", learns=False, top_class=0, top_label="", top_share=0.97,
+                 icl_zsl_calibrated_status="not run", learns_calibrated=False),
         ]
     )  # fmt: skip
     summary = pd.DataFrame(
@@ -924,6 +925,7 @@ def test_the_premise_table_sets_the_similarity_beside_where_the_model_learns(tmp
     assert (sst2["SimAOU_norm"], sst2["SimAOU_norm low"], sst2["SimAOU_norm high"]) == ("0.210", "0.150", "0.270")
     assert cb["SimAOU_norm"] == tables.MISSING and cb["ICL's most-predicted label"] == "0 (97%)"
     assert cb["Learns in context"] == "no" and "99.58%" in table.attrs["footnotes"][0]
+    assert (sst2["Learns in context, calibrated"], cb["Learns in context, calibrated"]) == ("yes", tables.NOT_RUN)
     assert (sst2["ICL, permuted labels (%)"], sst2["Permuted - majority low"], cb["Permuted - majority"]) == (
         "80.0",
         "15.0",
