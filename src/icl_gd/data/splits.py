@@ -75,6 +75,24 @@ def select_demos(train: pd.DataFrame, seed: int, k: int, permutation: int) -> pd
     return train.iloc[order].reset_index(drop=True)
 
 
+def select_dev(train: pd.DataFrame, seeds, k: int, n: int, seed: int = 1) -> pd.DataFrame:
+    """A development set from the train split: the rows no run of ``seeds`` takes as a demonstration
+    (each seed's first ``k`` of its shuffle, whatever its permutation: a permutation reorders the same
+    rows), shuffled with ``seed``, first ``n``. Never the evaluation examples, which come from the
+    evaluation split; what a setting is chosen on (``metrics.setting_choice``)."""
+    used = set()
+    for run_seed in seeds:
+        used.update(np.random.RandomState(int(run_seed)).permutation(len(train))[: int(k)].tolist())
+    free = np.array(sorted(set(range(len(train))) - used), dtype=np.int64)
+    if int(n) > len(free):
+        raise ValueError(
+            f"a development set of {n} rows asked for, but the train split has {len(free)} that no run of seeds "
+            f"{list(seeds)} takes as a demonstration (k = {k}); ask for fewer"
+        )
+    order = free[np.random.RandomState(int(seed)).permutation(len(free))[: int(n)]]
+    return train.iloc[order].reset_index(drop=True)
+
+
 # A fixed second entropy word, so that label switching draws from its own stream of the run seed.
 _SWITCH_STREAM = 1729
 

@@ -11,7 +11,7 @@ import pytest  # noqa: E402
 
 from icl_gd.config.resolve import TASK_PRESETS, TaskSpec  # noqa: E402
 from icl_gd.data.sources import load_task_splits, normalise_split  # noqa: E402
-from icl_gd.data.splits import permutation_seed, select_demos, select_eval  # noqa: E402
+from icl_gd.data.splits import permutation_seed, select_demos, select_dev, select_eval  # noqa: E402
 from icl_gd.data.twins import make_synthetic_task  # noqa: E402
 
 
@@ -278,3 +278,16 @@ def test_select_demos(pool):
         select_demos(train, seed=2, k=101, permutation=0)
     with pytest.raises(ValueError, match="permutation"):
         select_demos(train, seed=2, k=8, permutation=-1)
+
+
+def test_a_development_set_is_disjoint_from_every_seeds_demonstrations():
+    train = pd.DataFrame({"example_id": np.arange(100), "sentence": [f"s{i}" for i in range(100)], "label": 0})
+    seeds = range(2, 12)  # the protocol's three and seven more
+    dev = select_dev(train, seeds, k=8, n=15)
+    used = {i for s in seeds for p in (0, 1) for i in select_demos(train, s, 8, p)["example_id"]}
+    assert len(dev) == 15 and dev["example_id"].is_unique and not set(dev["example_id"]) & used
+    assert len(used) > 8  # the seeds' demonstrations differ: each excluded
+    pd.testing.assert_frame_equal(dev, select_dev(train, seeds, k=8, n=15))  # seeded
+    assert list(select_dev(train, seeds, k=8, n=15, seed=2)["example_id"]) != list(dev["example_id"])
+    with pytest.raises(ValueError, match=r"asked for, but the train split has \d+ that no run of seeds \[2, 3,"):
+        select_dev(train, seeds, k=8, n=len(train) - len(used) + 1)
