@@ -227,16 +227,9 @@ def premise_rows(
 
 def calibrated_learning(reading: list[dict], calibrated: list[dict]) -> dict[str, bool]:
     """Per task: whether it learns in context read with calibrated predictions, its two calibrated
-    cells (:data:`CALIBRATED`) and the premise's label-following cell all holding."""
-    follows = {r["task"]: r.get("status") == "holds" for r in reading if r["claim"] == FOLLOWS.id}
-    statuses: dict[str, list[str]] = {}
-    for row in calibrated:
-        if row["task"] not in ("", MEAN):
-            statuses.setdefault(row["task"], []).append(row.get("status", ""))
-    return {
-        t: len(s) == len(CALIBRATED.against) and all(x == "holds" for x in s) and follows.get(t, False)
-        for t, s in statuses.items()
-    }
+    cells (:data:`CALIBRATED`) and the premise's label-following cell all holding: the premise's own
+    rule (:func:`learning_tasks`) on those :data:`CELLS` cells."""
+    return learning_tasks([*calibrated, *(r for r in reading if r["claim"] == FOLLOWS.id)])
 
 
 def calibration_changes(premise: pd.DataFrame) -> list[tuple[str, str, bool, bool]]:

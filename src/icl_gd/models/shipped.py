@@ -22,6 +22,7 @@ from pathlib import Path
 import pandas as pd
 
 from icl_gd.common import code_versions
+from icl_gd.config import resolve as cfg
 
 RECIPE_FILE = "recipe.json"
 # the package modules whose code decides a built-in model's weights: its tokenizer, architecture and
@@ -36,7 +37,7 @@ RECIPE_MODULES = (
     "data/presets",
 )
 # model keys that say where the weights are kept, or how prompts are written, not how the weights are made
-NOT_RECIPE = ("weights", "demo_separator")
+NOT_RECIPE = ("weights", *cfg.PROMPT_MODEL_KEYS)
 
 
 def recipe_checksum(spec: dict, frames: dict[str, pd.DataFrame]) -> str:
