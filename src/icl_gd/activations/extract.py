@@ -127,6 +127,9 @@ PROMPT_RULES = {
     "example_id": "the split's idx column, else the row number of the split as loaded (sources.normalise_split)",
     "eval_set": "numpy.random.RandomState(1).permutation(len(eval split))[:max_eval] (splits.select_eval); "
     "the cache's example_id column lists them in that order",
+    "development_set": "evaluate_on development: the train split's rows that no seed of queries.seeds takes among "
+    "its first queries.k, shuffled with numpy.random.RandomState(1), first max_eval (splits.select_dev); "
+    "the demonstrations are drawn as ever, so never one of them",
     "demonstrations": "numpy.random.RandomState(seed).permutation(len(train split))[:k], reordered for "
     "permutation p > 0 (splits.select_demos), and in a further order o > 0 (config key orders) "
     "shuffled by splits.demo_order (the first true_k among themselves, the rest among themselves); "
@@ -184,13 +187,23 @@ class RunSequences:
     content_free: list[Query] = field(default_factory=list)  # prompts.CONTENT_FREE, for calibration
 
 
+def query_rows(spec: dict, train_path: str, eval_path: str) -> pd.DataFrame:
+    """The examples a run is evaluated on: the evaluation split's (``splits.select_eval``), or with
+    ``evaluate_on: development`` (the spec's ``queries``, ``config.resolve.held_out``) the train
+    split's rows that no seed of the task takes as a demonstration (``splits.select_dev``)."""
+    held = spec.get("queries")
+    if held is None:
+        return splits.select_eval(pd.read_parquet(eval_path), spec["max_eval"])
+    return splits.select_dev(pd.read_parquet(train_path), held["seeds"], held["k"], spec["max_eval"])
+
+
 def sequences_of(spec: dict, tokenizer, max_len: int, train_path: str, eval_path: str) -> RunSequences:
     """What a run (``plan.run_spec``) feeds the model, from the data files and the tokenizer alone
     (the disk estimate counts its caches' sizes from it, ``planning.disk``). Stops with a
     PromptError where a query does not fit the context ``max_len``, or too few demonstrations do."""
     task, seed, setting = spec["task"], spec["seed"], spec["setting"]
     task_spec = _task_spec(spec)
-    eval_rows = splits.select_eval(pd.read_parquet(eval_path), spec["max_eval"])
+    eval_rows = query_rows(spec, train_path, eval_path)
     label_ids = prompts.label_token_ids(tokenizer, task_spec)
     line_end = prompts.line_end_ids(tokenizer, spec.get("demo_separator", "eos"))
     queries = prompts.build_queries(tokenizer, task_spec, eval_rows, label_ids, spec["record_position"], line_end)
@@ -291,6 +304,7 @@ def run(
         # enough to rebuild every token sequence from this file and the data files alone
         "template": task_spec.template,
         "max_eval": spec["max_eval"],
+        "queries": spec.get("queries") or {"split": "evaluation"},  # the examples evaluated: evaluate_on
         "data": {
             "source": spec["source"],
             "hub_id": spec["hub_id"],

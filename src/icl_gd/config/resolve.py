@@ -198,6 +198,22 @@ def demo_separator(config: dict, task: str, model: str | None = None) -> str:
     return own or of_model or config.get("demo_separator", "eos")
 
 
+def held_out(config: dict, task: str, k: int | None = None) -> dict | None:
+    """Where the queries come from when they are not the evaluation split's (``evaluate_on:
+    development``): the train split's rows that no seed of the task takes among its first ``k``
+    (the config's) demonstrations (``data.splits.select_dev``); None for the evaluation split. A
+    setting of more demonstrations than that would take development rows as demonstrations."""
+    if config.get("evaluate_on", "evaluation") != "development":
+        return None
+    excluded = int(config["k"])
+    if k is not None and int(k) > excluded:
+        raise ConfigError(
+            f"evaluate_on: development holds out the rows no seed takes among its first k = {excluded} "
+            f"demonstrations, but a setting asks for {k}: raise k to {k} (the largest of any setting)"
+        )
+    return {"split": "development", "seeds": [int(s) for s in task_spec(config, task).seeds], "k": excluded}
+
+
 def setting_k(config: dict, setting: str) -> int:
     """The demonstrations of a setting: an ICL setting's own (icl_k8: 8), a method's ``k``, else
     the top-level ``k``."""

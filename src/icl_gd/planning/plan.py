@@ -148,10 +148,13 @@ def run_spec(config: dict, task: str, setting: str, seed: int, order: int = 0, m
     }
     if (separator := cfg.demo_separator(config, task, model)) != "eos":
         spec["demo_separator"] = separator  # a text's newlines too: ZSL's prompts as well
+    k = None if setting == "zsl" else cfg.setting_k(config, setting)
+    if (queries := cfg.held_out(config, task, k)) is not None:  # the evaluation split's leaves the spec as it was
+        spec["queries"] = queries
     if setting == "zsl":
         return spec
     spec.update(
-        k=cfg.setting_k(config, setting),
+        k=k,
         permutation=cfg.permutation_index(config, task, seed),
         demo_labels=cfg.demo_labels(config, setting),
         min_true_k=config["min_true_k"],

@@ -8,7 +8,7 @@ import torch
 from icl_gd.activations import cache, capture, extract
 from icl_gd.common import checksums
 from icl_gd.config import resolve as cfg
-from icl_gd.data import prompts
+from icl_gd.data import prompts, splits
 from tests.conftest import run_extraction  # noqa: E402
 
 SPEC = cfg.task_spec({"tasks": {"sst2": {}}}, "sst2")
@@ -348,3 +348,33 @@ def test_a_run_where_no_demonstration_fits_stops_and_says_why(tmp_path, model_di
     assert not (tmp_path / "icl.arrow").exists()
     run_extraction(_config(min_true_k=0), out_path=str(tmp_path / "icl.arrow"), **common)  # on purpose
     assert cache.read_meta(tmp_path / "icl.arrow")["true_k"] == 0
+
+
+def test_development_queries_are_train_rows_that_no_seed_takes_as_a_demonstration(tmp_path, model_dirs, task_files):
+    """evaluate_on: development: ZSL and ICL read the same held-out train rows, none of them among any
+    of the task's seeds' first k demonstrations (n_seeds notwithstanding), and the caches say so."""
+    train, evaluation = task_files
+    config = _config(tasks={"sst2": {"seeds": [2, 3]}}, n_seeds=1, evaluate_on="development")
+    common = dict(model_name="tiny", variant="trained", task="sst2", seed=2, model_dir=str(model_dirs["gpt2"]))
+    for setting in ("zsl", "icl"):
+        run_extraction(
+            config,
+            setting=setting,
+            train_path=train,
+            eval_path=evaluation,
+            out_path=str(tmp_path / f"{setting}.arrow"),
+            **common,
+        )
+    zsl, icl = cache.read_cache(tmp_path / "zsl.arrow"), cache.read_cache(tmp_path / "icl.arrow")
+    train_ids = set(pd.read_parquet(train)["example_id"])
+    taken = set()
+    for seed in (2, 3):
+        taken |= set(splits.select_demos(pd.read_parquet(train), seed, 3, 0)["example_id"])
+    assert list(zsl.example_id) == list(icl.example_id) and len(icl.example_id) == 5
+    assert set(icl.example_id) <= train_ids - taken and not set(icl.example_id) & set(icl.meta["demo_ids"])
+    assert icl.meta["queries"] == zsl.meta["queries"] == {"split": "development", "seeds": [2, 3], "k": 3}
+    # the protocol's evaluation split: the spec as it was before the key, the cache says which split
+    run_extraction(
+        _config(), setting="zsl", train_path=train, eval_path=evaluation, out_path=str(tmp_path / "e.arrow"), **common
+    )
+    assert cache.read_cache(tmp_path / "e.arrow").meta["queries"] == {"split": "evaluation"}

@@ -307,3 +307,19 @@ def test_the_reference_separator_leaves_every_run_spec_as_it_was():
         before = plan.run_spec(plain, "sst2", setting, 2)
         assert "demo_separator" not in before and plan.run_spec(plain, "sst2", setting, 2, model="chat") == before
         assert plan.run_spec(chat, "sst2", setting, 2, model="chat") == {**before, "demo_separator": "newline"}
+
+
+def test_development_queries_enter_every_spec_and_refuse_a_larger_k():
+    """evaluate_on: evaluation (the default) leaves every spec as it was; development adds the held-out
+    rows' recipe (all the task's seeds, the config's k) to ZSL's and every setting's spec, and a
+    setting of more demonstrations than the held-out rows exclude is refused with the fix."""
+    plain = config(n_seeds=1)
+    development = {**plain, "evaluate_on": "development"}
+    assert plain["evaluate_on"] == "evaluation"
+    held = {"split": "development", "seeds": [2, 3, 4], "k": 32}
+    for setting in ("zsl", "icl", "icl_k8", "gd"):
+        before = plan.run_spec(plain, "sst2", setting, 2)
+        assert "queries" not in before
+        assert plan.run_spec(development, "sst2", setting, 2) == {**before, "queries": held}
+    with pytest.raises(cfg.ConfigError, match="raise k to 64"):
+        plan.run_spec(development, "sst2", "icl_k64", 2)
