@@ -133,7 +133,7 @@ def test_a_version_follows_the_imports_through_the_package_and_leaves_out_what_c
     assert set(before[score]) == {"metrics/formulas", "metrics/scoring"}  # not the writer, not the decider
 
     def after(edit: str) -> dict:
-        (package / edit).write_text((package / edit).read_text() + "# a comment\n")
+        (package / edit).write_text((package / edit).read_text() + "CHANGED = 1\n")
         return {s: code_versions.of_script(s, package) != before[s] for s in (score, table)}
 
     assert after("common/atomic.py") == {score: False, table: False}
@@ -141,3 +141,34 @@ def test_a_version_follows_the_imports_through_the_package_and_leaves_out_what_c
     assert after("metrics/formulas.py") == {score: True, table: False}  # through scoring
     before.update({s: code_versions.of_script(s, package) for s in (score, table)})
     assert after("report/figures/alpha.py") == {score: False, table: True}  # the subpackage counted whole
+
+
+def test_a_version_is_the_codes_meaning_not_its_bytes(tmp_path):
+    """A comment, a docstring (the module's, a function's, a class's), blank lines and a reformatting
+    leave a module's version as it was; a changed constant, a renamed variable or a string that is
+    not a docstring change it."""
+    package = fake_package(tmp_path)
+    formulas = package / "metrics/formulas.py"
+    formulas.write_text(
+        '"""Formulas."""\nfrom icl_gd.common import atomic\n\nSCALE = 2\n\n\n'
+        'def f(x):\n    """Scaled."""\n    return x * SCALE\n'
+    )
+    version = code_versions.code_version({"metrics/formulas"}, package)
+
+    def edited(text: str) -> bool:
+        formulas.write_text(text)
+        return code_versions.code_version({"metrics/formulas"}, package) != version
+
+    same = [
+        '"""Formulas, now\nwith more words."""\nfrom icl_gd.common import atomic\n\nSCALE = 2\n\n\n'
+        'def f(x):\n    """Scaled."""\n    return x * SCALE\n',
+        "from icl_gd.common import atomic  # the writer\nSCALE = 2\n# why 2\ndef f(x):\n    return x * SCALE\n",
+        "from icl_gd.common import atomic\n\n\n\nSCALE = (\n    2\n)\n\n\ndef f(x):\n\n    return (x *\n SCALE)\n",
+    ]
+    assert [edited(text) for text in same] == [False, False, False]
+    changed = [
+        "from icl_gd.common import atomic\nSCALE = 3\ndef f(x):\n    return x * SCALE\n",
+        "from icl_gd.common import atomic\nSCALE = 2\ndef f(y):\n    return y * SCALE\n",
+        "from icl_gd.common import atomic\nSCALE = 2\ndef f(x):\n    'Scaled.'\n    'a string'\n    return x * SCALE\n",
+    ]
+    assert [edited(text) for text in changed] == [True, True, True]

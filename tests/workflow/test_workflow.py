@@ -482,12 +482,13 @@ def test_the_report_opens_in_a_browser_on_what_the_run_found(finished_run):
             browser.close()
 
 
-def planned_after_edit(workdir: Path, module: str) -> dict[str, int]:
-    """The jobs a dry run plans after an edit of src/icl_gd/<module>, which is then undone."""
+def planned_after_edit(workdir: Path, module: str, edit=lambda text: text + "\nEDITED = 1\n") -> dict[str, int]:
+    """The jobs a dry run plans after an edit of src/icl_gd/<module> (by default a new constant: code
+    that means something else), which is then undone."""
     path = workdir / "src/icl_gd" / module
     original = path.read_text()
-    try:  # Snakemake compares checksums of small inputs, so the content itself must change
-        path.write_text(original + "\n# an edit\n")
+    try:
+        path.write_text(edit(original))
         return jobs_planned(workdir)
     finally:
         path.write_text(original)
@@ -496,7 +497,21 @@ def planned_after_edit(workdir: Path, module: str) -> dict[str, int]:
 @pytest.mark.slow
 def test_nothing_to_do_after_a_run_and_metric_edits_rerun_only_metrics(finished_run):
     assert jobs_planned(finished_run) == {}
-    planned = planned_after_edit(finished_run, "metrics/formulas.py")
+    # a comment, a docstring and blank lines (one dry run for the three): the code means what it
+    # meant, nothing to do; a changed constant: what the metrics compute may change, they rerun
+    reworded = planned_after_edit(
+        finished_run,
+        "metrics/formulas.py",
+        lambda text: (
+            text.replace('"""', '"""Reworded. ', 1).replace("\n\n\ndef ", "\n\n\n\n\ndef ") + "\n# why, not what\n"
+        ),
+    )
+    assert reworded == {}
+    planned = planned_after_edit(
+        finished_run,
+        "metrics/formulas.py",
+        lambda text: text.replace("_CHUNK_ELEMENTS = 1 << 18", "_CHUNK_ELEMENTS = 1 << 17"),
+    )
     assert set(planned) == {
         "score_run",
         "aggregate_metrics",
@@ -577,7 +592,7 @@ def test_an_edit_of_the_planning_reruns_no_extraction_unless_it_changes_a_run_sp
     assert '"lr": 5e-4,' in originals[presets_py]  # SST-2's protocol rate
     try:
         plan_py.write_text(originals[plan_py] + "\n\ndef a_new_helper(config):\n    return sorted(config)\n")
-        config_py.write_text(originals[config_py] + "\n# an edit that changes no spec\n")
+        config_py.write_text(originals[config_py] + "\nEDITED = 1  # an edit that changes no spec\n")
         assert jobs_planned(finished_run) == {}
         presets_py.write_text(originals[presets_py].replace('"lr": 5e-4,', '"lr": 6e-4,'))
         planned = jobs_planned(finished_run)
@@ -620,7 +635,7 @@ def test_temporary_caches_are_deleted_once_scored_and_a_metric_edit_extracts_aga
         ).read_text(), table
     assert jobs_planned(workdir) == {}
     metrics_py = workdir / "src/icl_gd/metrics/formulas.py"
-    metrics_py.write_text(metrics_py.read_text() + "\n# an edit\n")
+    metrics_py.write_text(metrics_py.read_text() + "\nEDITED = 1\n")  # code that means something else
     planned = jobs_planned(workdir)
     # every cache again: ZSL of 2 variants x 2 tasks, ICL of each of their 2 seeds (and the trained
     # variant's on permuted labels), and the 3 methods

@@ -1,5 +1,6 @@
-"""A job's code version, read from the imports: the checksums of the package modules that a rule's
-script executes, passed to the rule as a parameter.
+"""A job's code version, read from the imports: the checksums of the meaning of the package modules
+that a rule's script executes (their syntax trees without docstrings: comments, docstrings and
+formatting left out), passed to the rule as a parameter.
 
 Snakemake's code trigger sees a rule's own script, not what it imports; through the params
 trigger an edit of a module reruns exactly the jobs whose scripts import it, directly or through
@@ -115,17 +116,18 @@ def executed(script: Path, package: Path = PACKAGE) -> set[str]:
 
 
 def code_version(modules, package: Path = PACKAGE) -> dict[str, str]:
-    """``{module: the first 16 hex digits of its sha256}``, a subpackage counted whole (its files'
-    names and bytes, in order)."""
+    """``{module: the first 16 hex digits of the sha256 of its meaning}`` (:func:`meaning`: the
+    syntax tree, so that a comment, a docstring or a reformatting reruns nothing), a subpackage
+    counted whole (its files' names and meanings, in order)."""
     versions = {}
     for module in sorted(modules):
         digest = hashlib.sha256()
         if module in WHOLE:
             for path in _files(module, package):
                 digest.update(path.name.encode())
-                digest.update(path.read_bytes())
+                digest.update(meaning(path).encode())
         else:
-            digest.update(_files(module, package)[0].read_bytes())
+            digest.update(meaning(_files(module, package)[0]).encode())
         versions[module] = digest.hexdigest()[:16]
     return versions
 

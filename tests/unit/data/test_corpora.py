@@ -797,7 +797,7 @@ def test_prepare_task_prepares_sst2_and_agnews_from_the_packages(tmp_path):
     assert [counts[i] for i in range(4)] == [381, 493, 494, 269]  # World, Sports, Business, Technology
     # an edit of corpora.py remakes the package task's data, not the synthetic task's
     with open(workdir / "src/icl_gd/data/corpora.py", "a") as f:
-        f.write("\n# edited\n")
+        f.write("\nEDITED = 1\n")  # code that means something else (a comment would rerun nothing)
     replanned = snakemake(workdir, "-n", "--cores", "1", *targets).stdout
     assert "wildcards: task=sst2" in replanned and "wildcards: task=agnews" in replanned
     assert "wildcards: task=mr" not in replanned
