@@ -163,32 +163,36 @@ def test_allowed_rules_and_single_targets(layout_run):
     assert jobs_planned(workdir) == {}
 
 
+# the trained variant alone below: what each checks does not depend on a second one (a model job and
+# half the runs less, minutes of CI)
+TRAINED = {"trained": ["gd"]}
+
+
 def test_batches(tmp_path_factory):
-    workdir = clone(tmp_path_factory, "batch")
+    workdir = clone(tmp_path_factory, "batch", variants=TRAINED)
     # --batch R=i/n keeps only the i-th share of R's inputs, and the default target still needs the
     # rest through every other path: of all (or of any aggregate), the first batch is the whole run
     planned = jobs_planned(workdir, "--batch", "all=1/2")
-    assert planned["score_run"] == 2 * 2 * 2 and planned["aggregate_metrics"] == 1
+    assert planned["score_run"] == 2 * 2 and planned["aggregate_metrics"] == 1
     planned = jobs_planned(workdir, "--batch", "compare_methods=1/2")
-    assert planned["score_run"] == 2 * 2 * 2
+    assert planned["score_run"] == 2 * 2
     # the target rule scores (every run scored, nothing after) cuts the run into shares of runs
     snakemake(workdir, "--cores", "2", "--batch", "scores=1/2", "scores")
     runs = workdir / "results/metrics/runs/tiny"
     first = {p.relative_to(runs).as_posix() for p in runs.rglob("*.parquet")}
-    assert len(first) == 2 * 2 and not (workdir / "results/metrics/summary.parquet").exists()
-    assert caches(workdir) < expected(["zsl", "icl", "gd"])
+    assert len(first) == 2 and not (workdir / "results/metrics/summary.parquet").exists()
+    assert caches(workdir) < expected(["zsl", "icl", "gd"], ("trained",))
     snakemake(workdir, "--cores", "2", "--batch", "scores=2/2", "scores")
-    assert (
-        caches(workdir) == expected(["zsl", "icl", "gd"]) and not (workdir / "results/metrics/summary.parquet").exists()
-    )
+    assert caches(workdir) == expected(["zsl", "icl", "gd"], ("trained",))
+    assert not (workdir / "results/metrics/summary.parquet").exists()
     snakemake(workdir, "--cores", "2")
     assert jobs_planned(workdir) == {}
 
 
 def test_notemp_keeps_temporary_caches(tmp_path_factory):
-    workdir = clone(tmp_path_factory, "notemp", caches="temporary")
+    workdir = clone(tmp_path_factory, "notemp", caches="temporary", variants=TRAINED)
     snakemake(workdir, "--cores", "2", "--notemp")
-    assert caches(workdir) == expected(["zsl", "icl", "gd"])  # kept, though temporary
+    assert caches(workdir) == expected(["zsl", "icl", "gd"], ("trained",))  # kept, though temporary
     assert (workdir / "results/reports/summary.md").exists()
     # a run without --notemp finds nothing to do: the kept caches are no reason to rerun
     assert jobs_planned(workdir) == {}
@@ -199,6 +203,7 @@ def test_keep_going_makes_every_other_tasks_outputs(tmp_path_factory):
     workdir = clone(
         tmp_path_factory,
         "keep_going",
+        variants=TRAINED,
         tasks={
             "sst2": {"source": "synthetic"},
             "mine": {
@@ -218,13 +223,15 @@ def test_keep_going_makes_every_other_tasks_outputs(tmp_path_factory):
     proc = snakemake(workdir, "--cores", "2", "--keep-going", check=False)
     assert proc.returncode != 0
     made = caches(workdir)
-    assert {c for c in made if "/sst2/" in c} == {c for c in expected(["zsl", "icl", "gd"]) if "/sst2/" in c}
+    assert {c for c in made if "/sst2/" in c} == {
+        c for c in expected(["zsl", "icl", "gd"], ("trained",)) if "/sst2/" in c
+    }
     assert not {c for c in made if "/mine/" in c}
     scores = {
         p.relative_to(workdir / "results/metrics/runs/tiny").as_posix()
         for p in (workdir / "results/metrics/runs/tiny").rglob("*.parquet")
     }
-    assert scores == {f"{v}/sst2/seed{s}/gd.parquet" for v in ("trained", "untrained") for s in (2, 3)}
+    assert scores == {f"trained/sst2/seed{s}/gd.parquet" for s in (2, 3)}
     # fixed, a plain run completes what is left
     pd.DataFrame(
         {"text": [f"a {w} sentence number {i}" for i, w in enumerate(["good", "bad"] * 15)], "label": [0, 1] * 15}
