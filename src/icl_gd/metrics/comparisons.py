@@ -12,20 +12,19 @@ import numpy as np
 import pandas as pd
 
 from icl_gd.common.frames import atomic_write_frame, write_csv
-from icl_gd.metrics import resampling
+from icl_gd.metrics import catalog, resampling
 from icl_gd.metrics.scoring import RunExamples, group_key, layer_mean, positions_of, read_examples, runs_provenance
 
 log = logging.getLogger(__name__)
 
-# What the paired comparison of two methods looks at, per example (``compare_methods``).
-COMPARED = ("acc_ft", "simaou", "simaou_norm", "simam_after", "simam_delta")
-
 
 def _per_example(ex: RunExamples, metric: str) -> np.ndarray:
-    """One value per example: correctness for ``acc_ft``, else the similarity's layer mean."""
-    if metric == "acc_ft":
-        return (ex.pred_ft == ex.gold).astype(np.float64)
-    return layer_mean(ex.similarities[metric])
+    """One value per example: a similarity's layer mean; a score's own value otherwise (an
+    accuracy's correctness: its numerator over a denominator of one)."""
+    if catalog.get(metric).computed == "similarity":
+        return layer_mean(ex.similarities[metric])
+    num, den = ex.ratio_terms(metric)
+    return num / den
 
 
 def _paired_differences(method_runs: dict[int, RunExamples], base_runs: dict[int, RunExamples], metric: str):
@@ -61,10 +60,11 @@ def compare_methods(
 ) -> pd.DataFrame:
     """Every method against ``baseline`` on the same model, variant and task, paired by example.
 
-    Per example, the difference (method − baseline) of a value in :data:`COMPARED` is averaged
-    over the seeds both ran; the examples are the independent units. ``diff`` is their mean, with a
-    percentile bootstrap interval over examples and a two-sided sign-flip permutation p-value
-    (:func:`resampling.sign_flip_test`); ``significant`` is p < ``significance``.
+    Per example, the difference (method − baseline) of each metric the catalog lists as
+    ``compared`` is averaged over the seeds both ran; the examples are the independent units.
+    ``diff`` is their mean, with a percentile bootstrap interval over examples and a two-sided
+    sign-flip permutation p-value (:func:`resampling.sign_flip_test`); ``significant`` is p <
+    ``significance``.
     """
     runs: dict[tuple, dict[int, RunExamples]] = {}
     for ex in examples:
@@ -74,7 +74,7 @@ def compare_methods(
         base = runs.get((model, variant, task, baseline))
         if method == baseline or base is None:
             continue
-        for metric in COMPARED:
+        for metric in catalog.shown_in("compared"):
             diffs, mean_a, mean_b, seeds = _paired_differences(by_seed, base, metric)
             defined = diffs[~np.isnan(diffs)]
             if defined.size:

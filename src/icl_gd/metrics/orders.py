@@ -7,8 +7,9 @@ prediction differs between any two of the P orders (``order_changed_icl``, 0 or 
 the finetuned model (``order_changed_ft``), and their difference (``order_change_gap``): means of
 one value per example, so that the run's score, the mean over seeds, its interval and
 the claim "ICL is more order-sensitive than sequential GD" are those of every other score
-(``scoring.MEANS``). Per order, the run's SimAOU_norm and SimAM_delta (layer means): their spread
-over the orders (sample std) says how much the similarity itself depends on the order.
+(``scoring.MEANS``). Per order, the run's SimAOU_norm and SimAM_delta (layer means; the catalog's
+``orders_spread``): their spread over the orders (sample std) says how much the similarity itself
+depends on the order.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from icl_gd.common.frames import atomic_write_frame, write_csv
-from icl_gd.metrics import formulas
+from icl_gd.metrics import catalog, formulas
 from icl_gd.metrics.scoring import (
     GROUP_KEYS,
     ORDER_METRICS,
@@ -33,7 +34,6 @@ from icl_gd.metrics.scoring import (
     write_examples,
 )
 
-SPREAD_OF = ("simaou_norm", "simam_delta")  # the similarities whose spread over the orders is reported
 COLUMNS = ["model", "variant", "task", "method", "metric", "mean", "std", "n", "ci_low", "ci_high", "n_orders"]
 
 
@@ -79,7 +79,7 @@ def order_sensitivity(orders: list[RunExamples]) -> RunExamples:
         "orders": len(orders),
         "order_scores": {
             name: [_layer_mean_score(run.similarities[name]) for run in orders]
-            for name in SPREAD_OF
+            for name in catalog.shown_in("orders_spread")
             if all(name in run.similarities for run in orders)
         },
     }
@@ -137,7 +137,7 @@ def order_table(runs: list[RunExamples], *, n_boot: int = 1000, level: float = 0
                     n_orders=n_orders,
                 )
             )
-        for name in SPREAD_OF:
+        for name in catalog.shown_in("orders_spread"):
             spreads = [
                 float(np.std(r.meta["order_scores"][name], ddof=1))
                 for r in group

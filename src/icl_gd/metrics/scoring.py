@@ -37,7 +37,6 @@ def _check_aligned(zsl: RunCache, *others: RunCache) -> None:
             )
 
 
-SIMILARITIES = ("simaou", "simaou_norm", "simam_before", "simam_after", "simam_delta")
 # How far apart two settings' label distributions lie, per example (nats; TV in [0, 1]), from the
 # label words' log-probs the caches hold (docs/protocol.md, "Output distributions").
 DIVERGENCES = catalog.names(kind="divergence")
@@ -131,10 +130,11 @@ class RunExamples:
         return formulas.jaccard_terms(*preds, subset=name.removeprefix("jaccard_"))
 
     def f2t_similarities(self) -> dict[str, np.ndarray]:
-        """The similarities with every example outside the f2t subset undefined (NaN)."""
+        """The similarities the catalog lists as ``f2t``, with every example outside the f2t subset
+        undefined (NaN)."""
         outside = ~self.f2t
         out = {}
-        for name in (*SIMILARITIES, "alpha"):
+        for name in catalog.shown_in("f2t"):
             if name in self.similarities:
                 values = self.similarities[name].copy()
                 values[outside] = np.nan
@@ -180,9 +180,12 @@ def run_examples(
         scale_ft=t_ft,
         scale_base=t_base,
     )
-    sims = {name: outputs[name] for name in ("simaou", "simaou_norm")}
-    sims.update({name: maps[name] for name in ("simam_before", "simam_after", "simam_delta")})
-    sims.update({name: outputs[name] for name in ("simaou_random", "simaou_random_gaussian")})
+    # in the order the run's files have always held them: those also scored on the F-to-T examples,
+    # the random references, then (below) those only a baseline method gives
+    found, f2t, with_baseline = {**outputs, **maps}, catalog.shown_in("f2t"), catalog.shown_in("with_baseline")
+    own = [name for name in catalog.names(computed="similarity") if name not in with_baseline]
+    sims = {name: found[name] for name in own if name in f2t}
+    sims.update({name: found[name] for name in own if name not in f2t})
     meta = {key: ft.meta[key] for key in ("model", "variant", "task", "seed")}
     meta.update(method=ft.meta["setting"], baseline=None)
     # the software that made the run's caches (a cache written before provenance was recorded: none)
@@ -190,7 +193,7 @@ def run_examples(
         c.meta.get(provenance.KEY) for c in (zsl, icl, ft, base, permuted) if c is not None
     )
     if base is not None:
-        sims["alpha"] = maps["alpha"]
+        sims.update({name: found[name] for name in with_baseline})
         meta["baseline"] = base.meta["setting"]
     per_example = {
         "kl_icl_ft": formulas.kl_divergence(icl.label_logprobs, ft.label_logprobs),

@@ -13,6 +13,7 @@ import pandas as pd
 
 from icl_gd.activations import cache
 from icl_gd.common import frames, names
+from icl_gd.metrics import catalog
 from icl_gd.report import claim_wording, costs, figures, published, render, summary, tables
 
 log = logging.getLogger(__name__)
@@ -81,15 +82,7 @@ def build_table(
     common = dict(n_seeds_expected=n_seeds)
     builders = {
         "accuracy": lambda: tables.accuracy_table(summary, model, variant=variant, method=first, **common),
-        "methods": lambda: tables.methods_table(
-            summary,
-            model,
-            variant=variant,
-            methods=methods,
-            metrics=("simaou_norm", "simaou", "simam_after", "simam_delta", *tables.DIVERGENCE_METRICS),
-            baselines=(*tables.RANDOM_BASELINES, *tables.DIVERGENCE_BASELINES),
-            **common,
-        ),
+        "methods": lambda: tables.methods_table(summary, model, variant=variant, methods=methods, **common),
         "variants": lambda: tables.variants_table(summary, model, method=first, **common),
         "layer_causal": lambda: tables.layer_causal_table(summary, model, variant, first, layer_causal, **common),
         "clipping": lambda: tables.layer_causal_table(summary, model, variant, first, clipped, **common),
@@ -98,7 +91,8 @@ def build_table(
             model,
             variant=variant,
             methods=list(paper002),
-            metrics=("acc_icl", "acc_ft", "simaou_norm", "simam_after", "simam_delta"),
+            metrics=catalog.shown_in("paper002"),
+            baselines=(),
             **common,
         ),
         "intervals": lambda: tables.intervals_table(summary, model, variant, methods),

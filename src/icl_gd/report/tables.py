@@ -75,18 +75,7 @@ PARTIAL_MARK = "‡"  # an Average over the tasks that have data only
 # The paper 001 Table 1 rows, in order; other variants found in the data are appended.
 PAPER_VARIANTS: tuple[str, ...] = ("trained", "trained_embeddings", "untrained")
 
-# The random SimAOU baselines shown above the similarity rows (they depend on ZSL and ICL only).
-RANDOM_BASELINES: tuple[str, ...] = ("simaou_random", "simaou_random_gaussian")
 SIGNIFICANT_MARK = "*"
-# Rows of the accuracy table that are compared with each other when marking the best value.
-_ACCURACY_GROUP = frozenset({"acc_zsl", "acc_ft", "acc_icl"})
-
-# The output distributions' rows of the methods table: how far FT's label distribution lies from
-# ICL's, and (a row of its own, from ZSL and ICL alone) how far ZSL's does.
-DIVERGENCE_METRICS: tuple[str, ...] = ("kl_icl_ft", "tv_icl_ft")
-DIVERGENCE_BASELINES: tuple[str, ...] = ("kl_icl_zsl",)
-# Rows where the lowest value is the one that stands out: distances from ICL's output distribution.
-_LOWER_IS_CLOSER = frozenset(DIVERGENCE_METRICS + DIVERGENCE_BASELINES)
 
 
 # ------------------------------------------------------------------------------- formatting
@@ -190,7 +179,9 @@ def _build(
         cells[spec["key"]] = row_cells
         means[spec["key"]] = row_means
 
-    # Best value per column among the rows of the same metric.
+    # Best value per column among the rows of the same metric; of a divergence, a distance from
+    # ICL's output distribution, the lowest is the one that stands out.
+    lower_is_closer = set(catalog.names(kind="divergence"))
     best: list[tuple[Hashable, str]] = []
     groups: dict[Hashable, list[Hashable]] = {}
     for spec in rows:
@@ -198,7 +189,7 @@ def _build(
     for j, col in enumerate(columns):
         dec = average_decimals if col == "Average" and average_decimals is not None else decimals
         for group, keys in groups.items():
-            for key in _best_rows({k: means[k][j] for k in keys}, dec, lowest=group in _LOWER_IS_CLOSER):
+            for key in _best_rows({k: means[k][j] for k in keys}, dec, lowest=group in lower_is_closer):
                 best.append((key, col))
 
     keys = [spec["key"] for spec in rows]
@@ -231,7 +222,7 @@ def variants_table(
     summary: pd.DataFrame,
     model: str,
     method: str = "gd",
-    metrics: Sequence[str] = ("simaou", "simam_delta"),
+    metrics: Sequence[str] | None = None,
     *,
     variants: Sequence[str] | None = None,
     tasks: Sequence[str] | None = None,
@@ -242,8 +233,10 @@ def variants_table(
 
     ``variants=None``: Trained, Trained Embeddings, No Training (rows kept, as "—", when absent)
     followed by any other variant of ``model`` found in the summary (e.g. layernorm_only).
-    ``tasks=None``: every task of ``model`` in the summary, in paper order.
+    ``tasks=None``: every task of ``model`` in the summary, in paper order. ``metrics=None``: the
+    catalog's ``variants`` rows.
     """
+    metrics = catalog.shown_in("variants") if metrics is None else metrics
     df = run_level(summary, model)
     if variants is None:
         extra = sorted(set(df["variant"].dropna().unique()) - set(PAPER_VARIANTS))
@@ -274,9 +267,9 @@ def methods_table(
     model: str,
     variant: str = "trained",
     methods: Sequence[str] = ("gd", "lcgd"),
-    metrics: Sequence[str] = ("simaou_norm", "simaou", "simam_after", "simam_delta"),
+    metrics: Sequence[str] | None = None,
     *,
-    baselines: Sequence[str] = (),
+    baselines: Sequence[str] | None = None,
     tasks: Sequence[str] | None = None,
     n_seeds_expected: int | None = None,
     decimals: int = 2,
@@ -286,10 +279,12 @@ def methods_table(
 
     "Average" is the mean of the task means (``average_decimals`` places, 3 as in the paper);
     a row with some tasks missing averages the others and is marked ‡. The paper's "SimAM" is
-    cos(m_ICL, m_FT), i.e. ``simam_after``. ``baselines`` (e.g. :data:`RANDOM_BASELINES`) are
-    rows of their own above, read from the first method's runs. Accuracies and Jaccard indexes
-    are shown in percent.
+    cos(m_ICL, m_FT), i.e. ``simam_after``. ``baselines`` are rows of their own above, read from
+    the first method's runs. ``metrics`` and ``baselines`` default to the catalog's ``methods`` and
+    ``methods_baselines``. Accuracies and Jaccard indexes are shown in percent.
     """
+    metrics = catalog.shown_in("methods") if metrics is None else metrics
+    baselines = catalog.shown_in("methods_baselines") if baselines is None else baselines
     df = run_level(summary, model)
     rows = [
         {"key": catalog.label(metric), "group": metric, "lookup": (variant, methods[0], metric), "scale": 1.0}
@@ -338,13 +333,14 @@ def accuracy_table(
     The best value is marked among the three accuracies; each other row is its own metric.
     """
     metrics = catalog.shown_in("accuracy") if metrics is None else metrics
+    compared = set(catalog.shown_in("accuracy_best"))
     df = run_level(summary, model)
     computed = set(df.loc[(df["variant"] == variant) & (df["method"] == method), "metric"])
     metrics = [m for m in metrics if m in computed or not computed]
     rows = [
         {
             "key": catalog.label(metric),
-            "group": "accuracy" if metric in _ACCURACY_GROUP else metric,
+            "group": "accuracy" if metric in compared else metric,
             "lookup": (variant, method, metric),
             "scale": catalog.display_scale(metric),
         }
@@ -375,7 +371,8 @@ def layer_causal_table(
 ) -> pd.DataFrame:
     """Paper 003 Table 2 (``layer_causal`` = the unclipped layer-causal methods) and Table 3
     (``layer_causal`` = the clipped ones): SimAOU (Random), SimAOU per method, SimAM (ZSL) and
-    SimAM per method, columns tasks + Average, four decimals as in the paper.
+    SimAM per method (the catalog's ``layer_causal`` metrics, in that order), columns tasks +
+    Average, four decimals as in the paper.
 
     Paper 003 reports the reference's "SimAOU", which is SimAOU_norm here (docs/protocol.md); its
     SimAM (ZSL) is cos(m_ICL, m_ZSL) (``simam_before``), SimAM (method) cos(m_ICL, m_method).
@@ -383,14 +380,15 @@ def layer_causal_table(
     """
     df = run_level(summary, model)
     methods = [ft, *layer_causal]
-    rows = [{"key": "SimAOU (Random)", "group": "random", "lookup": (variant, ft, "simaou_random"), "scale": 1.0}]
+    random, simaou, before, after = catalog.shown_in("layer_causal")
+    rows = [{"key": "SimAOU (Random)", "group": "SimAOU (Random)", "lookup": (variant, ft, random), "scale": 1.0}]
     rows += [
-        {"key": f"SimAOU ({method_label(m)})", "group": "simaou", "lookup": (variant, m, "simaou_norm"), "scale": 1.0}
+        {"key": f"SimAOU ({method_label(m)})", "group": "SimAOU", "lookup": (variant, m, simaou), "scale": 1.0}
         for m in methods
     ]
-    rows += [{"key": "SimAM (ZSL)", "group": "simam", "lookup": (variant, ft, "simam_before"), "scale": 1.0}]
+    rows += [{"key": "SimAM (ZSL)", "group": "SimAM", "lookup": (variant, ft, before), "scale": 1.0}]
     rows += [
-        {"key": f"SimAM ({method_label(m)})", "group": "simam", "lookup": (variant, m, "simam_after"), "scale": 1.0}
+        {"key": f"SimAM ({method_label(m)})", "group": "SimAM", "lookup": (variant, m, after), "scale": 1.0}
         for m in methods
     ]
     return _build(
@@ -437,25 +435,16 @@ def intervals_table(
     model: str,
     variant: str = "trained",
     methods: Sequence[str] = ("gd",),
-    metrics: Sequence[str] = (
-        "acc_ft",
-        "acc_icl",
-        "rec2ftp",
-        "simaou_norm",
-        "simaou",
-        "simam_after",
-        "simam_delta",
-        "kl_icl_ft",
-        "kl_icl_zsl",
-        "tv_icl_ft",
-    ),
+    metrics: Sequence[str] | None = None,
     *,
     tasks: Sequence[str] | None = None,
     decimals: int = 2,
 ) -> pd.DataFrame:
     """Every run-level score with its bootstrap interval: rows (metric, method), columns tasks,
     cells "mean [low, high]" (``ci_low``/``ci_high`` of the summary: the interval of the mean over
-    seeds, examples resampled within each seed). Accuracies in percent."""
+    seeds, examples resampled within each seed). Accuracies in percent. ``metrics=None``: the
+    catalog's ``intervals`` rows."""
+    metrics = catalog.shown_in("intervals") if metrics is None else metrics
     df = run_level(summary, model)
     if "ci_low" not in df.columns:
         raise ValueError("the summary has no ci_low / ci_high columns; rerun aggregate_metrics")
@@ -470,16 +459,6 @@ def intervals_table(
     return _keyed_table(rows, keys, ("Metric", "Method"), tasks, "intervals")
 
 
-# The rows of the orders table, per method: what each is (shares in percent: display_scale).
-ORDER_ROWS: tuple[tuple[str, str], ...] = (
-    ("order_changed_icl", "ICL: predictions changed across orders (%)"),
-    ("order_changed_ft", "FT: predictions changed across orders (%)"),
-    ("order_change_gap", "ICL minus FT (points)"),
-    ("simaou_norm_order_sd", "SimAOU_norm: std over orders"),
-    ("simam_delta_order_sd", "SimAM_delta: std over orders"),
-)
-
-
 def orders_table(
     orders: pd.DataFrame,
     model: str,
@@ -491,20 +470,26 @@ def orders_table(
 ) -> pd.DataFrame:
     """Order sensitivity (``orders.order_table``): rows (method, what), columns tasks, cells
     "mean [low, high]" over seeds (the order metrics' intervals, seeds and examples crossed; the spreads over orders
-    have none). ICL's row is the ICL each method is compared with (its own demonstrations)."""
+    have none). ICL's row is the ICL each method is compared with (its own demonstrations). Rows per
+    method: the catalog's ``orders`` metrics, then the spread over the orders of its
+    ``orders_spread`` similarities (``orders.order_table``'s ``<similarity>_order_sd``)."""
+    row_names = [(metric, catalog.label(metric, "orders")) for metric in catalog.shown_in("orders")]
+    row_names += [
+        (f"{name}_order_sd", f"{catalog.label(name)}: std over orders") for name in catalog.shown_in("orders_spread")
+    ]
     df = orders[(orders["model"] == model) & (orders["variant"] == variant)]
     tasks = list(tasks) if tasks is not None else order_tasks(df["task"].dropna().unique())
     index = df.set_index(["method", "metric", "task"])
     rows, keys = [], []
     for method in methods:
-        for metric, what in ORDER_ROWS:
+        for metric, name in row_names:
             rows.append(
                 [
                     _interval_cell(index, (method, metric, task), catalog.display_scale(metric), decimals)
                     for task in tasks
                 ]
             )
-            keys.append((method_label(method), what))
+            keys.append((method_label(method), name))
     n_orders = sorted({int(n) for n in df["n_orders"].dropna()}) if "n_orders" in df.columns else []
     notes = [f"{' or '.join(map(str, n_orders))} orders of each run's demonstrations"] if n_orders else []
     return _keyed_table(rows, keys, ("Method", "Metric"), tasks, "orders", footnotes=notes)
@@ -515,10 +500,12 @@ def k_sweep_table(
     model: str,
     variant: str,
     sweep: Sequence[dict],
-    metrics: Sequence[str] = ("acc_zsl", "acc_icl", "acc_ft", "simaou_norm", "simam_delta"),
+    metrics: Sequence[str] | None = None,
 ) -> pd.DataFrame:
     """The k sweep (``plan.k_sweeps`` rows: group, method, task, k) as :func:`intervals_table`
-    cells: rows (metric, "group, k = n") in increasing k, columns tasks."""
+    cells: rows (metric, "group, k = n") in increasing k, columns tasks. ``metrics=None``: the
+    catalog's ``k_sweep`` rows."""
+    metrics = catalog.shown_in("k_sweep") if metrics is None else metrics
     members = sorted({(r["group"], int(r["k"]), r["method"]) for r in sweep})
     table = intervals_table(summary, model, variant, [m for _, _, m in members], metrics)
     keys = [(catalog.label(metric), f"{group}, k = {k}") for metric in metrics for group, k, _ in members]
@@ -531,7 +518,7 @@ def comparisons_table(
     comparisons: pd.DataFrame,
     model: str,
     variant: str = "trained",
-    metrics: Sequence[str] = ("acc_ft", "simaou_norm", "simaou", "simam_after", "simam_delta"),
+    metrics: Sequence[str] | None = None,
     *,
     tasks: Sequence[str] | None = None,
     significance: float = 0.05,
@@ -542,7 +529,9 @@ def comparisons_table(
     columns tasks, cells the mean difference with its bootstrap interval, marked with
     :data:`SIGNIFICANT_MARK` where the sign-flip test's p-value is below ``significance``
     (``comparisons.parquet``, :func:`icl_gd.metrics.comparisons.compare_methods`); ``ci_level`` is the
-    intervals' level, for the footnote. Accuracy in points (%)."""
+    intervals' level, for the footnote. Accuracy in points (%). ``metrics=None``: the catalog's
+    ``comparisons`` rows."""
+    metrics = catalog.shown_in("comparisons") if metrics is None else metrics
     df = comparisons[(comparisons["model"] == model) & (comparisons["variant"] == variant)]
     tasks = list(tasks) if tasks is not None else order_tasks(df["task"].unique())
     index = df.set_index(["method", "metric", "task"])
@@ -694,14 +683,14 @@ def premise_table(premise: pd.DataFrame, summary: pd.DataFrame, method: str | No
     consistently permuted labels against the permuted gold's majority class, points, with the
     claims' crossed intervals at the premise's level; "not run" where the run lacks ICL on
     permuted labels, and then it does not learn) beside how alike ICL and finetuning are
-    (SimAOU_norm of ``method``, the run's GD, trained model, layer mean, with the summary's interval).
+    (SimAOU_norm, the catalog's ``premise``, of ``method``, the run's GD, trained model, layer mean,
+    with the summary's interval).
     Numbers in their own columns, so that reports of several models can be set side by side
     (``report.side_by_side``)."""
+    (beside,) = catalog.shown_in("premise")
     similarity = run_level(summary)
     similarity = similarity[
-        (similarity["variant"] == "trained")
-        & (similarity["method"] == method)
-        & (similarity["metric"] == "simaou_norm")
+        (similarity["variant"] == "trained") & (similarity["method"] == method) & (similarity["metric"] == beside)
     ].set_index(["model", "task"])
     rows, keys = [], []
     for row in premise.itertuples(index=False):

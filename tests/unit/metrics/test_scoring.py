@@ -444,7 +444,7 @@ def test_paired_comparison_finds_a_consistent_shift_and_not_a_null():
     n, layers = 60, 3
     exs = []
     for seed in (1, 2):
-        noise = {k: rng.normal(size=(n, layers)) for k in comparisons.COMPARED[1:]}
+        noise = {k: rng.normal(size=(n, layers)) for k in catalog.shown_in("compared")[1:]}
         ids = np.arange(n) if seed == 1 else np.arange(n)[::-1]  # another order: paired by id
         gold = np.zeros(n, dtype=np.int16)
         gd = scoring.RunExamples(

@@ -43,7 +43,7 @@ claims), ``beyond`` (the tests of papers other than the three).
 """
 
 from icl_gd.report.figures.against_papers import claims_figure, premise_figure, reproduction_figure
-from icl_gd.report.figures.base import CHANGE_PARTS, RANDOM_BASELINES, error_bars, method_colors, plt, write_figure  # noqa: F401 (the tests use plt and method_colors)
+from icl_gd.report.figures.base import CHANGE_PARTS, error_bars, method_colors, plt, write_figure  # noqa: F401 (the tests use plt and method_colors)
 from icl_gd.report.figures.beyond import orders_figure, output_distributions_figure
 from icl_gd.report.figures.paper import (
     accuracy_figure,
@@ -71,6 +71,5 @@ __all__ = [
     "orders_figure",
     "error_bars",
     "write_figure",
-    "RANDOM_BASELINES",
     "CHANGE_PARTS",
 ]

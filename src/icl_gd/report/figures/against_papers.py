@@ -41,7 +41,7 @@ def reproduction_figure(cells: pd.DataFrame, model: str, *, ci_level: float = 0.
     """Published (x) against this run (y), one panel per metric, one point per published cell the
     run covers (``published.reproduction``): colour the task, marker the variant and method; the
     published ± as a horizontal bar, the run's interval as a vertical one; the identity line."""
-    metrics = [m for m in catalog.shown_in("reproduction") if m in set(cells["metric"])]
+    metrics = [m for m in catalog.shown_in("reproduction_figure") if m in set(cells["metric"])]
     metrics += sorted(set(cells["metric"]) - set(metrics))
     n = max(len(metrics), 1)
     ncols = min(n, 4)

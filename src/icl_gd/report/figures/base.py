@@ -24,13 +24,6 @@ from icl_gd.common.names import (  # noqa: E402
 
 # Paper 001 Fig. 3 colours: layer-causal GD blue, vanilla GD orange.
 _METHOD_COLORS = {"gd": "tab:orange", "lcgd": "tab:blue"}
-SETTING_COLORS = {"acc_zsl": "0.65", "acc_ft": "tab:orange", "acc_icl": "tab:blue"}
-
-# The random-update baseline each SimAOU variant is read against. The reference's uniform r is
-# what the papers print next to SimAOU_norm. A centred Gaussian r is isotropic, so its cosine
-# with any fixed update has the same distribution whether or not h was normalised: it is the
-# null of the unnormalised SimAOU as well.
-RANDOM_BASELINES = {"simaou_norm": "simaou_random", "simaou": "simaou_random_gaussian"}
 
 # Paper 003 Fig. 1: the ZSL predictions that ICL and FT change, split by who changed them.
 # Colours follow the settings (ICL blue, FT orange); a change both made lies between.

@@ -39,7 +39,9 @@ def output_distributions_figure(
 ) -> Figure:
     """Grouped bars per task: KL(ICL || ZSL) (grey, from the first method's runs: it depends on
     ZSL and ICL alone) and KL(ICL || FT) per method, layer-free, mean over seeds, in nats. A bar
-    below the grey one is a method whose finetuning moved the label distribution toward ICL's."""
+    below the grey one is a method whose finetuning moved the label distribution toward ICL's. The
+    two are the catalog's ``output_distributions_figure``, in that order."""
+    zsl, ft = catalog.shown_in("output_distributions_figure")
     df = run_level(summary, model)
     df = df[(df["variant"] == variant) & df["method"].isin(list(methods))]
     if tasks is None:
@@ -50,10 +52,10 @@ def output_distributions_figure(
     series = []
     if methods:
         series.append(
-            {"label": "ZSL", "color": _ZSL_COLOR, **series_from(stats, [(t, methods[0], "kl_icl_zsl") for t in tasks])}
+            {"label": "ZSL", "color": _ZSL_COLOR, **series_from(stats, [(t, methods[0], zsl) for t in tasks])}
         )
     series += [
-        {"label": method_label(m), "color": colors[m], **series_from(stats, [(t, m, "kl_icl_ft") for t in tasks])}
+        {"label": method_label(m), "color": colors[m], **series_from(stats, [(t, m, ft) for t in tasks])}
         for m in methods
     ]
 
@@ -64,7 +66,7 @@ def output_distributions_figure(
     ax.set_xlabel("Task")
     style_axes(ax)
     if (
-        not df["metric"].isin(["kl_icl_ft", "kl_icl_zsl"]).any()
+        not df["metric"].isin([ft, zsl]).any()
         or not np.isfinite(np.concatenate([s["mean"] for s in series] or [np.array([np.nan])])).any()
     ):
         no_data(ax)
@@ -90,7 +92,8 @@ def orders_figure(
     """Grouped bars per task: the share of examples (%) whose prediction changes across the orders
     of the demonstrations, for ICL (grey, the first method's runs) and each finetuned method, mean
     over seeds, with the intervals of ``orders.order_table`` (solid: they carry the seeds' spread
-    as well as the examples')."""
+    as well as the examples'). The two are the catalog's ``orders_figure``, ICL's then FT's."""
+    icl, ft = catalog.shown_in("orders_figure")
     df = model_rows(orders, ("model", "variant", "task", "method", "metric", "mean"), "orders", model)
     df = df[(df["variant"] == variant) & df["method"].isin(list(methods))]
     if tasks is None:
@@ -118,8 +121,8 @@ def orders_figure(
             "from_ci": np.zeros(len(tasks), bool),
         }
 
-    drawn = ([series("ICL", _ZSL_COLOR, methods[0], "order_changed_icl")] if methods else []) + [
-        series(f"FT ({method_label(m)})", colors[m], m, "order_changed_ft") for m in methods
+    drawn = ([series("ICL", _ZSL_COLOR, methods[0], icl)] if methods else []) + [
+        series(f"FT ({method_label(m)})", colors[m], m, ft) for m in methods
     ]
     fig, ax = plt.subplots(figsize=(max(5.0, 1.1 * len(tasks) + 2.0), 3.9), layout="constrained")
     grouped_bars(ax, [task_label(t) for t in tasks], drawn)

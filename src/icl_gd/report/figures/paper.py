@@ -27,8 +27,6 @@ from icl_gd.report.figures.base import (
     CHANGE_SUBSETS,
     INCORRECT_HATCH,
     NOT_AVAILABLE,
-    RANDOM_BASELINES,
-    SETTING_COLORS,
     dash_ci,
     error_note,
     grouped_bars,
@@ -51,26 +49,27 @@ def per_layer_figure(
     model: str,
     variant: str = "trained",
     methods: Sequence[str] = ("gd", "lcgd"),
-    metrics: Sequence[str] = ("simaou", "simam_delta"),
+    metrics: Sequence[str] | None = None,
     *,
     tasks: Sequence[str] | None = None,
     ci_level: float = 0.95,
     kinds: dict[str, str] | None = None,
 ) -> Figure:
-    """Paper 001 Fig. 3: one panel per metric (stacked, shared layer axis), x = layer,
-    y = metric; one line per method at the mean over all runs (tasks x seeds) of that layer's
+    """Paper 001 Fig. 3: one panel per metric (stacked, shared layer axis; default: the catalog's
+    ``per_layer_figure``), x = layer, y = metric; one line per method at the mean over all runs (tasks x seeds) of that layer's
     value, error bars = sample std over the same runs (a single run: its bootstrap interval).
     Each line is an ``ErrorbarContainer`` in ``ax.containers`` with the method's label. A SimAOU
-    panel also shows its random baseline (:data:`RANDOM_BASELINES`, mean over the same runs) as a
-    dashed grey line. The legend sits above the top panel.
+    panel also shows its random baseline (:func:`catalog.random_baseline`, mean over the same runs)
+    as a dashed grey line. The legend sits above the top panel.
     """
+    metrics = catalog.shown_in("per_layer_figure") if metrics is None else metrics
     df = model_rows(
         runs,
         ("model", "variant", "task", "seed", "method", "metric", "layer", "value"),
         "runs",
         model,
     )
-    wanted = set(metrics) | {RANDOM_BASELINES[m] for m in metrics if m in RANDOM_BASELINES}
+    wanted = set(metrics) | ({catalog.random_baseline(m) for m in metrics} - {None})
     df = df[
         (df["variant"] == variant) & df["method"].isin(list(methods)) & df["metric"].isin(wanted) & df["layer"].notna()
     ]
@@ -128,7 +127,7 @@ def per_layer_figure(
             used_std |= bool((shown & ~s["from_ci"].to_numpy()).any())
             handles.setdefault(label, cont)
             drawn = True
-        baseline = RANDOM_BASELINES.get(metric)
+        baseline = catalog.random_baseline(metric)
         if drawn and baseline is not None:
             rand = df[df["metric"] == baseline].groupby("layer")["value"].mean()
             if not rand.empty:
@@ -168,13 +167,14 @@ def accuracy_figure(
     variant: str = "trained",
     method: str = "gd",
     *,
-    metrics: Sequence[str] = ("acc_zsl", "acc_ft", "acc_icl"),
+    metrics: Sequence[str] | None = None,
     tasks: Sequence[str] | None = None,
     ci_level: float = 0.95,
 ) -> Figure:
-    """Grouped bars per task (x, paper order) for ZSL / FT / ICL accuracy in percent, mean over
-    seeds; error bars by :func:`error_bars`. One ``BarContainer`` per setting in
-    ``ax.containers``; a missing value leaves a gap marked "n/a"."""
+    """Grouped bars per task (x, paper order) for ZSL / FT / ICL accuracy in percent (default: the
+    catalog's ``accuracy_figure``), mean over seeds; error bars by :func:`error_bars`. One
+    ``BarContainer`` per setting in ``ax.containers``; a missing value leaves a gap marked "n/a"."""
+    metrics = catalog.shown_in("accuracy_figure") if metrics is None else metrics
     df = run_level(summary, model)
     df = df[(df["variant"] == variant) & (df["method"] == method)]
     if tasks is None:
@@ -186,7 +186,7 @@ def accuracy_figure(
     series = [
         {
             "label": catalog.figure_label(m),
-            "color": SETTING_COLORS.get(m, f"C{i + 2}"),
+            "color": catalog.color(m) or f"C{i + 2}",
             **series_from(stats, [(t, m) for t in tasks], scale=catalog.display_scale(m)),
         }
         for i, m in enumerate(metrics)
@@ -227,9 +227,11 @@ def alpha_figure(
 ) -> Figure:
     """Paper 001 Fig. 2: alpha = cos(m_method − m_ZSL, m_baseline − m_ZSL) averaged over layers,
     per task (x, paper order), one bar per method (a ``BarContainer`` labelled with the method),
-    mean over seeds; error bars by :func:`error_bars`. The paper shows one seed per task."""
+    mean over seeds; error bars by :func:`error_bars`. The paper shows one seed per task. Alpha is
+    the catalog's ``alpha_figure``."""
+    (alpha,) = catalog.shown_in("alpha_figure")
     df = run_level(summary, model)
-    df = df[(df["variant"] == variant) & (df["metric"] == "alpha") & df["method"].isin(list(methods))]
+    df = df[(df["variant"] == variant) & (df["metric"] == alpha) & df["method"].isin(list(methods))]
     if tasks is None:
         tasks = order_tasks(df["task"].dropna().unique())
     tasks = list(tasks)
@@ -244,7 +246,7 @@ def alpha_figure(
     used_std, used_ci = grouped_bars(ax, [task_label(t) for t in tasks], series)
     if df.empty:
         no_data(ax)
-    ax.set_ylabel(catalog.axis_label("alpha") + " (mean over layers)")
+    ax.set_ylabel(catalog.axis_label(alpha) + " (mean over layers)")
     ax.set_xlabel("Task")
     style_axes(ax)
     if len(methods) > 1:

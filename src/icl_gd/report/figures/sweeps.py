@@ -20,7 +20,6 @@ from icl_gd.common.names import (
 )
 from icl_gd.metrics import catalog
 from icl_gd.report.figures.base import (
-    RANDOM_BASELINES,
     dash_ci,
     error_note,
     grouped_bars,
@@ -43,11 +42,13 @@ def lr_sweep_figure(
     model: str,
     sweep: pd.DataFrame,
     variant: str = "trained",
-    metrics: Sequence[str] = ("simaou_norm", "simam_delta", "acc_ft"),
+    metrics: Sequence[str] | None = None,
     *,
     ci_level: float = 0.95,
 ) -> Figure:
-    """Layer-mean metrics against the learning rate: :func:`_sweep_figure` with ``x="lr"``."""
+    """Layer-mean metrics (default: the catalog's ``lr_sweep_figure``) against the learning rate:
+    :func:`_sweep_figure` with ``x="lr"``."""
+    metrics = catalog.shown_in("lr_sweep_figure") if metrics is None else metrics
     return _sweep_figure(summary, model, sweep, "lr", variant, metrics, ci_level=ci_level)
 
 
@@ -56,13 +57,15 @@ def k_sweep_figure(
     model: str,
     sweep: pd.DataFrame,
     variant: str = "trained",
-    metrics: Sequence[str] = ("acc_zsl", "acc_icl", "acc_ft", "simaou_norm", "simam_delta"),
+    metrics: Sequence[str] | None = None,
     *,
     ci_level: float = 0.95,
 ) -> Figure:
-    """Accuracies and layer-mean similarities against the number of demonstrations k (log2 x):
-    :func:`_sweep_figure` with ``x="k"``; ``sweep`` rows are (group, method, task, k), the ICL
-    accuracy of each point is that of the method's own ICL setting (the same k demonstrations)."""
+    """Accuracies and layer-mean similarities (default: the catalog's ``k_sweep_figure``) against the
+    number of demonstrations k (log2 x): :func:`_sweep_figure` with ``x="k"``; ``sweep`` rows are
+    (group, method, task, k), the ICL accuracy of each point is that of the method's own ICL
+    setting (the same k demonstrations)."""
+    metrics = catalog.shown_in("k_sweep_figure") if metrics is None else metrics
     return _sweep_figure(summary, model, sweep, "k", variant, metrics, ci_level=ci_level)
 
 
@@ -71,13 +74,15 @@ def sizes_figure(
     sizes: pd.DataFrame,
     variant: str = "trained",
     methods: Sequence[str] = ("gd",),
-    metrics: Sequence[str] = ("acc_zsl", "acc_icl", "acc_ft", "simaou_norm", "simam_delta"),
+    metrics: Sequence[str] | None = None,
     *,
     ci_level: float = 0.95,
 ) -> Figure:
-    """Accuracies and layer-mean similarities against each model's parameter count (log x; ``sizes``:
-    model, n_parameters), one line per task (and method, as line style), one panel per metric:
-    :func:`_sweep_figure` over (model, method) pairs, each placed at its model's size."""
+    """Accuracies and layer-mean similarities (default: the catalog's ``sizes_figure``) against each
+    model's parameter count (log x; ``sizes``: model, n_parameters), one line per task (and method,
+    as line style), one panel per metric: :func:`_sweep_figure` over (model, method) pairs, each
+    placed at its model's size."""
+    metrics = catalog.shown_in("sizes_figure") if metrics is None else metrics
     counts = dict(zip(sizes["model"], sizes["n_parameters"]))
     df = summary[summary["model"].isin(list(counts))].copy()
     df["method"] = df["model"] + "/" + df["method"]
@@ -179,7 +184,7 @@ def _sweep_figure(
                 used_ci |= bool((shown & s["from_ci"]).any())
                 used_std |= bool((shown & ~s["from_ci"]).any())
                 drawn = True
-        baseline = RANDOM_BASELINES.get(metric)
+        baseline = catalog.random_baseline(metric)
         if drawn and baseline is not None:
             # per task, over the task's rates: the baseline differs between tasks, not between rates
             for task in tasks:
@@ -229,22 +234,24 @@ def models_figure(
     models: Sequence[str],
     variant: str = "trained",
     methods: Sequence[str] = ("gd", "lcgd"),
-    metrics: Sequence[str] = ("simaou_norm", "simam_delta", "acc_ft"),
+    metrics: Sequence[str] | None = None,
     *,
     tasks: Sequence[str] | None = None,
     ci_level: float = 0.95,
     kinds: dict[str, str] | None = None,
 ) -> Figure:
-    """Layer-mean metrics per model (x, in the given order), one bar per method (a
-    ``BarContainer`` labelled with the method), one panel per metric (stacked); each bar is the
-    mean over the model's runs (tasks x seeds), error bars by :func:`error_bars` over those runs.
+    """Layer-mean metrics (default: the catalog's ``models_figure``) per model (x, in the given order),
+    one bar per method (a ``BarContainer`` labelled with the method), one panel per metric
+    (stacked); each bar is the mean over the model's runs (tasks x seeds), error bars by
+    :func:`error_bars` over those runs.
     A SimAOU panel marks its random baseline per model (mean over the same runs) with a dashed
     grey segment across the model's bars."""
     df = run_level(
         runs, required=("model", "variant", "task", "seed", "method", "metric", "layer", "value"), what="runs"
     )
     models = list(models)
-    wanted = set(metrics) | {RANDOM_BASELINES[m] for m in metrics if m in RANDOM_BASELINES}
+    metrics = catalog.shown_in("models_figure") if metrics is None else metrics
+    wanted = set(metrics) | ({catalog.random_baseline(m) for m in metrics} - {None})
     df = df[
         df["model"].isin(models)
         & (df["variant"] == variant)
@@ -279,7 +286,7 @@ def models_figure(
         used_std, used_ci = used_std | s, used_ci | c
         if not any(np.isfinite(x["mean"]).any() for x in series):
             no_data(ax)
-        baseline = RANDOM_BASELINES.get(metric)
+        baseline = catalog.random_baseline(metric)
         if baseline is not None:
             for i, mo in enumerate(models):
                 rand = df.loc[(df["model"] == mo) & (df["metric"] == baseline), "value"]
