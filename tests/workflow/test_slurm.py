@@ -254,16 +254,27 @@ def runs(slurm, tmp_path_factory):
     for workdir in (local, cluster):
         (workdir / "config.yaml").write_text(yaml.safe_dump(CONFIG))
     common = ["--configfile", "config.yaml", "--directory"]
-    run([*SNAKEMAKE, *common, str(local), "--cores", "2"], cwd=local)
-    profile = cluster_profile(tmp_path_factory.mktemp("profile"))
-    write_estimate(cluster, PEAKS, SECONDS)
-    # a job that pends for ever (resources no node has) fails the test instead of hanging it
-    proc = run(
-        [*SNAKEMAKE, *common, str(cluster), "--workflow-profile", str(profile)],
-        cwd=cluster,
-        env=slurm.env,
-        timeout_s=900,
+    # the local run alongside the cluster's, which spends most of its time waiting on SLURM's queue
+    beside = subprocess.Popen(
+        [*SNAKEMAKE, *common, str(local), "--cores", "2"],
+        cwd=local,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
     )
+    try:
+        profile = cluster_profile(tmp_path_factory.mktemp("profile"))
+        write_estimate(cluster, PEAKS, SECONDS)
+        # a job that pends for ever (resources no node has) fails the test instead of hanging it
+        proc = run(
+            [*SNAKEMAKE, *common, str(cluster), "--workflow-profile", str(profile)],
+            cwd=cluster,
+            env=slurm.env,
+            timeout_s=900,
+        )
+    finally:
+        local_output, _ = beside.communicate(timeout=900)
+    assert beside.returncode == 0, f"the local run failed ({beside.returncode}):\n{local_output[-6000:]}"
     return local, cluster, proc.stdout + proc.stderr
 
 
