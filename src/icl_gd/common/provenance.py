@@ -113,3 +113,21 @@ def describe(record: dict) -> str:
     if devices or dtypes:
         text += "; " + ", ".join([*devices, *dtypes])
     return text
+
+
+def merged(*tables: dict | None) -> dict:
+    """One provenance over several tables' (``runs_provenance``'s: the software that made their
+    caches, ``caches``, and their own, ``computed``): every cache record of any of them, merged as
+    :func:`distinct` merges, and the first table's ``computed``. What a page made from several
+    tables (the run's scores and its further orders') says made it."""
+    found = [t for t in tables if t]
+    return {
+        "caches": distinct(r for t in found for r in t.get("caches") or []),
+        "computed": next((t["computed"] for t in found if t.get("computed")), None),
+    }
+
+
+def uncommitted(records) -> list[dict]:
+    """The records of software run from a working tree with uncommitted changes: no commit holds
+    the code that made them."""
+    return [r for r in records if r and r.get("commit") is not None and not r.get("clean")]

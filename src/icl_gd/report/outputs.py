@@ -12,7 +12,7 @@ from pathlib import Path
 import pandas as pd
 
 from icl_gd.activations import cache
-from icl_gd.common import frames, names
+from icl_gd.common import frames, names, provenance
 from icl_gd.metrics import catalog
 from icl_gd.report import claim_wording, costs, figures, published, render, summary, tables
 
@@ -266,7 +266,8 @@ def write_first_page(
         tables=list(tables),
         figures=list(figures),
         ci_level=ci_level,
-        made_by=frames.read_provenance(inputs["summary"]),
+        # every cache behind the page: the run's own and, where they ran, its further orders'
+        made_by=provenance.merged(*(frames.read_provenance(inputs[t]) for t in ("summary", "orders") if t in inputs)),
     )
     summary.write(blocks, md_path, rst_path)
     log.info("wrote the first page %s", md_path)

@@ -299,6 +299,18 @@ def first_page(
             )
         )
         blocks.append(("ul", [[provenance.describe(r)] for r in records]))
+    if dirty := provenance.uncommitted(records):
+        blocks.append(
+            (
+                "p",
+                [
+                    ("It" if len(records) == 1 else f"{len(dirty)} of these {len(records)}")
+                    + " ran from a working tree with uncommitted changes: no commit holds the code that made "
+                    "those caches, so their numbers cannot be rebuilt from the repository; rerun from a clean "
+                    "clone of a commit to have them."
+                ],
+            )
+        )
     if made_by and made_by.get("computed"):
         blocks.append(("p", [f"Metrics computed with {provenance.describe(made_by['computed'])}."]))
     blocks.append(("h2", "Tables and figures"))

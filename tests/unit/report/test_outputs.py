@@ -330,6 +330,45 @@ def test_provenance_records_the_software_and_names_a_mix_of_versions():
     assert "recorded no versions" in tables.provenance_notes(None)[0]
 
 
+def test_the_first_page_reads_every_caches_provenance_and_says_when_any_was_uncommitted():
+    """Provenance merged over several tables (the run's scores and its further orders'): caches from a
+    clean commit, a second commit and a working tree with uncommitted changes all reach the Software
+    section, the uncommitted ones named in one line; a run from clean commits alone has no such line."""
+    from icl_gd.common import provenance
+    from icl_gd.report import summary
+
+    base = {**provenance.software(), "device": "cpu", "dtype": "float32"}
+    clean, second = dict(base, commit="a" * 40, clean=True), dict(base, commit="b" * 40, clean=True)
+    dirty = dict(base, commit="c" * 40, clean=False)
+    scores = {"caches": provenance.distinct([clean, clean]), "computed": dict(base, commit="d" * 40, clean=True)}
+    orders = {"caches": provenance.distinct([second, dirty]), "computed": dict(base, commit="e" * 40, clean=True)}
+    made_by = provenance.merged(scores, None, orders)
+    assert [r["commit"][0] for r in made_by["caches"]] == ["a", "b", "c"] and made_by["computed"]["commit"][0] == "d"
+    assert provenance.uncommitted(made_by["caches"]) == made_by["caches"][2:]
+
+    def page(made_by):
+        return summary.to_markdown(
+            summary.first_page(
+                model="m",
+                variant="trained",
+                about=dict(models={"m": "builtin"}, variants=["trained"], seeds={"sst2": [2]}, k=[4], configfiles=[]),
+                data=None,
+                claim_tests=None,
+                reproduction=None,
+                n_published=0,
+                tables=[],
+                figures=[],
+                made_by=made_by,
+            )
+        )
+
+    text = page(made_by)
+    assert "3 different software versions" in text and "commit bbbbbbbbbb (clean)" in text
+    assert "1 of these 3 ran from a working tree with uncommitted changes" in text
+    assert "uncommitted changes:" not in page(provenance.merged(scores))  # clean commits alone
+    assert "It ran from a working tree with uncommitted changes" in page(provenance.merged({"caches": [dirty]}))
+
+
 def test_the_constraints_file_pins_what_made_the_shipped_reports():
     """constraints.txt (.ci/freeze-constraints) is refreshed with the shipped reports: every library
     the first page names is pinned there at the version the report names."""

@@ -95,6 +95,8 @@ def first_page_inputs(wildcards):
     if config["report"]["reproduction"]:
         inputs["claims"] = rules.evaluate_claims.output.table
         inputs["premise"] = rules.evaluate_claims.output.premise
+    if "orders" in TABLES:  # the further orders' caches are behind the page too: their provenance
+        inputs["orders"] = rules.order_sensitivity.output.table
     return inputs
 
 
