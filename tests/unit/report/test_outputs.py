@@ -293,9 +293,29 @@ def test_the_first_page_says_what_was_run_and_what_it_found(tmp_path):
     assert "claims" not in bare and "[accuracy](tables/accuracy.md)" in bare
 
 
+def _software_page(made_by: dict) -> str:
+    """A first page with nothing but what made it (``made_by``), as markdown."""
+    from icl_gd.report import summary
+
+    return summary.to_markdown(
+        summary.first_page(
+            model="m",
+            variant="trained",
+            about=dict(models={"m": "builtin"}, variants=["trained"], seeds={"sst2": [2]}, k=[4], configfiles=[]),
+            data=None,
+            claim_tests=None,
+            reproduction=None,
+            n_published=0,
+            tables=[],
+            figures=[],
+            made_by=made_by,
+        )
+    )
+
+
 def test_provenance_records_the_software_and_names_a_mix_of_versions():
     from icl_gd.common import provenance
-    from icl_gd.report import summary, tables
+    from icl_gd.report import tables
 
     record = provenance.collect("cpu", "torch.float32")
     assert record["transformers"] == __import__("transformers").__version__ and record["dtype"] == "float32"
@@ -312,20 +332,7 @@ def test_provenance_records_the_software_and_names_a_mix_of_versions():
     made_by = {"caches": merged, "computed": provenance.software()}
     notes = tables.provenance_notes(made_by)
     assert "come from 2 different software versions" in notes[0] and "transformers 9.99.0" in notes[0]
-    page = summary.to_markdown(
-        summary.first_page(
-            model="m",
-            variant="trained",
-            about=dict(models={"m": "builtin"}, variants=["trained"], seeds={"sst2": [2]}, k=[4], configfiles=[]),
-            data=None,
-            claim_tests=None,
-            reproduction=None,
-            n_published=0,
-            tables=[],
-            figures=[],
-            made_by=made_by,
-        )
-    )
+    page = _software_page(made_by)
     assert "## Software" in page and "2 different software versions" in page and "Metrics computed with Python" in page
     assert "recorded no versions" in tables.provenance_notes(None)[0]
 
@@ -335,7 +342,6 @@ def test_the_first_page_reads_every_caches_provenance_and_says_when_any_was_unco
     clean commit, a second commit and a working tree with uncommitted changes all reach the Software
     section, the uncommitted ones named in one line; a run from clean commits alone has no such line."""
     from icl_gd.common import provenance
-    from icl_gd.report import summary
 
     base = {**provenance.software(), "device": "cpu", "dtype": "float32"}
     clean, second = dict(base, commit="a" * 40, clean=True), dict(base, commit="b" * 40, clean=True)
@@ -346,27 +352,11 @@ def test_the_first_page_reads_every_caches_provenance_and_says_when_any_was_unco
     assert [r["commit"][0] for r in made_by["caches"]] == ["a", "b", "c"] and made_by["computed"]["commit"][0] == "d"
     assert provenance.uncommitted(made_by["caches"]) == made_by["caches"][2:]
 
-    def page(made_by):
-        return summary.to_markdown(
-            summary.first_page(
-                model="m",
-                variant="trained",
-                about=dict(models={"m": "builtin"}, variants=["trained"], seeds={"sst2": [2]}, k=[4], configfiles=[]),
-                data=None,
-                claim_tests=None,
-                reproduction=None,
-                n_published=0,
-                tables=[],
-                figures=[],
-                made_by=made_by,
-            )
-        )
-
-    text = page(made_by)
+    text = _software_page(made_by)
     assert "3 different software versions" in text and "commit bbbbbbbbbb (clean)" in text
     assert "1 of these 3 ran from a working tree with uncommitted changes" in text
-    assert "uncommitted changes:" not in page(provenance.merged(scores))  # clean commits alone
-    assert "It ran from a working tree with uncommitted changes" in page(provenance.merged({"caches": [dirty]}))
+    assert "uncommitted changes:" not in _software_page(provenance.merged(scores))  # clean commits alone
+    assert "It ran from a working tree" in _software_page(provenance.merged({"caches": [dirty]}))
 
 
 def test_the_constraints_file_pins_what_made_the_shipped_reports():
