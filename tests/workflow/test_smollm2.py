@@ -27,7 +27,8 @@ def test_smollm2_runs_the_whole_protocol_on_real_text_with_two_seeds(tmp_path):
     """configs/smollm2-protocol.yaml on one task of real sentences (SST-2 from the package), two
     seeds, a few examples, with a k sweep of configs/smollm2.yaml's (GD at k = 1) beside: every
     variant and method runs, every claim is evaluated with the seeds' spread in its interval, and
-    none of the 16 lacks a cell. One run for both (each was a workflow run of its own, minutes of CI)."""
+    none lacks a cell but the order claim (one order here). One run for both (each was a workflow run
+    of its own, minutes of CI)."""
     shipped = yaml.safe_load((REPO / "configs/smollm2-protocol.yaml").read_text())
     assert shipped["tasks"]["sst2"] == {"source": "package", "corpus": "vader_movie_reviews"}
     sweep = yaml.safe_load((REPO / "configs/smollm2.yaml").read_text())
@@ -45,6 +46,9 @@ def test_smollm2_runs_the_whole_protocol_on_real_text_with_two_seeds(tmp_path):
         "n_seeds": 2,
         "k": 3,
         "max_eval": 5,
+        # one order: the further orders run in the default config's end-to-end test, and a second one
+        # here would double ICL's and every method's jobs (minutes of CI)
+        "orders": 1,
         "report": {"dir": "results/reports"},
     }
     workdir = checkout(tmp_path / "clone")
@@ -76,7 +80,7 @@ def test_smollm2_runs_the_whole_protocol_on_real_text_with_two_seeds(tmp_path):
     # claims may lack a defined task or seed
     jaccard = {"003-T1-jaccard", "003-T1-jaccard-incorrect"}
     not_run = set(tests.loc[tests["verdict"] == "not run", "claim"])
-    assert not_run <= jaccard
+    assert "shen-order-sensitivity" in not_run and not_run - {"shen-order-sensitivity"} <= jaccard
     short = tests["status"].isin(["undefined", "incomplete"])
     assert set(tests.loc[short, "claim"]) <= jaccard
     ran = tests["verdict"].ne("not run") & ~short & tests["task"].ne("mean")
