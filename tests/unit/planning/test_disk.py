@@ -22,6 +22,11 @@ META = {
     "template": "{premise} Question: {hypothesis}. True, False, or Neither? Answer:",
     "demo_ids": list(range(32)),
     "prompt_rules": {"rule": "x" * 2000},
+    # what else a real cache's identity holds, of about its size
+    "queries": {"split": "evaluation"},
+    "data": {"source": "hub", "hub_id": "super_glue", "train_sha256": "a" * 64, "eval_sha256": "b" * 64},
+    "tokenizer": {"class": "GPT2TokenizerFast", "vocab_size": 50272, "line_end_ids": [2], "model_dir": "x" * 40},
+    "provenance": {"python": "3.11.2", "torch": "2.13.0", "transformers": "5.24.0", "commit": "c" * 40},
 }  # a real run's metadata, roughly
 
 
