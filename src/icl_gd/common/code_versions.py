@@ -22,6 +22,7 @@ Standard library only.
 from __future__ import annotations
 
 import ast
+import functools
 import hashlib
 from pathlib import Path
 
@@ -56,14 +57,10 @@ def imported(path: Path, package: Path = PACKAGE) -> set[str]:
     if own and path.name != "__init__.py":
         where = where[:-1]
     found = set()
-    for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.ImportFrom):
-            base = where[: len(where) - node.level + 1] if node.level else []
-            stem = [*base, *(node.module.split(".") if node.module else [])]
-            for alias in node.names:
-                found.add(".".join([*stem, alias.name]))
-        elif isinstance(node, ast.Import):
-            found |= {alias.name for alias in node.names}
+    for level, module, names in _import_statements(path.read_text()):
+        base = where[: len(where) - level + 1] if level else []
+        stem = [*base, *(module.split(".") if module else [])]
+        found |= {".".join([*stem, name]) for name in names} if level or module else set(names)
     modules = set()
     for name in found:
         parts = name.split(".")
@@ -116,19 +113,20 @@ def executed(script: Path, package: Path = PACKAGE) -> set[str]:
 
 
 def code_version(modules, package: Path = PACKAGE) -> dict[str, str]:
-    """``{module: the first 16 hex digits of the sha256 of its meaning}`` (:func:`meaning`: the
-    syntax tree, so that a comment, a docstring or a reformatting reruns nothing), a subpackage
-    counted whole (its files' names and meanings, in order)."""
+    """``{module: the first 16 hex digits of its meaning}`` (:func:`meaning`: the syntax tree, so
+    that a comment, a docstring or a reformatting reruns nothing), for modules given as paths under
+    the package (``models/builtin``); a subpackage counted whole hashes its files' names and meanings,
+    in order."""
     versions = {}
     for module in sorted(modules):
-        digest = hashlib.sha256()
         if module in WHOLE:
+            digest = hashlib.sha256()
             for path in _files(module, package):
                 digest.update(path.name.encode())
                 digest.update(meaning(path).encode())
+            versions[module] = digest.hexdigest()[:16]
         else:
-            digest.update(meaning(_files(module, package)[0]).encode())
-        versions[module] = digest.hexdigest()[:16]
+            versions[module] = meaning(_files(module, package)[0])[:16]
     return versions
 
 
@@ -142,7 +140,27 @@ def of_script(script: str | Path, package: Path = PACKAGE, leave_out: tuple[str,
 def meaning(path: Path) -> str:
     """The sha256 of a module's syntax tree without its docstrings: what the code does, not how it
     is written (comments, docstrings, blank lines and line breaks leave it as it is)."""
-    tree = ast.parse(path.read_text())
+    return _meaning_of(path.read_text())
+
+
+# The Snakefile asks for every rule's code version, and each script reaches dozens of the same
+# modules: each text is parsed once per process (keyed by the text, so an edited file is read anew).
+@functools.cache
+def _import_statements(text: str) -> tuple[tuple[int, str | None, tuple[str, ...]], ...]:
+    """Every import of a module's text, at the top or inside a function: (level, module, names);
+    a plain ``import a.b`` is (0, None, ("a.b",))."""
+    found = []
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, ast.ImportFrom):
+            found.append((node.level, node.module, tuple(alias.name for alias in node.names)))
+        elif isinstance(node, ast.Import):
+            found.append((0, None, tuple(alias.name for alias in node.names)))
+    return tuple(found)
+
+
+@functools.cache
+def _meaning_of(text: str) -> str:
+    tree = ast.parse(text)
     for node in ast.walk(tree):
         body = getattr(node, "body", None)
         if (
@@ -154,9 +172,3 @@ def meaning(path: Path) -> str:
         ):
             node.body = body[1:] or [ast.Pass()]
     return hashlib.sha256(ast.dump(tree, include_attributes=False).encode()).hexdigest()
-
-
-def meaning_version(modules, package: Path = PACKAGE) -> dict[str, str]:
-    """``{module: the first 16 hex digits of :func:`meaning`}``, for modules given as paths under
-    the package (``models/builtin``)."""
-    return {module: meaning(_files(module, package)[0])[:16] for module in sorted(modules)}

@@ -49,7 +49,7 @@ def recipe_checksum(spec: dict, frames: dict[str, pd.DataFrame]) -> str:
     for task in sorted(frames):
         digest.update(task.encode())
         digest.update(frames[task].to_csv(index=False).encode())
-    for module, checksum in code_versions.meaning_version(RECIPE_MODULES).items():
+    for module, checksum in code_versions.code_version(RECIPE_MODULES).items():
         digest.update(f"{module}={checksum}".encode())
     return digest.hexdigest()
 
