@@ -8,7 +8,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from icl_gd.activations import cache
 from tests import benchmark_scripts
 
 REPO = Path(__file__).resolve().parents[2]
@@ -52,22 +51,7 @@ def test_the_verdict_needs_every_seed_and_the_seeds_noise(icl, baseline, verdict
 
 
 def _write(path: Path, gold: np.ndarray, pred: np.ndarray, true_k: int | None) -> None:
-    n, n_labels = len(gold), int(gold.max()) + 1
-    logprobs = np.full((n, n_labels), -5.0, np.float32)
-    logprobs[np.arange(n), pred] = -0.1
-    path.parent.mkdir(parents=True, exist_ok=True)
-    cache.write_cache(
-        path,
-        {"true_k": true_k} if true_k else {},
-        example_id=np.arange(n),
-        gold=gold,
-        label_logprobs=logprobs,
-        query_len=np.ones(n, np.int32),
-        attn_out=np.zeros((n, 1, 2), np.float32),
-        attn_scores=np.zeros((n, 1, 1, 1), np.float32),
-        context_scores=np.zeros((n, 1, 1), np.float32),
-        layout="float32",
-    )
+    benchmark_scripts.write_predictions(path, gold, pred, {"true_k": true_k} if true_k else {})
 
 
 def test_the_table_from_hand_made_caches(tmp_path, capsys):

@@ -11,7 +11,6 @@ import pandas as pd
 import pytest
 import yaml
 
-from icl_gd.activations import cache
 from tests import benchmark_scripts
 
 SEEDS = [2, 3, 4, 5, 6, 7, 8, 9, 10, 11]
@@ -24,22 +23,9 @@ def _script():
 
 
 def _write(folder: Path, path: str, pred: np.ndarray, separator: str, split: str, gold=GOLD, **meta) -> None:
-    n = len(gold)
-    logprobs = np.full((n, 2), -5.0, np.float32)
-    logprobs[np.arange(n), pred] = -0.1
     queries = {"split": split} if split == "evaluation" else {"split": split, "seeds": SEEDS, "k": 32}
-    (folder / path).parent.mkdir(parents=True, exist_ok=True)
-    cache.write_cache(
-        folder / path,
-        {"demo_separator": separator, "queries": queries, **meta},
-        example_id=np.arange(n),
-        gold=gold,
-        label_logprobs=logprobs,
-        query_len=np.ones(n, np.int32),
-        attn_out=np.zeros((n, 1, 2), np.float32),
-        attn_scores=np.zeros((n, 1, 1, 1), np.float32),
-        context_scores=np.zeros((n, 1, 1), np.float32),
-        layout="float32",
+    benchmark_scripts.write_predictions(
+        folder / path, gold, pred, {"demo_separator": separator, "queries": queries, **meta}
     )
 
 
