@@ -171,8 +171,9 @@ def _folders(pairs: list[str]) -> dict[str, Path]:
     return folders
 
 
-def pct(x: float) -> str:
-    return f"{100 * x:.1f}"
+def points(x: float) -> str:
+    """The premise's table is in points already (metrics.premise)."""
+    return f"{x:.1f}"
 
 
 def choice_markdown(dev: pd.DataFrame, choice: pd.DataFrame) -> str:
@@ -189,7 +190,7 @@ def choice_markdown(dev: pd.DataFrame, choice: pd.DataFrame) -> str:
 
 def premise_markdown(table: pd.DataFrame) -> str:
     def interval(r, name):
-        return f"{100 * getattr(r, name):+.1f} [{100 * getattr(r, name + '_low'):+.1f}, {100 * getattr(r, name + '_high'):+.1f}]"
+        return f"{getattr(r, name):+.1f} [{getattr(r, name + '_low'):+.1f}, {getattr(r, name + '_high'):+.1f}]"
 
     lines = [
         "| model | task | setting | seeds | ZSL | ICL | majority | ICL - ZSL | ICL - majority | ICL permuted | "
@@ -198,8 +199,8 @@ def premise_markdown(table: pd.DataFrame) -> str:
     ]
     for r in table.itertuples(index=False):
         lines.append(
-            f"| {r.model} | {r.task} | {r.separator}, k = {r.k} | {r.n_seeds} | {pct(r.zsl)} | {pct(r.icl)} | "
-            f"{pct(r.majority)} | {interval(r, 'icl_zsl')} | {interval(r, 'icl_majority')} | {pct(r.icl_permuted)} | "
+            f"| {r.model} | {r.task} | {r.separator}, k = {r.k} | {r.n_seeds} | {points(r.zsl)} | {points(r.icl)} | "
+            f"{points(r.majority)} | {interval(r, 'icl_zsl')} | {interval(r, 'icl_majority')} | {points(r.icl_permuted)} | "
             f"{interval(r, 'icl_permuted_majority')} | {'yes' if r.learns else 'no'} | "
             f"{'yes' if r.learns_calibrated else 'no'} |"
         )

@@ -105,5 +105,8 @@ def test_the_premise_at_the_chosen_setting_reads_all_ten_seeds(tmp_path, learns)
     assert (row["separator"], row["k"], row["n_seeds"], row["n_examples"]) == ("eos", 16, 10, 40)
     assert bool(row["learns"]) is learns and row["icl_permuted_majority_status"] == "holds"
     assert row["level"] == pytest.approx(1 - 0.05 / 3)  # one task, three cells
+    cells = script.premise_markdown(table).splitlines()[2].split(" | ")
+    assert cells[4:7] == [f"{row['zsl']:.1f}", f"{row['icl']:.1f}", f"{row['majority']:.1f}"]  # in points
+    assert 0 < row["zsl"] <= 100 and 0 < row["icl"] <= 100
     with pytest.raises(ValueError, match="'evaluation'.*'development'"):  # not a development run's folder
         script.development_table(CONFIG, {"eos": folder})
