@@ -7,7 +7,7 @@ prediction differs between any two of the P orders (``order_changed_icl``, 0 or 
 the finetuned model (``order_changed_ft``), and their difference (``order_change_gap``): means of
 one value per example, so that the run's score, the mean over seeds, its interval and
 the claim "ICL is more order-sensitive than sequential GD" are those of every other score
-(``scoring.MEANS``). Per order, the run's SimAOU_norm and SimAM_delta (layer means; the catalog's
+(``scoring.means``). Per order, the run's SimAOU_norm and SimAM_delta (layer means; the catalog's
 ``orders_spread``): their spread over the orders (sample std) says how much the similarity itself
 depends on the order.
 """
@@ -23,7 +23,6 @@ from icl_gd.common.frames import atomic_write_frame, write_csv
 from icl_gd.metrics import catalog, formulas
 from icl_gd.metrics.scoring import (
     GROUP_KEYS,
-    ORDER_METRICS,
     RunExamples,
     layer_mean,
     positions_of,
@@ -99,6 +98,7 @@ def order_table(runs: list[RunExamples], *, n_boot: int = 1000, level: float = 0
     (seeds and examples crossed, as the summary's), and each similarity's spread
     over the orders (``<similarity>_order_sd``: the mean over seeds of its sample std over the
     orders; no interval)."""
+    shown = catalog.shown_in("orders")
     light = [
         RunExamples(
             meta=r.meta,
@@ -108,19 +108,19 @@ def order_table(runs: list[RunExamples], *, n_boot: int = 1000, level: float = 0
             pred_icl=r.pred_icl,
             pred_ft=r.pred_ft,
             similarities={},
-            per_example={m: r.per_example[m] for m in ORDER_METRICS if m in r.per_example},
+            per_example={m: r.per_example[m] for m in shown if m in r.per_example},
         )
         for r in runs
     ]
     intervals = seed_mean_intervals(light, n_boot=n_boot, level=level, ci_seed=ci_seed)
-    intervals = intervals[intervals["metric"].isin(ORDER_METRICS)].set_index(GROUP_KEYS[:-1])
+    intervals = intervals[intervals["metric"].isin(shown)].set_index(GROUP_KEYS[:-1])
     rows = []
     groups: dict[tuple, list[RunExamples]] = {}
     for run in runs:
         groups.setdefault(tuple(run.meta[k] for k in ("model", "variant", "task", "method")), []).append(run)
     for key, group in sorted(groups.items()):
         n_orders = int(min(r.meta["orders"] for r in group))
-        for metric in ORDER_METRICS:
+        for metric in shown:
             values = [float(np.mean(r.per_example[metric])) for r in group if metric in r.per_example]
             low, high = (
                 intervals.loc[(*key, metric), ["ci_low", "ci_high"]].tolist()

@@ -37,17 +37,19 @@ def _check_aligned(zsl: RunCache, *others: RunCache) -> None:
             )
 
 
-# How far apart two settings' label distributions lie, per example (nats; TV in [0, 1]), from the
-# label words' log-probs the caches hold (docs/protocol.md, "Output distributions").
-DIVERGENCES = catalog.names(kind="divergence")
-# Whether an example's ICL / FT prediction changes across further orders of the demonstrations
-# (0/1), and the difference (config key ``orders``; icl_gd/metrics/orders.py adds them to a run).
-ORDER_METRICS = catalog.shown_in("orders")
-# Scores that are means of one value per example (a ratio of sums, over the number of examples).
-MEANS = catalog.names(computed="mean")
-# Scores that are ratios of per-example sums: accuracy, Rec2FTP (percent) and the Jaccard indices;
-# then the means a run has.
-RATIOS = catalog.names(computed="ratio") + MEANS
+def means() -> tuple[str, ...]:
+    """Scores that are means of one value per example (a ratio of sums, over the number of
+    examples): the output distributions' divergences, the order sensitivity. Read from the catalog
+    at each call, so that a metric the catalog gains (``catalog.extended``) is scored too."""
+    return catalog.names(computed="mean")
+
+
+def ratios() -> tuple[str, ...]:
+    """Scores that are ratios of per-example sums: accuracy, Rec2FTP (percent) and the Jaccard
+    indices; then :func:`means`."""
+    return catalog.names(computed="ratio") + means()
+
+
 # ICL's accuracy with its demonstrations' labels permuted consistently, against the permuted gold
 # (setting icl_permuted): whether the model follows its demonstrations' labels. A run has it where
 # the premise reads its task and seed (planning.plan.permuted_runs).
@@ -63,7 +65,7 @@ OPTIONAL_COLUMNS = (*PERMUTED_COLUMNS, *CALIBRATED.values())
 class RunExamples:
     """A run's per-example values, from which every run-level score and its bootstrap interval
     follow: the predictions, each similarity metric per example and layer (n, L), and the values
-    of :data:`MEANS` it has per example (n,): the output distributions' divergences, and where the
+    of :func:`means` it has per example (n,): the output distributions' divergences, and where the
     run's demonstrations ran in further orders, the order sensitivity. ``alpha`` is there when
     the run has a baseline method to compare with (``meta["baseline"]``). Where ICL also ran on
     consistently permuted labels (:data:`PERMUTED`), its predictions and the permuted gold
@@ -91,13 +93,14 @@ class RunExamples:
 
     @property
     def ratio_names(self) -> tuple[str, ...]:
-        """The ratio scores this run has: every one of :data:`RATIOS` but the means whose values
+        """The ratio scores this run has: every one of :func:`ratios` but the means whose values
         it lacks (made by hand, or without further orders) and, without ICL on permuted labels,
         :data:`PERMUTED`, without calibrated predictions, :data:`CALIBRATED`."""
+        mean = means()
         return tuple(
             name
-            for name in RATIOS
-            if (name not in MEANS or name in self.per_example)
+            for name in ratios()
+            if (name not in mean or name in self.per_example)
             and (name != PERMUTED or self.pred_icl_permuted is not None)
             and (name not in CALIBRATED or getattr(self, CALIBRATED[name]) is not None)
         )
@@ -117,7 +120,7 @@ class RunExamples:
         if name.startswith("acc_"):
             pred = {"acc_zsl": self.pred_zsl, "acc_icl": self.pred_icl, "acc_ft": self.pred_ft}[name]
             return (pred == self.gold).astype(np.float64), np.ones(len(pred))
-        if name in MEANS:
+        if name in means():
             if name not in self.per_example:
                 raise ValueError(
                     f"{name}: this run has no such per-example values (its file was written before "
@@ -390,8 +393,9 @@ def read_examples(path) -> RunExamples:
     n = table.num_rows
     fixed = ("example_id", "gold", "pred_zsl", "pred_icl", "pred_ft")
     sims, per_example = {}, {}
+    mean = means()
     for name in table.column_names:
-        if name in MEANS:
+        if name in mean:
             per_example[name] = table.column(name).to_numpy()
         elif name not in (*fixed, *OPTIONAL_COLUMNS):
             column = table.column(name).combine_chunks()

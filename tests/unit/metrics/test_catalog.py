@@ -56,8 +56,8 @@ def test_the_lists_follow_the_catalog():
         "jaccard_incorrect",
         "rec2ftp",
     )  # paper 003 Table 1's order, and ICL on permuted labels (the premise's) beside ICL
-    assert scoring.RATIOS[:4] == ("acc_zsl", "acc_icl", "acc_ft", "rec2ftp")
-    assert set(scoring.MEANS) == set(scoring.DIVERGENCES) | set(scoring.ORDER_METRICS)
+    assert scoring.ratios()[:4] == ("acc_zsl", "acc_icl", "acc_ft", "rec2ftp")
+    assert set(scoring.means()) == set(catalog.names(kind="divergence")) | set(catalog.shown_in("orders"))
     assert "simaou_random_gaussian" not in catalog.published() and "alpha" in catalog.published()
     # paper 001 Table 2's order (SimAOU_norm first), the divergences after; what they are read against above
     assert catalog.shown_in("methods") == (
@@ -127,6 +127,31 @@ def test_a_new_metric_is_one_row_and_reaches_a_table():
         assert table.loc["New Accuracy (%)", "SST2"] == "87.3 ± 1.0"  # a share: shown in percent
         assert catalog.margin("acc_new") == 0.01 and "acc_new" in catalog.published()
     assert catalog.get("acc_new") is None  # the block's catalog is gone with it
+
+
+def test_a_new_per_example_mean_is_read_back_and_scored(tmp_path):
+    """A mean of per-example values that the catalog gains is read from a run's file and scored:
+    scoring reads the catalog when it runs, not when it was imported."""
+    new = Metric("kl_new", "divergence", "mean", "KL new", 0.0, np.inf, 0.01)
+    n = 6
+    gold = np.array([0, 1, 0, 1, 0, 1])
+    ex = scoring.RunExamples(
+        meta=dict(model="m", variant="trained", task="sst2", seed=1, method="gd", baseline=None),
+        example_id=np.arange(n),
+        gold=gold,
+        pred_zsl=gold,
+        pred_icl=gold,
+        pred_ft=1 - gold,
+        similarities={},
+        per_example={"kl_new": np.linspace(0.0, 1.0, n)},
+    )
+    with catalog.extended(new):
+        scoring.write_examples(ex, tmp_path / "ex.parquet")
+        back = scoring.read_examples(tmp_path / "ex.parquet")
+        assert "kl_new" in back.ratio_names
+        scores = scoring.score_examples(back, n_boot=20)
+        assert scores.loc[scores["metric"] == "kl_new", "value"].item() == pytest.approx(0.5)
+    assert "kl_new" not in scoring.means()
 
 
 def test_a_metric_added_to_a_report_table_reaches_it(tmp_path):

@@ -313,7 +313,7 @@ def test_examples_round_trip_and_single_seed_interval_equals_the_runs(tmp_path):
     assert back.meta == ex.meta and back.meta["method"] == "gd" and back.meta["baseline"] is None
     np.testing.assert_array_equal(back.pred_ft, ex.pred_ft)
     assert set(back.similarities) == set(ex.similarities)
-    assert set(back.per_example) == set(scoring.DIVERGENCES)
+    assert set(back.per_example) == set(catalog.names(kind="divergence"))
     for name, values in ex.per_example.items():
         np.testing.assert_array_equal(back.per_example[name], values)
     np.testing.assert_array_equal(back.similarities["simam_delta"], ex.similarities["simam_delta"])
