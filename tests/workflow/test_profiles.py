@@ -35,10 +35,12 @@ CONFIG = {
 }
 
 
-def plan(workdir: Path, *args: str, env: dict | None = None) -> tuple[dict[str, list[set[str]]], dict[str, list[str]]]:
-    """A dry run of CONFIG: rule -> its jobs' resources (as 'name=value' sets), and group job ->
+def plan(
+    workdir: Path, *args: str, env: dict | None = None, config: dict = CONFIG
+) -> tuple[dict[str, list[set[str]]], dict[str, list[str]]]:
+    """A dry run of ``config``: rule -> its jobs' resources (as 'name=value' sets), and group job ->
     its jobs' rules."""
-    (workdir / "config.yaml").write_text(yaml.safe_dump(CONFIG))
+    (workdir / "config.yaml").write_text(yaml.safe_dump(config))
     cmd = [*SNAKEMAKE, "-n", "--directory", str(workdir), "--configfile", str(workdir / "config.yaml"), *args]
     proc = subprocess.run(cmd, capture_output=True, text=True, cwd=workdir, env=env)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
@@ -48,7 +50,7 @@ def plan(workdir: Path, *args: str, env: dict | None = None) -> tuple[dict[str, 
         if match := re.match(r".*Group job (\S+) ", line):
             group = match.group(1)
             groups[group] = []
-        elif match := re.match(r"(\s*)(?:local)?rule (\w+):", line):
+        elif match := re.match(r"(\s*)(?:local)?(?:rule|checkpoint) (\w+):", line):
             rule = match.group(2)
             if not match.group(1):
                 group = None
@@ -102,6 +104,31 @@ def test_slurm_profile_plans_the_workflow_where_slurm_is_absent(tmp_path):
         "extract_tiny_trained": ["extract_base", "extract_base", "extract_zsl", "finetune_and_extract"],
         "extract_tiny_untrained": ["extract_base", "extract_zsl", "finetune_and_extract"],
     }
+
+
+def test_a_choice_on_development_rows_runs_on_a_gpu_node_of_its_own(tmp_path):
+    """A method that chooses its rate (rule choose_finetuning, a checkpoint): a GPU job as the
+    finetuning is, in no group (the finetuning it decides is planned once it has run)."""
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    for tool in ("which", "sh", "bash"):
+        (tools / tool).symlink_to(shutil.which(tool))
+    path = f"{Path(sys.executable).parent}{os.pathsep}{tools}"
+    choosing = {**CONFIG, "methods": {"gd": {"kind": "gd", "choose": {"lr": [0.1, 1.0]}}}}
+    resources, groups = plan(
+        tmp_path,
+        "--workflow-profile",
+        str(REPO / "profiles/slurm"),
+        env={**os.environ, "PATH": path},
+        config=choosing,
+    )
+    partition = yaml.safe_load((REPO / "profiles/slurm/config.yaml").read_text())["set-resources"]["choose_finetuning"]
+    assert len(resources["choose_finetuning"]) == 2  # one per variant of the one task
+    assert all(
+        {"gpu=1", f"slurm_partition={partition['slurm_partition']}", "jobs_per_gpu=1"} <= r
+        for r in resources["choose_finetuning"]
+    )
+    assert not any("choose_finetuning" in rules for rules in groups.values())
 
 
 def write_estimate(workdir: Path, peaks: dict[str, float], seconds: dict[str, float]) -> None:

@@ -44,10 +44,45 @@ use rule extract_base as extract_zsl with:
         benchmark="results/benchmarks/extract/{model}/{variant}/{task}/seed{seed}/zsl.tsv",
 
 
+# A method with a choose key (its learning rate and epochs picked on development rows, per model,
+# variant and task): one job per (model, variant, task, method) trains every grid point on each
+# seed's demonstrations and scores it on held-out train rows. A checkpoint, not an input of the
+# finetuning: each finetuning job reads its choice into its run spec (run_spec, through
+# finetuning_choice), so that a new grid reruns the choice, then only the finetuning whose chosen
+# value changed, by Snakemake's params trigger; as an input file, every one of them would rerun
+# on its newer time (docs/reruns.md, "A choice made on development rows").
+checkpoint choose_finetuning:
+    input:
+        unpack(task_files),
+        model=model_dir,
+    output:
+        table="results/choice/{model}/{variant}/{task}/{method}.parquet",
+    wildcard_constraints:
+        method=_names_regex(CHOOSING_METHODS),
+    params:
+        choice=choice_spec,
+        code=code_of("choose_finetuning.py"),
+    threads: 1
+    priority: 1
+    resources:
+        gpu=MODEL_GPUS,
+        jobs_per_gpu=JOBS_PER_GPU,
+        mem_mb=job_request(16000, 120, "mem_mb"),
+        runtime=job_request(16000, 120, "runtime"),
+    conda:
+        "../../envs/models.yaml"
+    log:
+        "results/logs/choose_finetuning/{model}/{variant}/{task}/{method}.log",
+        benchmark="results/benchmarks/choose_finetuning/{model}/{variant}/{task}/{method}.tsv",
+    script:
+        "../scripts/choose_finetuning.py"
+
+
 rule finetune_and_extract:
     input:
         unpack(task_files),
         unpack(reference_cache),
+        unpack(finetuning_choice_made),
         model=model_dir,
     output:
         cache=cache_output(),

@@ -144,8 +144,9 @@ rule compare_methods:
 
 # The papers' claims tested on every model of the run (icl_gd/metrics/claim_definitions.py): per task the paired
 # difference and its interval, the verdict, and what an inconclusive one would need; their premise,
-# whether the model learns in context on each task (icl_gd/metrics/premise.py), and each claim read
-# again over the tasks where it does.
+# whether the model learns in context on each task (icl_gd/metrics/premise.py), and finetuning's side
+# of it, whether each method of the trained variant learns (FT above ZSL); and each claim read again
+# over the tasks where the model learns in context, and where finetuning learns as well.
 rule evaluate_claims:
     input:
         examples=all_run_examples(),
@@ -155,6 +156,8 @@ rule evaluate_claims:
         csv="results/metrics/claims.csv",
         premise="results/metrics/premise.parquet",
         premise_csv="results/metrics/premise.csv",
+        premise_methods="results/metrics/premise_methods.parquet",
+        premise_methods_csv="results/metrics/premise_methods.csv",
     params:
         code=code_of("evaluate_claims.py"),
         roles=plan.published_roles(config),

@@ -19,6 +19,7 @@ claim_testing.write_claim_tests(
     snakemake.output.csv,
     snakemake.params.roles,
     premise_paths=(snakemake.output.premise, snakemake.output.premise_csv),
+    methods_paths=(snakemake.output.premise_methods, snakemake.output.premise_methods_csv),
     labels=snakemake.params.labels,
     order_paths=snakemake.input.get("orders", []),
     n_boot=stats["n_boot"],

@@ -344,10 +344,12 @@ def run(
         sequences = prompts.ft_sequences(tokenizer, train_demos)
         base = training.snapshot(model) if spec["kind"] == "linearized" else None
         master = training.master_weights(model)  # float32 even where the model is not
-        with tqdm(total=len(sequences), desc=f"train {setting}", unit="step", mininterval=1.0) as bar:
-            train_log = training.finetune(
+        epochs = int(spec.get("epochs", 1))
+        with tqdm(total=epochs * len(sequences), desc=f"train {setting}", unit="step", mininterval=1.0) as bar:
+            train_log = training.finetune_epochs(
                 model,
                 sequences,
+                epochs,
                 lr=spec["lr"],
                 kind=spec["kind"],
                 clip_grad_norm=spec["clip_grad_norm"],
@@ -362,12 +364,13 @@ def run(
             kind=spec["kind"],
             lr=spec["lr"],
             clip_grad_norm=spec["clip_grad_norm"],
-            n_train_steps=len(sequences),
+            epochs=epochs,
+            n_train_steps=epochs * len(sequences),
             ft_demos=spec["ft_demos"],
         )
         log.info(
             "trained %d steps, final loss %.4f, skipped %d",
-            len(sequences),
+            epochs * len(sequences),
             train_log["loss"][-1],
             train_log["skipped"].sum(),
         )

@@ -622,3 +622,30 @@ def finetune(
         "grad_norm": torch.stack(norms).cpu().numpy() if norms else np.zeros((0, model.config.num_hidden_layers)),
         "skipped": skipped,
     }
+
+
+def finetune_epochs(
+    model,
+    sequences: list[list[int]],
+    epochs: int,
+    *,
+    after_epoch=None,
+    master: list[torch.Tensor] | None = None,
+    base: list[torch.Tensor] | None = None,
+    **options,
+):
+    """``epochs`` passes of :func:`finetune` over ``sequences`` in the same order, on one set of
+    ``master`` weights (and one ``base``, for a linearized model); the logs of every step, in order.
+    ``after_epoch(epoch, log)``, if given, runs after each pass (1, 2, ...) with that pass's log:
+    the development choice scores the model there, so a choice of e epochs is scored on the very
+    weights a run of e epochs trains (both come through here)."""
+    if master is None:
+        master = master_weights(model)
+    if options.get("kind") == "linearized" and base is None:
+        base = snapshot(model)
+    logs = []
+    for epoch in range(1, int(epochs) + 1):
+        logs.append(finetune(model, sequences, master=master, base=base, **options))
+        if after_epoch is not None:
+            after_epoch(epoch, logs[-1])
+    return {key: np.concatenate([log_[key] for log_ in logs]) for key in ("loss", "grad_norm", "skipped")}

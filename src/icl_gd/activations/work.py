@@ -5,10 +5,12 @@ the job feeds it (``extract.sequences_of``), as ``disk`` counts a cache's bytes.
 and of attention's q.k and p.v over the causal pairs (4 d per attended pair and layer):
 - ZSL evaluates each query (with its BOS) alone; logits at one position per example.
 - ICL runs the demonstrations' prefix once and every query attending to it and to itself.
-- A training method first takes one step per demonstration (``ft_demos``): gd a forward with the
+- A training method first takes one step per demonstration (``ft_demos``) and epoch: gd a forward with the
   head on every position and its backward (about twice the forward); lcgd the head on every
   block's output at every predicting position (L times the rows) and the blocks' input gradients;
   linearized a forward, a tangent pass and a backward (about three forwards). Then ZSL's evaluation.
+- A choice of a method's rate and epochs on development rows: each grid rate's training (for the
+  grid's most epochs) and an evaluation after each epoch the grid scores, per seed.
 - The built-in model's pretraining: its steps of 8 sequences at its pretraining length, forward
   with the head on every position and its backward.
 
@@ -107,10 +109,28 @@ def job_work(shape: Shape, spec: dict, sequences) -> Work:
     if training:
         demos = sequences.demo_ids if spec["ft_demos"] == "all" else sequences.demo_ids[: sequences.true_k]
         lengths = [len(d) + 1 for d in demos]  # with the BOS (prompts.ft_sequences)
-        work.train_flops = sum(train_step_flops(shape, n, spec["kind"]) for n in lengths)
-        work.steps = len(lengths)
+        epochs = int(spec.get("epochs", 1))
+        work.train_flops = epochs * sum(train_step_flops(shape, n, spec["kind"]) for n in lengths)
+        work.steps = epochs * len(lengths)
         work.longest = max([work.longest, *lengths])
     return work
+
+
+def choice_work(shape: Shape, spec: dict, sequences) -> Work:
+    """The work of one choice job (``plan.choice_spec``): per seed, each learning rate trains for
+    the grid's most epochs and is scored on the development rows after each epoch the grid names,
+    and the model is scored once as it is; ``sequences(run)``: a run's ``RunSequences``."""
+    grid, runs = spec["grid"], spec["runs"]
+    n_lr, most, scored = len(grid["lr"]), max(grid["epochs"]), len(grid["epochs"])
+    total = Work(path=runs[0]["kind"])
+    for run in runs:
+        one = job_work(shape, {**run, "epochs": 1}, sequences(run))
+        total.train_flops += n_lr * most * one.train_flops
+        total.eval_flops += (1 + n_lr * scored) * one.eval_flops
+        total.steps += n_lr * most * one.steps
+        total.examples += (1 + n_lr * scored) * one.examples
+        total.longest = max(total.longest, one.longest)
+    return total
 
 
 def pretrain_work(shape: Shape, steps: int, length: int, batch: int = PRETRAIN_BATCH) -> Work:

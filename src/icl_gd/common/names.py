@@ -64,7 +64,14 @@ TABLE_CAPTIONS = {
     "with its demonstrations' labels permuted consistently against the permuted gold's majority class, in "
     "points, with the claims' crossed seeds x examples intervals; the model learns in context where all three "
     "lower ends lie above 0) and ICL's most-predicted label, beside SimAOU_norm of GD on the trained model "
-    "(layer mean, {ci} interval): paper 001 asks whether the similarity grows with ICL's own effect.",
+    "(layer mean, {ci} interval): paper 001 asks whether the similarity grows with ICL's own effect. Then "
+    "finetuning's side of the premise: per finetuning method, FT's accuracy against ZSL's on the same "
+    "intervals, and whether it learns (the lower end above 0).",
+    "choice": "Finetuning at a chosen setting: per model, variant, task and method that chooses its learning rate "
+    "and epochs (methods.<name>.choose), every point of its grid, finetuned on each seed's own demonstrations and "
+    "scored on held-out train rows that no seed takes as a demonstration (never an evaluation example): its "
+    "accuracy there per seed and their mean (%), beside the model's own zero-shot accuracy on the same rows; "
+    "the chosen point (the highest mean; a tie to the smaller rate, then the fewer epochs) marked.",
     "claims": "The papers' claims, each tested on this run's layer-mean scores (a: the claimed larger or smaller "
     "cell, b: what it is compared with): per task a - b with its paired interval on the crossed seeds x "
     "examples design (one resample of the examples for a and b in every seed, the seeds' spread as a "

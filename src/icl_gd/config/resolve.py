@@ -150,7 +150,7 @@ PROTOCOL_METHODS = {
 
 def protocol_roles(config: dict, methods: list[str]) -> dict[str, str]:
     """Published method -> the config's method (among ``methods``) that does the same: the
-    first whose spec matches, at the protocol's learning rates."""
+    first whose spec matches, at the protocol's learning rates and its one epoch."""
     roles = {}
     for role, wanted in PROTOCOL_METHODS.items():
         for method in methods:
@@ -158,6 +158,8 @@ def protocol_roles(config: dict, methods: list[str]) -> dict[str, str]:
             if (
                 spec.get("lr") is None
                 and float(spec.get("lr_scale") or 1.0) == 1.0
+                and not spec.get("choose")
+                and int(spec.get("epochs") or 1) == 1
                 and spec.get("k") in (None, config["k"])
                 and all(spec.get(key) == value for key, value in wanted.items())
             ):
@@ -232,9 +234,29 @@ def icl_setting(config: dict, method: str) -> str:
     return base if k == int(config["k"]) else f"{base}_k{k}"
 
 
+def choice_grid(config: dict, method: str) -> dict | None:
+    """The grid a method's learning rate and epochs are chosen from on development rows
+    (``methods.<name>.choose``, rule choose_finetuning): ``lr`` and ``epochs`` ascending, and
+    ``examples``; None for a method that keeps its own rate."""
+    grid = method_spec(config, method).get("choose")
+    if not grid:
+        return None
+    return {
+        "lr": sorted(float(x) for x in grid["lr"]),
+        "epochs": sorted(int(x) for x in grid.get("epochs") or [1]),
+        "examples": int(grid.get("examples") or 100),
+    }
+
+
 def learning_rate(config: dict, task: str, method: str) -> float:
     """A method's own ``lr`` wins; otherwise the task's learning rate (docs/protocol.md). Either is
-    multiplied by the method's ``lr_scale``, so that one method name sweeps every task's rate."""
+    multiplied by the method's ``lr_scale``, so that one method name sweeps every task's rate.
+    A method that chooses its rate (:func:`choice_grid`) has none before its choice is made."""
+    if choice_grid(config, method) is not None:
+        raise ConfigError(
+            f"methods.{method} chooses its learning rate per model, variant and task on development rows "
+            "(methods.<name>.choose): read it from that choice (results/choice/), not from the config"
+        )
     spec = method_spec(config, method)
     lr = spec.get("lr")
     base = float(lr) if lr is not None else task_spec(config, task).lr

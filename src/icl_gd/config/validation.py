@@ -40,6 +40,8 @@ def check_names(config: dict) -> None:
                 f"methods.{method}: zsl and icl[_switched|_permuted][_k<n>] are reserved setting names; rename the method"
             )
         spec = method_spec(config, method)
+        if spec.get("choose"):
+            _check_choice(config, method, spec)
         unknown = [t for t in spec.get("tasks") or [] if t not in config.get("tasks", {})]
         if unknown:
             raise ConfigError(
@@ -100,6 +102,26 @@ def check_names(config: dict) -> None:
         )
 
 
+def _check_choice(config: dict, method: str, spec: dict) -> None:
+    """A method that chooses its rate and epochs (``choose``) sets neither itself, and its
+    development rows are not the run's queries."""
+    fixed = [
+        key
+        for key, unset in (("lr", None), ("lr_scale", 1.0), ("epochs", 1))
+        if spec.get(key) is not None and spec.get(key) != unset
+    ]
+    if fixed:
+        raise ConfigError(
+            f"methods.{method}.choose picks the learning rate and the epochs from its grid, but "
+            f"methods.{method}.{fixed[0]} sets it too; remove methods.{method}.{fixed[0]}, or the choose key"
+        )
+    if config.get("evaluate_on", "evaluation") == "development":
+        raise ConfigError(
+            f"methods.{method}.choose picks on the development rows, which evaluate_on: development makes every "
+            "run's queries too: a choice read on the rows it is then scored on; use evaluate_on: evaluation"
+        )
+
+
 def _resolve(schema: dict, root: dict) -> dict:
     ref = schema.get("$ref")
     if ref is None:
@@ -114,6 +136,11 @@ def _fill_defaults(value, schema: dict, root: dict):
     """Fill ``default``s into ``value`` in place, also inside maps (``additionalProperties``)."""
     schema = _resolve(schema, root)
     if not isinstance(value, dict):
+        return
+    if "anyOf" in schema and "properties" not in schema:  # an object or null: the object's defaults
+        objects = [s for s in map(lambda s: _resolve(s, root), schema["anyOf"]) if "properties" in s]
+        if objects:
+            _fill_defaults(value, objects[0], root)
         return
     for key, sub in schema.get("properties", {}).items():
         sub = _resolve(sub, root)

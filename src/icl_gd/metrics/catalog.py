@@ -1,9 +1,9 @@
 """Every run-level score, one row each: what it is, what it can take, how it is shown, the smallest
-difference of interest, where it appears and whether the papers print it. Every list of metrics
-the package uses is read from here (:func:`names`, :func:`shown_in`, ...), at the time it is used,
-so that adding a metric is one row here plus its formula (``metrics/formulas.py``, or a ratio of
-per-example sums in ``metrics/scoring.py``), and a test can add one to a catalog of its own
-(:func:`extended`) and see it reach a table.
+difference of interest, where it appears, whether the papers print it and whether it reads a
+finetuned model. Every list of metrics the package uses is read from here (:func:`names`,
+:func:`shown_in`, ...), at the time it is used, so that adding a metric is one row here plus its
+formula (``metrics/formulas.py``, or a ratio of per-example sums in ``metrics/scoring.py``), and a
+test can add one to a catalog of its own (:func:`extended`) and see it reach a table.
 
 Kinds, and what follows from each:
 
@@ -68,6 +68,7 @@ class Metric:
     named: dict = field(default_factory=dict)  # table -> the row's name there, where a table names it its own way
     random_baseline: str | None = None  # the random update's similarity a figure draws beside it
     color: str | None = None  # a figure's colour for it, where it stands for a setting (paper 001's)
+    finetuned: bool = False  # it reads a finetuned model: a claim on it compares ICL (or ZSL) with finetuning
 
     @property
     def scale(self) -> float:
@@ -96,16 +97,16 @@ CATALOG: tuple[Metric, ...] = (
            shown_in=("accuracy", "accuracy_best", "paper002", "intervals", "comparisons", "k_sweep",
                      "accuracy_figure", "lr_sweep_figure", "k_sweep_figure", "sizes_figure", "models_figure",
                      "reproduction_figure", "compared"),
-           published=True,
+           published=True, finetuned=True,
            rank={"accuracy": 1, "intervals": 0, "accuracy_figure": 1, "lr_sweep_figure": 3, "models_figure": 3}),
     Metric("rec2ftp", "percent", "ratio", "Rec2FTP (%)", 0.0, 100.0, 1.0, shown_in=("accuracy", "intervals"),
-           published=True, rank={"accuracy": 7}),
+           published=True, finetuned=True, rank={"accuracy": 7}),
     _share("jaccard_all", "Jaccard Index (%)", figure_label="Jaccard index",
-           shown_in=("accuracy", "reproduction_figure"), published=True),
+           shown_in=("accuracy", "reproduction_figure"), published=True, finetuned=True),
     _share("jaccard_correct", "Jaccard - Correct (%)", figure_label="Jaccard index (correct changes)",
-           shown_in=("accuracy", "reproduction_figure"), published=True),
+           shown_in=("accuracy", "reproduction_figure"), published=True, finetuned=True),
     _share("jaccard_incorrect", "Jaccard - Incorrect (%)", figure_label="Jaccard index (incorrect changes)",
-           shown_in=("accuracy", "reproduction_figure"), published=True),
+           shown_in=("accuracy", "reproduction_figure"), published=True, finetuned=True),
     # ICL on consistently permuted labels, against the permuted gold (setting icl_permuted): the
     # claims' premise, that the model follows its demonstrations' labels; beyond the papers
     _share("acc_icl_permuted", "ICL, permuted labels, accuracy (%)", figure_label="ICL, permuted labels",
@@ -118,32 +119,33 @@ CATALOG: tuple[Metric, ...] = (
            axis_label="ICL accuracy, calibrated (%)", shown_in=("accuracy",), rank={"accuracy": 2.5}),
     Metric("kl_icl_ft", "divergence", "mean", "KL(ICL || FT)", 0.0, np.inf, 0.01, r"KL(ICL$\,\|\,$FT)",
            shown_in=("methods", "intervals", "output_distributions_figure"),
-           rank={"methods": 6, "intervals": 10, "output_distributions_figure": 2}),
+           rank={"methods": 6, "intervals": 10, "output_distributions_figure": 2}, finetuned=True),
     Metric("kl_icl_zsl", "divergence", "mean", "KL(ICL || ZSL)", 0.0, np.inf, 0.01, r"KL(ICL$\,\|\,$ZSL)",
            shown_in=("methods_baselines", "intervals", "output_distributions_figure"),
            rank={"methods_baselines": 3, "intervals": 11}),
     Metric("tv_icl_ft", "divergence", "mean", "TV(ICL, FT)", 0.0, 1.0, 0.01, "TV(ICL, FT)",
-           shown_in=("methods", "intervals"), rank={"methods": 7, "intervals": 12}),
+           shown_in=("methods", "intervals"), rank={"methods": 7, "intervals": 12}, finetuned=True),
     _share("order_changed_icl", "ICL predictions changed across orders (%)", "mean",
            figure_label="ICL: predictions changed across orders", shown_in=("orders", "orders_figure"),
            named={"orders": "ICL: predictions changed across orders (%)"}),
     _share("order_changed_ft", "FT predictions changed across orders (%)", "mean",
            figure_label="FT: predictions changed across orders", shown_in=("orders", "orders_figure"),
-           named={"orders": "FT: predictions changed across orders (%)"}),
+           named={"orders": "FT: predictions changed across orders (%)"}, finetuned=True),
     Metric("order_change_gap", "share", "mean", "ICL minus FT predictions changed across orders (%)", -1.0, 1.0, 0.01,
-           shown_in=("orders",), named={"orders": "ICL minus FT (points)"}),
+           shown_in=("orders",), named={"orders": "ICL minus FT (points)"}, finetuned=True),
     # Each SimAOU's random baseline: the reference's uniform r is what the papers print next to
     # SimAOU_norm; a centred Gaussian r is isotropic, so its cosine with any fixed update has the same
     # law whether or not h was normalised: the null of the unnormalised SimAOU as well
     _cosine("simaou", "SimAOU", figure_label="SimAOU", random_baseline="simaou_random_gaussian",
             shown_in=("variants", "methods", "intervals", "comparisons",
                       "per_layer_figure", "reproduction_figure", "compared", "f2t"),
-            published=True),
+            published=True, finetuned=True),
     _cosine("simaou_norm", "SimAOU_norm", figure_label=r"SimAOU$_\mathrm{norm}$", random_baseline="simaou_random",
             shown_in=("methods", "paper002", "layer_causal", "intervals", "comparisons", "k_sweep", "premise",
                       "lr_sweep_figure", "k_sweep_figure", "sizes_figure", "models_figure", "reproduction_figure",
                       "compared", "orders_spread", "f2t"),
-            published=True, rank={"methods": 1.5, "layer_causal": 1.5, "intervals": 3, "comparisons": 0.5}),
+            published=True, finetuned=True,
+            rank={"methods": 1.5, "layer_causal": 1.5, "intervals": 3, "comparisons": 0.5}),
     _cosine("simaou_random", "Random SimAOU", figure_label="Random SimAOU (reference, uniform $r$)",
             shown_in=("methods_baselines", "layer_causal", "reproduction_figure"), published=True),
     _cosine("simaou_random_gaussian", "Random SimAOU (Gaussian)", figure_label="Random SimAOU (Gaussian $r$)",
@@ -153,14 +155,14 @@ CATALOG: tuple[Metric, ...] = (
     _cosine("simam_after", "SimAM_after", figure_label="SimAM (after FT)",
             shown_in=("methods", "paper002", "layer_causal", "intervals", "comparisons",
                       "reproduction_figure", "compared", "f2t"),
-            published=True),
+            published=True, finetuned=True),
     Metric("simam_delta", "cosine", "similarity", "SimAM_delta", -2.0, 2.0, 0.01, r"SimAM$_\Delta$",
            shown_in=("variants", "methods", "paper002", "intervals", "comparisons", "k_sweep",
                      "per_layer_figure", "lr_sweep_figure", "k_sweep_figure", "sizes_figure", "models_figure",
                      "reproduction_figure", "compared", "orders_spread", "f2t"),
-           published=True),
+           published=True, finetuned=True),
     _cosine("alpha", "alpha", figure_label=r"$\alpha$", shown_in=("alpha_figure", "f2t", "with_baseline"),
-            published=True),
+            published=True, finetuned=True),
 )  # fmt: skip
 
 _active: list[tuple[Metric, ...]] = [CATALOG]
@@ -255,6 +257,14 @@ def axis_label(metric: str) -> str:
     if found is None or metric.endswith("_f2t") or not found.axis_label:
         return figure_label(metric)
     return found.axis_label
+
+
+def finetuned(metric: str) -> bool:
+    """Whether a score reads a finetuned model (FT's predictions, outputs or maps): a claim on it
+    compares ICL, or ZSL, with finetuning (``premise.finetuned_methods``). No pseudo-score outside
+    the catalog (the majority-class rate) does."""
+    found = get(metric)
+    return found is not None and found.finetuned
 
 
 def random_baseline(metric: str) -> str | None:

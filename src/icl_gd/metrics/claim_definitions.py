@@ -95,6 +95,11 @@ class Claim:
         return list(self.b) if isinstance(self.b, tuple) else [self.b]
 
     @property
+    def cells(self) -> list[Cell]:
+        """The cells it reads: a and each cell b (a constant b left out)."""
+        return [c for c in (self.a, *self.against) if not isinstance(c, float)]
+
+    @property
     def margin(self) -> float:
         """The smallest effect of interest of a - b, in the unit a is held in."""
         return catalog.margin(self.a[2])

@@ -1,17 +1,16 @@
 """The claims' testing: their paired tests on a run (``metrics.claim_definitions`` states the
 claims and how a verdict is read): per claim and task the difference a - b on the crossed seeds x
-examples design, its interval drawn from shared resamples of the task's examples, redrawn where an
-end is unsettled, and what an inconclusive claim would need; the claims' premise
-(``metrics.premise``), and each claim read again over the tasks where it holds; written as the
-claims' and the premise's tables.
+examples design, its interval drawn from shared resamples of the task's examples
+(``metrics.claim_replicates``), redrawn where an end is unsettled, and what an inconclusive claim
+would need; the claims' premise (``metrics.premise``) and finetuning's side of it, and each claim
+read again over the tasks where the premise holds, and where finetuning learns as well; written as
+the claims' and the premise's tables.
 """
 
 from __future__ import annotations
 
 import logging
 import math
-import warnings
-import zlib
 from dataclasses import dataclass
 
 import numpy as np
@@ -37,155 +36,10 @@ from icl_gd.metrics.claim_definitions import (
     read_quantifier,
     status,
 )
-from icl_gd.metrics.scoring import RunExamples, layer_mean, positions_of, read_examples, run_key, runs_provenance
+from icl_gd.metrics.claim_replicates import Replicates
+from icl_gd.metrics.scoring import RunExamples, read_examples, run_key, runs_provenance
 
 log = logging.getLogger(__name__)
-
-
-# --------------------------------------------------------------------------------------------
-# the paired bootstrap
-
-
-def _cell_terms(ex: RunExamples, metric: str, rows: np.ndarray):
-    """The per-example terms of a run score on the examples ``rows``: (numerator, denominator) of a
-    ratio, or the (n, L) similarity values."""
-    if metric in ex.similarities:
-        return ex.similarities[metric][rows]
-    if metric in premise.MAJORITY_OF:
-        return premise.majority_terms(getattr(ex, premise.MAJORITY_OF[metric])[rows])
-    num, den = ex.ratio_terms(metric)
-    return num[rows], den[rows]
-
-
-def _has_score(ex: RunExamples, metric: str) -> bool:
-    if metric in premise.MAJORITY_OF:
-        return getattr(ex, premise.MAJORITY_OF[metric]) is not None
-    return metric in ex.ratio_names or metric in ex.similarities
-
-
-def _statistic(terms, counts: np.ndarray) -> np.ndarray:
-    """The run score on each resample (rows of ``counts``): a ratio, or the layer mean of the
-    per-layer means over examples, as the summary computes it."""
-    if isinstance(terms, tuple):
-        return resampling.bootstrap_ratios(*terms, counts)
-    return layer_mean(resampling.bootstrap_means(terms, counts))
-
-
-class _Replicates:
-    """The bootstrap replicates of every cell of every (model, task, seed), drawn in chunks of
-    ``chunk`` as they are asked for: asking for more extends the same streams (the first
-    chunks are the same whatever the total), so a claim whose verdict the bootstrap's own noise
-    could flip can draw more (:data:`MAX_REPLICATES`) without changing any other claim's. Every
-    seed and cell of a task is resampled with the same counts: the crossed design."""
-
-    def __init__(self, index, cells: set[tuple[str, str, str]], chunk: int, seed: int):
-        self.index, self.cells, self.chunk, self.seed = index, cells, chunk, seed
-        self._tasks: dict[tuple, tuple] = {}  # (model, task) -> (ids, {seed: terms per cell}, {seed: points})
-        self._reps: dict[tuple, list[np.ndarray]] = {}  # (model, task, seed, *cell) -> chunks
-        self._errors: dict[tuple, list[np.ndarray]] = {}  # (model, task, seeds, a, b) -> chunks
-
-    def _prepared(self, model: str, task: str):
-        key = (model, task)
-        if key not in self._tasks:
-            by_seed = self.index[key]
-            present = {s: {(v, m) for v, m, _ in self.cells if (v, m) in runs} for s, runs in by_seed.items()}
-            ids = None
-            for s, runs in sorted(by_seed.items()):
-                for run in sorted(present[s]):
-                    run_ids = np.asarray(runs[run].example_id)
-                    ids = np.unique(run_ids) if ids is None else np.intersect1d(ids, run_ids)
-            ids = ids if ids is not None else np.zeros(0, np.int64)
-            if any(
-                len(ids) != len(np.unique(runs[run].example_id)) for s, runs in by_seed.items() for run in present[s]
-            ):
-                log.warning(
-                    "%s/%s: the seeds and settings of this task evaluate different examples; the claims "
-                    "pair the %d they share",
-                    model,
-                    task,
-                    len(ids),
-                )
-            terms, points = {}, {}
-            ones = np.ones((1, len(ids)))
-            for s, runs in by_seed.items():
-                rows = {run: positions_of(runs[run].example_id, ids) for run in present[s]}
-                terms[s] = {
-                    c: _cell_terms(runs[c[:2]], c[2], rows[c[:2]])
-                    for c in self.cells
-                    if c[:2] in present[s] and _has_score(runs[c[:2]], c[2])
-                }
-                points[s] = {c: float(_statistic(t, ones)[0]) for c, t in terms[s].items()}
-            self._tasks[key] = (ids, terms, points)
-        return self._tasks[key]
-
-    def seeds(self, model: str, task: str) -> list[int]:
-        return sorted(self.index[(model, task)])
-
-    def has(self, model: str, task: str, s: int, cell) -> bool:
-        return cell in self._prepared(model, task)[1][s]
-
-    def point(self, model: str, task: str, s: int, cell) -> float:
-        return self._prepared(model, task)[2][s][cell]
-
-    def get(self, model: str, task: str, seeds: list[int], cells: list, n_rep: int) -> dict:
-        """{seed: {cell: (point, replicates[:n_rep], n examples)}} for ``cells`` of one task, every
-        seed resampled alike."""
-        ids, terms, points = self._prepared(model, task)
-        n_chunks = -(-n_rep // self.chunk)
-        wanted = [(s, c) for s in seeds for c in cells]
-        for j in range(
-            min((len(self._reps.setdefault((model, task, s, *c), [])) for s, c in wanted), default=n_chunks), n_chunks
-        ):
-            counts = self._counts(task, len(ids), j)
-            for s, c in wanted:
-                chunks = self._reps[(model, task, s, *c)]
-                if len(chunks) == j:
-                    chunks.append(_statistic(terms[s][c], counts))
-        return {
-            s: {c: (points[s][c], np.concatenate(self._reps[(model, task, s, *c)])[:n_rep], len(ids)) for c in cells}
-            for s in seeds
-        }
-
-    def _counts(self, task: str, n: int, j: int) -> np.ndarray:
-        """The j-th chunk of a task's resamples of its n examples: the same for every seed and cell."""
-        return resampling.bootstrap_counts(
-            n, self.chunk, np.random.default_rng([self.seed, zlib.crc32(task.encode()), j])
-        )
-
-    def errors(self, model: str, task: str, seeds: list[int], a_cell, b, n_rep: int) -> tuple | None:
-        """For a difference of similarity scores (``b`` a cell or a constant), the standard error of
-        its mean over ``seeds`` on each of the first ``n_rep`` resamples and on the sample
-        (:func:`inference.crossed_replicates`' ``errors``): from each example's value averaged over
-        layers, a - b, averaged over the seeds. None for the ratios (accuracy and the like: 0/1
-        terms, for which the percentile interval holds and the studentized one does not where
-        changes are sparse; ``benchmarks/coverage.py``)."""
-        ids, terms, _ = self._prepared(model, task)
-        cells = [a_cell] if isinstance(b, float) else [a_cell, b]
-        if any(isinstance(terms[s][c], tuple) for s in seeds for c in cells):
-            return None
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", RuntimeWarning)  # an example undefined in every layer
-            values = np.stack(
-                [layer_mean(terms[s][a_cell]) - (b if isinstance(b, float) else layer_mean(terms[s][b])) for s in seeds]
-            )
-        sample = inference.mean_errors(values, np.ones((1, len(ids))))
-        if sample is None:
-            return None
-        chunks = self._errors.setdefault((model, task, tuple(seeds), a_cell, b), [])
-        for j in range(len(chunks), -(-n_rep // self.chunk)):
-            chunks.append(inference.mean_errors(values, self._counts(task, len(ids), j))[0])
-        return np.concatenate(chunks)[:n_rep], sample[1]
-
-    def uniforms(self, task: str, n_rep: int) -> np.ndarray:
-        """The quantiles of the seeds' Student t of a task's replicates, chunk by chunk as above."""
-        return np.concatenate(
-            [
-                inference.stratified_uniforms(
-                    self.chunk, np.random.default_rng([self.seed, zlib.crc32(task.encode()), j, 1])
-                )
-                for j in range(-(-n_rep // self.chunk))
-            ]
-        )[:n_rep]
 
 
 def evaluate_claims(examples: list[RunExamples], roles: dict[str, str], **options) -> pd.DataFrame:
@@ -193,7 +47,12 @@ def evaluate_claims(examples: list[RunExamples], roles: dict[str, str], **option
     return evaluate(examples, roles, **options)[0]
 
 
-def evaluate(
+def evaluate(examples: list[RunExamples], roles: dict[str, str], **options) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The claims' and the premise's tables of :func:`evaluate_all` (``options``: its keywords)."""
+    return evaluate_all(examples, roles, **options)[:2]
+
+
+def evaluate_all(
     examples: list[RunExamples],
     roles: dict[str, str],
     *,
@@ -203,7 +62,7 @@ def evaluate(
     claims: tuple[Claim, ...] | None = None,
     max_replicates: int = MAX_REPLICATES,
     labels: dict[str, list[str]] | None = None,
-) -> tuple[pd.DataFrame, pd.DataFrame]:
+) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """Every claim on every model of ``examples``, and their premise. The claims' table: one row per
     (claim, cell b, task), and one for the mean over tasks (task :data:`MEAN`), with the difference
     a - b (points for a percentage, else the score's own unit), its interval on the crossed seeds x
@@ -214,11 +73,15 @@ def evaluate(
     read against, the claim draws twice the replicates, up to ``max_replicates``, and says in
     ``settled`` whether that was enough. A claim the run has no cell of has one row, verdict "not
     run". Each row also says whether the model learns in context on its task, and the claim read
-    over only such tasks (:data:`premise.CLAIM_COLUMNS`). The premise's table
+    over only such tasks (:data:`premise.CLAIM_COLUMNS`); for a claim that reads a finetuned model,
+    whether every finetuning method it reads learns there as well, and the claim read over only the
+    tasks where both learn (:data:`premise.BOTH_COLUMNS`). The premise's table
     (:data:`premise.COLUMNS`): per model and task, ICL against ZSL and against the majority class,
     ICL on permuted labels against the permuted gold's majority class (its three cells Bonferroni
     together, m = tasks x :data:`premise.CELLS`), whether the model learns in context there, and
-    ICL's most-predicted class, named by ``labels`` (task -> its label words)."""
+    ICL's most-predicted class, named by ``labels`` (task -> its label words). Finetuning's side of
+    the premise (:data:`premise.METHOD_COLUMNS`): per model, task and method of the trained variant
+    (the config's, by its own name), FT against ZSL at the premise's level, and whether it learns."""
     claims = CLAIMS if claims is None else claims
     alpha = 1.0 - level
     index: dict[tuple[str, str], dict[int, dict[tuple[str, str], RunExamples]]] = {}
@@ -233,13 +96,22 @@ def evaluate(
         variant, method, metric = cell
         return (variant, roles[method], metric) if method in roles else None
 
-    cells = [c for claim in (*claims, *premise.CLAIMS, premise.CALIBRATED) for c in [claim.a, *claim.against]]
-    needed = {run_cell(c) for c in cells if not isinstance(c, float)}
+    def own_cell(cell: Cell):  # a cell that names the config's method itself (finetuning's side of the premise)
+        return cell
+
+    # finetuning's side of the premise: every method of the trained variant, in the order of the runs
+    finetuning = {m: [] for m in models}
+    for ex in examples:
+        if ex.meta["variant"] == "trained" and ex.meta["method"] not in finetuning[ex.meta["model"]]:
+            finetuning[ex.meta["model"]].append(ex.meta["method"])
+    own = {c for methods in finetuning.values() for m in methods for c in premise.finetuning_claim(m).cells}
+    cells = [c for claim in (*claims, *premise.CLAIMS, premise.CALIBRATED) for c in claim.cells]
+    needed = {run_cell(c) for c in cells} | own
     needed.discard(None)
-    values = _Replicates(index, needed, n_boot, seed)
+    values = Replicates(index, needed, n_boot, seed)
     read = dict(level=level, alpha=alpha, n_boot=n_boot, max_replicates=max_replicates)
 
-    rows, premise_rows = [], []
+    rows, premise_rows, method_rows = [], [], []
     for model in models:
         tasks = names.order_tasks({t for m, t in index if m == model})
         # the premise's cells, one family: each interval at 1 - alpha / (tasks x premise.CELLS)
@@ -252,15 +124,26 @@ def evaluate(
         calibrated = _test_claim(premise.CALIBRATED, model, tasks, values, run_cell, family=premise.CELLS, **read)
         tops = _top_predictions(index, model, tasks, run_cell)
         premise_rows += premise.premise_rows(reading, tops, labels or {}, calibrated)
+        # each method's FT above ZSL at the premise's level, which its own tasks do not change
+        at = next(
+            (r["level"] for r in reading if r["task"] not in ("", MEAN)), 1 - alpha / (premise.CELLS * len(tasks))
+        )
+        by_method = {
+            m: _test_claim(premise.finetuning_claim(m), model, tasks, values, own_cell, at_level=at, **read)
+            for m in finetuning[model]
+        }
+        method_rows += premise.finetuning_rows(by_method)
+        method_learns = {m: premise.finetuning_learns(r) for m, r in by_method.items()}
         subset = [t for t in tasks if learns.get(t)]
         for claim in claims:
-            first = _test_claim(claim, model, tasks, values, run_cell, **read)
-            # over the tasks where the model learns in context, Bonferroni over those tasks alone
-            second = first if subset == tasks else None
-            if subset and second is None:
-                second = _test_claim(claim, model, subset, values, run_cell, **read)
-            rows += premise.annotate(first, second, learns)
-    table = pd.DataFrame(rows, columns=[*COLUMNS, *premise.CLAIM_COLUMNS])
+            # read again over the tasks where the model learns in context, and a third time over
+            # those where every finetuning method the claim reads learns as well (none: it reads none)
+            methods = premise.finetuned_methods(claim, roles)
+            both = premise.both_learning(learns, method_learns, methods)
+            both_tasks = [t for t in subset if both[t]] if methods else []
+            first, second, third = _readings(claim, model, tasks, [subset, both_tasks], values, run_cell, read)
+            rows += premise.annotate_both(premise.annotate(first, second, learns), third, both, methods)
+    table = pd.DataFrame(rows, columns=[*COLUMNS, *premise.CLAIM_COLUMNS, *premise.BOTH_COLUMNS])
     table = table.astype(
         {
             "comparison": "int64",
@@ -271,9 +154,11 @@ def evaluate(
             "settled": "boolean",
             "redrawn": "boolean",
             "learns": "boolean",
+            "both_learn": "boolean",
             "status": object,
             "incomplete": object,
             "premise_status": object,
+            "both_status": object,
         }
     )
     premise_table = pd.DataFrame(premise_rows, columns=premise.COLUMNS).astype(
@@ -286,7 +171,20 @@ def evaluate(
             "learns_calibrated": bool,
         }
     )
-    return table, premise_table
+    method_table = pd.DataFrame(method_rows, columns=premise.METHOD_COLUMNS).astype(
+        {"n_seeds": "Int64", "n_examples": "Int64", "learns": bool}
+    )
+    return table, premise_table, method_table
+
+
+def _readings(claim: Claim, model: str, tasks: list[str], subsets: list[list[str]], values, run_cell, read: dict):
+    """A claim's rows on a model's ``tasks``, then on each of ``subsets`` alone (its per-task intervals
+    Bonferroni over those tasks; None for an empty one), each set of tasks tested once."""
+    done = {tuple(tasks): _test_claim(claim, model, tasks, values, run_cell, **read)}
+    for subset in subsets:
+        if subset and tuple(subset) not in done:
+            done[tuple(subset)] = _test_claim(claim, model, subset, values, run_cell, **read)
+    return [done[tuple(tasks)], *(done.get(tuple(subset)) for subset in subsets)]
 
 
 def _top_predictions(index, model: str, tasks: list[str], run_cell) -> dict[str, tuple[int, float]]:
@@ -312,7 +210,7 @@ class _Task:
         return "; ".join(f"seed {s}: {why}" for s, why in sorted(self.missing.items()))
 
 
-def _seeds_of(claim: Claim, model: str, tasks: list[str], values: _Replicates, a_cell, b_cells) -> dict[str, _Task]:
+def _seeds_of(claim: Claim, model: str, tasks: list[str], values: Replicates, a_cell, b_cells) -> dict[str, _Task]:
     """Per task the claim covers: the seeds with every cell and a defined score, and the seeds that
     lack one ("not run") or whose score is undefined. A task no seed ran the cells of is not the
     claim's (say, a method run on some tasks only)."""
@@ -338,7 +236,7 @@ def _test_claim(
     claim: Claim,
     model: str,
     tasks: list[str],
-    values: _Replicates,
+    values: Replicates,
     run_cell,
     *,
     level: float,
@@ -346,9 +244,12 @@ def _test_claim(
     n_boot: int,
     max_replicates: int,
     family: int | None = None,
+    at_level: float | None = None,
 ) -> list[dict]:
     """A claim's rows on a model's ``tasks``. ``family``: the comparisons per task its Bonferroni m
-    counts where it is read together with other claims' (the premise's), else its own cells b."""
+    counts where it is read together with other claims' (the premise's), else its own cells b;
+    ``at_level``: the level of its per-task intervals where another reading sets it (a finetuning
+    method's side of the premise, at the premise's)."""
     scale = display_scale(claim.a[2])
     base = dict(
         model=model,
@@ -369,6 +270,7 @@ def _test_claim(
     counted = [t for t, found in covered.items() if found.seeds]  # a task whose every seed is undefined is not
     mean_level = 1.0 - alpha / n_family
     task_level = 1.0 - alpha / (n_family * max(len(counted), 1)) if claim.quantifier != "mean" else level
+    task_level = at_level or task_level
 
     # each interval gets as many replicates beyond its bounds as n_boot give a plain one (its level's
     # tails), times a power of two where its ends are not yet settled against Monte Carlo error
@@ -446,7 +348,7 @@ class _Difference:
     examples: np.ndarray
 
 
-def _differences(model: str, covered: dict[str, _Task], values: _Replicates, a_cell, b_cells, n_rep: int):
+def _differences(model: str, covered: dict[str, _Task], values: Replicates, a_cell, b_cells, n_rep: int):
     """Per task, per cell b: the difference a - b (mean over the seeds it reads), its replicates on
     the crossed design, the examples and seeds it rests on, a and b (means over seeds), and its
     :class:`inference.Spread`. An empty list for a task with no seed to read."""
@@ -643,29 +545,38 @@ def write_claim_tests(
     roles: dict[str, str],
     *,
     premise_paths: tuple[str, str] | None = None,
+    methods_paths: tuple[str, str] | None = None,
     labels: dict[str, list[str]] | None = None,
     order_paths: list[str] = (),
     n_boot: int = 1000,
     level: float = 0.95,
     seed: int = 0,
 ) -> pd.DataFrame:
-    """The claims evaluated (:func:`evaluate`) on the runs' per-example files, as parquet and CSV,
-    and the premise's table as ``premise_paths`` (parquet, CSV). ``order_paths``: the runs that also
-    ran in further orders (``orders.order_sensitivity``), which stand in for their own order's file."""
+    """The claims evaluated (:func:`evaluate_all`) on the runs' per-example files, as parquet and CSV,
+    the premise's table as ``premise_paths`` (parquet, CSV) and finetuning's side of it as
+    ``methods_paths``. ``order_paths``: the runs that also ran in further orders
+    (``orders.order_sensitivity``), which stand in for their own order's file."""
     with_orders = {run_key(ex.meta): ex for ex in map(read_examples, order_paths)}
     examples = [with_orders.get(run_key(ex.meta), ex) for ex in map(read_examples, example_paths)]
-    table, premise_table = evaluate(examples, roles, n_boot=n_boot, level=level, seed=seed, labels=labels)
+    table, premise_table, method_table = evaluate_all(
+        examples, roles, n_boot=n_boot, level=level, seed=seed, labels=labels
+    )
     made_by = runs_provenance(examples)
     atomic_write_frame(table, parquet_path, made_by)
     write_csv(table, csv_path)
-    if premise_paths:
-        atomic_write_frame(premise_table, premise_paths[0], made_by)
-        write_csv(premise_table, premise_paths[1])
+    for frame, paths in ((premise_table, premise_paths), (method_table, methods_paths)):
+        if paths:
+            atomic_write_frame(frame, paths[0], made_by)
+            write_csv(frame, paths[1])
     for model, found in premise_table.groupby("model"):
         log.info("%s %s", model, premise.learns_text(found))
+    for model, found in method_table.groupby("model"):
+        log.info("%s: finetuning learns %s", model, premise.finetuning_text(found))
     claim_rows = table.drop_duplicates(["model", "claim"])
     counts = claim_rows["verdict"].value_counts().to_dict()
     log.info("claims: %s", ", ".join(f"{counts.get(v, 0)} {v}" for v in VERDICTS))
     again = claim_rows["premise_verdict"].value_counts().to_dict()
     log.info("claims where the model learns in context: %s", ", ".join(f"{n} {v}" for v, n in again.items()))
+    both = claim_rows["both_verdict"].value_counts().to_dict()
+    log.info("claims where ICL and finetuning both learn: %s", ", ".join(f"{n} {v}" for v, n in both.items()))
     return table

@@ -19,6 +19,14 @@ all three intervals lie above 0; where ICL on permuted labels was not run (an ol
 Beside it, ICL's most-predicted class and its share of the examples, pooled over seeds: a
 *collapse* onto one label where that share is at least :data:`COLLAPSE_SHARE`. Every claim is then
 read a second time over only the tasks where the premise holds (:func:`annotate`).
+
+Finetuning's side of it: a claim on how alike ICL and finetuning are says little where finetuning
+does not learn either. Per method of the trained variant (each method the run has, by the config's
+name, whether or not it plays a published one), FT's accuracy minus ZSL's of that method's runs, on
+the same crossed intervals at the premise's level (:func:`finetuning_claim`); the method *learns* on
+a task where that interval lies above 0. Each claim that reads a finetuned model
+(``catalog.finetuned``) is read a third time over only the tasks where the premise holds and every
+method it reads learns (:func:`annotate_both`).
 """
 
 from __future__ import annotations
@@ -29,6 +37,7 @@ import numpy as np
 import pandas as pd
 
 from icl_gd.common import names
+from icl_gd.metrics import catalog
 from icl_gd.metrics.claim_definitions import MEAN, Claim
 
 # A run's share of its evaluation examples whose gold label is the most frequent one: a pseudo-score
@@ -140,6 +149,53 @@ CLAIM_COLUMNS = [
     "premise_ci_high",
     "premise_level",
 ]
+# finetuning's side of the premise: one row per model, task and method of the trained variant
+METHOD_COLUMNS = [
+    "model",
+    "task",
+    "method",
+    "n_seeds",
+    "n_examples",
+    "level",
+    "ft",
+    "zsl",
+    "ft_zsl",
+    "ft_zsl_low",
+    "ft_zsl_high",
+    "ft_zsl_status",
+    "incomplete",
+    "learns",
+]
+# the columns each claims row gains beside those: the claim read over the tasks where ICL and every
+# finetuning method it reads learn
+BOTH_COLUMNS = [
+    "both_learn",
+    "both_verdict",
+    "both_status",
+    "both_difference",
+    "both_ci_low",
+    "both_ci_high",
+    "both_level",
+]
+BOTH_NO_TASK = "no task where ICL and finetuning both learn"
+NOT_APPLICABLE = "not applicable"  # a claim that reads no finetuned model: no third reading
+
+
+def finetuning_claim(method: str) -> Claim:
+    """Finetuning's side of the premise for one of the config's methods (by its own name, not a
+    published one): FT more accurate than ZSL, of that method's runs of the trained variant, on every
+    task; ``claim_testing`` reads it at the premise's level."""
+    return Claim(
+        f"premise-ft-{method}",
+        "",
+        "premise",
+        f"Finetuning ({method}) learns: FT is more accurate than zero-shot",
+        ("trained", method, "acc_ft"),
+        (("trained", method, "acc_zsl"),),
+        +1,
+        "every",
+        note="finetuning's side of the premise, not a claim: each task's interval at the premise's level",
+    )
 
 
 def majority_terms(gold: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -225,6 +281,55 @@ def premise_rows(
     return rows
 
 
+def finetuning_rows(readings: dict[str, list[dict]]) -> list[dict]:
+    """One row per task and method (:data:`METHOD_COLUMNS`), from each method's rows of
+    :func:`finetuning_claim` (method -> rows), the tasks in paper order, the methods in the given
+    one within a task."""
+    rows = [
+        dict(
+            model=row["model"],
+            task=row["task"],
+            method=method,
+            n_seeds=row.get("n_seeds"),
+            n_examples=row.get("n_examples"),
+            level=row.get("level"),
+            ft=row.get("a", math.nan),
+            zsl=row.get("b", math.nan),
+            **_interval("ft_zsl", row),
+            incomplete=row.get("incomplete", ""),
+            learns=row.get("status") == "holds",
+        )
+        for method, reading in readings.items()
+        for row in reading
+        if row["task"] not in ("", MEAN)
+    ]
+    order = {t: i for i, t in enumerate(names.order_tasks(r["task"] for r in rows))}
+    return sorted(rows, key=lambda r: order[r["task"]])
+
+
+def finetuning_learns(reading: list[dict]) -> dict[str, bool]:
+    """Per task of a method's rows of :func:`finetuning_claim`: whether it learns (FT above ZSL, an
+    incomplete task not)."""
+    return {r["task"]: r.get("status") == "holds" for r in reading if r["task"] not in ("", MEAN)}
+
+
+def finetuned_methods(claim: Claim, roles: dict[str, str]) -> list[str]:
+    """The config's methods (``roles``: published method -> the run's) whose finetuned model a claim
+    reads: those of its cells on a score of a finetuned model (``catalog.finetuned``); none for a
+    claim on ZSL and ICL alone. A cell of another variant is read by its method's learning on the
+    trained model, as the premise is the trained model's."""
+    return list(dict.fromkeys(roles.get(m, m) for _, m, metric in claim.cells if catalog.finetuned(metric)))
+
+
+def both_learning(
+    learns: dict[str, bool], by_method: dict[str, dict[str, bool]], methods: list[str]
+) -> dict[str, bool]:
+    """Per task of the premise: whether the model learns in context there and each of ``methods``
+    learns by finetuning (``by_method``: :func:`finetuning_learns` per method; a method not run on a
+    task does not)."""
+    return {t: bool(ok) and all(by_method.get(m, {}).get(t, False) for m in methods) for t, ok in learns.items()}
+
+
 def calibrated_learning(reading: list[dict], calibrated: list[dict]) -> dict[str, bool]:
     """Per task: whether it learns in context read with calibrated predictions, its two calibrated
     cells (:data:`CALIBRATED`) and the premise's label-following cell all holding: the premise's own
@@ -261,29 +366,59 @@ def annotate(first: list[dict], second: list[dict] | None, learns: dict[str, boo
     claim read a second time over only the tasks where the premise holds (``second``: its rows on
     those tasks; None where there is none): the verdict of that reading, and per task and for their
     mean the status and interval at its own level."""
-    if first[0]["verdict"] == "not run" or not learns:
-        verdict = "not run"  # the claim, or the premise, lacks a cell
-    elif not second or second[0]["verdict"] == "not run":
-        verdict = NO_TASK
-    else:
-        verdict = second[0]["verdict"]
-    again = {(r["comparison"], r["task"]): r for r in second or [] if r["task"]}
-    out = []
-    for row in first:
-        match = again.get((row["comparison"], row["task"]), {})
-        out.append(
-            dict(
-                row,
-                learns=learns.get(row["task"], pd.NA),
-                premise_verdict=verdict,
-                premise_status=match.get("status", ""),
-                premise_difference=match.get("difference", math.nan),
-                premise_ci_low=match.get("ci_low", math.nan),
-                premise_ci_high=match.get("ci_high", math.nan),
-                premise_level=match.get("level", math.nan),
-            )
+    verdict, again = _reading(first, second, bool(learns), NO_TASK)
+    return [
+        dict(
+            row,
+            learns=learns.get(row["task"], pd.NA),
+            premise_verdict=verdict,
+            **_again("premise", again.get((row["comparison"], row["task"]), {})),
         )
-    return out
+        for row in first
+    ]
+
+
+def annotate_both(rows: list[dict], third: list[dict] | None, both: dict[str, bool], methods: list[str]) -> list[dict]:
+    """A claim's rows (:func:`annotate`'s), each with whether ICL and every finetuning method the
+    claim reads (``methods``, :func:`finetuned_methods`) learn on its task (``both``:
+    :func:`both_learning`), and the claim read a third time over only those tasks (``third``: its
+    rows on them; None where there is none), as :func:`annotate` reads the second time.
+    :data:`NOT_APPLICABLE` for a claim that reads no finetuned model."""
+    verdict, again = _reading(rows, third, bool(both), BOTH_NO_TASK) if methods else (NOT_APPLICABLE, {})
+    return [
+        dict(
+            row,
+            both_learn=both.get(row["task"], pd.NA) if methods else pd.NA,
+            both_verdict=verdict,
+            **_again("both", again.get((row["comparison"], row["task"]), {})),
+        )
+        for row in rows
+    ]
+
+
+def _reading(first: list[dict], again: list[dict] | None, read: bool, no_task: str) -> tuple[str, dict]:
+    """The verdict of a claim read again over a subset of the tasks (``again``: its rows there; None
+    where the subset is empty), and those rows by (cell b, task). "not run" where the claim lacks a
+    cell, or the subset could not be ``read`` (the premise lacks one); ``no_task`` where it is empty."""
+    if first[0]["verdict"] == "not run" or not read:
+        verdict = "not run"
+    elif not again or again[0]["verdict"] == "not run":
+        verdict = no_task
+    else:
+        verdict = again[0]["verdict"]
+    return verdict, {(r["comparison"], r["task"]): r for r in again or [] if r["task"]}
+
+
+def _again(prefix: str, match: dict) -> dict:
+    """A row's reading over a subset of tasks (``match``: that reading's row of its task and cell b;
+    empty where the task is not among them)."""
+    return {
+        f"{prefix}_status": match.get("status", ""),
+        f"{prefix}_difference": match.get("difference", math.nan),
+        f"{prefix}_ci_low": match.get("ci_low", math.nan),
+        f"{prefix}_ci_high": match.get("ci_high", math.nan),
+        f"{prefix}_level": match.get("level", math.nan),
+    }
 
 
 def learns_text(premise: pd.DataFrame) -> str:
@@ -296,6 +431,22 @@ def learns_text(premise: pd.DataFrame) -> str:
     return f"learns in context on {len(shown)} of {len(tasks)} task{'s' if len(tasks) != 1 else ''}: " + ", ".join(
         shown
     )
+
+
+def finetuning_text(methods: pd.DataFrame) -> str:
+    """One model's finetuning side of the premise in words (rows of :data:`METHOD_COLUMNS`): "GD on
+    1 of 6 tasks: Subj; LCGD on none of 6 tasks"."""
+    said = []
+    for method, found in methods.groupby("method", sort=False):
+        tasks = names.order_tasks(found["task"])
+        learning = set(found.loc[found["learns"].astype(bool), "task"])
+        shown = [names.task_label(t) for t in tasks if t in learning]
+        of = f"{len(tasks)} task{'s' if len(tasks) != 1 else ''}"
+        said.append(
+            f"{names.method_label(method)} on "
+            + (f"{len(shown)} of {of}: {', '.join(shown)}" if shown else f"none of {of}")
+        )
+    return "; ".join(said)
 
 
 def top_text(row) -> str:

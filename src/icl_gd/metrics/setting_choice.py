@@ -1,7 +1,8 @@
-"""The rule that picks, per model and task, the prompt setting (separator and k) at which the
-premise is read beyond the protocol's (issue 70, docs/tasks.md "A setting picked on held-out
-examples"). Written down before it is run, and reading only a development set drawn from the train
-split (never the evaluation examples):
+"""The rules that pick a setting on a development set drawn from the train split, never on the
+evaluation examples, each written down before it was run: a finetuning method's learning rate and
+epochs (:func:`finetuning_choice`, issue 80, docs/configuration.md "GD at its best"), and, per
+model and task, the prompt setting (separator and k) at which the premise is read beyond the
+protocol's (:func:`choose`, issue 70, docs/tasks.md "A setting picked on held-out examples"):
 
 1. Each candidate (separator, k) scores its *gain*: the mean over seeds of ICL's accuracy minus
    ZSL's with the same separator, on the development examples.
@@ -62,3 +63,64 @@ def choose(dev: pd.DataFrame, protocol_k: int = 32, tolerance: float = 1e-9) -> 
             )
         )
     return pd.DataFrame(rows, columns=COLUMNS)
+
+
+# The finetuning choice's table (rule choose_finetuning): one row per seed and grid point, the
+# grid point's mean over the seeds beside it, and the chosen point marked.
+FINETUNING_COLUMNS = [
+    "model",
+    "variant",
+    "task",
+    "method",
+    "kind",
+    "seed",
+    "lr",
+    "epochs",
+    "n_examples",
+    "accuracy",
+    "zsl_accuracy",
+    "loss",
+    "skipped",
+    "mean_accuracy",
+    "chosen",
+]
+
+
+def finetuning_choice(grid: pd.DataFrame, tolerance: float = 1e-9) -> tuple[float, int]:
+    """A finetuning method's (learning rate, epochs), from its grid's development accuracies
+    (``grid``: one row per seed, ``lr`` and ``epochs``, column ``accuracy``):
+
+    1. each grid point scores the mean over the seeds of its accuracy on the development rows;
+    2. the point with the highest mean is chosen;
+    3. on a tie (means within ``tolerance``), the smaller learning rate, then the fewer epochs:
+       the smaller change to the model, and the nearer the papers' one epoch.
+    """
+    if grid.empty:
+        raise ValueError("a finetuning choice needs at least one grid point's development accuracy")
+    means = grid.groupby(["lr", "epochs"], as_index=False)["accuracy"].mean()
+    top = means[means["accuracy"] >= means["accuracy"].max() - tolerance].sort_values(["lr", "epochs"])
+    return float(top["lr"].iloc[0]), int(top["epochs"].iloc[0])
+
+
+def mark_finetuning_choice(grid: pd.DataFrame, tolerance: float = 1e-9) -> pd.DataFrame:
+    """``grid`` with each grid point's mean over the seeds (``mean_accuracy``) and the chosen
+    point's rows marked (``chosen``, :func:`finetuning_choice`)."""
+    lr, epochs = finetuning_choice(grid, tolerance)
+    marked = grid.assign(
+        mean_accuracy=grid.groupby(["lr", "epochs"])["accuracy"].transform("mean"),
+        chosen=(grid["lr"] == lr) & (grid["epochs"] == epochs),
+    )
+    return marked[[c for c in FINETUNING_COLUMNS if c in marked.columns]]
+
+
+def chosen_of(table: pd.DataFrame) -> dict:
+    """The chosen (``lr``, ``epochs``) of a finetuning choice's table (:func:`mark_finetuning_choice`)."""
+    rows = table[table["chosen"].astype(bool)]
+    if rows.empty or rows[["lr", "epochs"]].drop_duplicates().shape[0] != 1:
+        raise ValueError("a finetuning choice's table marks no single chosen grid point")
+    return {"lr": float(rows["lr"].iloc[0]), "epochs": int(rows["epochs"].iloc[0])}
+
+
+def read_chosen(path) -> dict:
+    """The chosen (``lr``, ``epochs``) of a finetuning choice's table file (rule choose_finetuning)."""
+    return chosen_of(pd.read_parquet(path, columns=["lr", "epochs", "chosen"]))

@@ -44,6 +44,7 @@ from icl_gd.activations.work import (
     TRAIN_KINDS,
     Shape,
     Work,
+    choice_work,
     job_work,
     pretrain_length,
     pretrain_spec_work,
@@ -545,6 +546,24 @@ def estimate(
         else:
             rule = "finetune_order" if order else "finetune_and_extract"
         rows.append(dict(e, rule=rule, order=order, path=work.path, work=work, s=seconds, mb=peak, gpu=gpu))
+    for c in plan.choices(config):  # a finetuning method's choice on development rows: its trainings and scorings
+        spec, shape = plan.choice_spec(config, **c), shapes[c["model"]]
+        work = choice_work(shape, spec, lambda run, model=c["model"]: sequences(model, run))
+        trainings = len(spec["runs"]) * len(spec["grid"]["lr"])
+        gpu = math.nan
+        if device is not None:
+            seconds, peak, gpu = on_device(
+                shape, work, device, batch, warm=warm, checkpoint=checkpoints.get(c["model"])
+            )
+        else:
+            rates = calibration.paths[c["model"]]
+            seconds, peak = predict(shape, work, rates["zsl"], calibration.start_s, batch, rates[work.path].s_per_gflop)
+            seconds += trainings * rates[work.path].fixed_s
+            peak = max(peak, rates[work.path].peak_mb)
+        where = dict(model=c["model"], variant=c["variant"], task=c["task"], setting=c["method"])
+        rows.append(
+            dict(where, rule="choose_finetuning", order=0, path=work.path, work=work, s=seconds, mb=peak, gpu=gpu)
+        )
     table = pd.DataFrame(
         [
             {
@@ -582,7 +601,8 @@ def sequences_from_files(config: dict, model_dirs: dict[str, str], task_files: d
         context[model] = loading.context_length(SimpleNamespace(config=AutoConfig.from_pretrained(folder)))
 
     def sequences(model: str, spec: dict):
-        key = (model, *(str(spec.get(k)) for k in ("task", "seed", "setting", "k", "demo_labels", "order", "max_eval")))
+        fields = ("task", "seed", "setting", "k", "demo_labels", "order", "max_eval", "queries")
+        key = (model, *(str(spec.get(k)) for k in fields))
         if key not in seen:
             files = task_files[spec["task"]]
             seen[key] = extract.sequences_of(spec, tokenizers[model], context[model], files["train"], files["eval"])
@@ -676,6 +696,8 @@ def calibrate(
 
         def job(setting, n, out, reference=None, model=model, folder=folder, task=task):
             spec = {**plan.run_spec(config, task, setting, cfg.task_seeds(config, task)[0], model=model), "max_eval": n}
+            if spec.get("lr", 0.0) is None:  # a method that chooses its rate: timed at its grid's first
+                spec["lr"] = cfg.choice_grid(config, setting)["lr"][0]
 
             def run():  # copies side by side may write the same files: each atomically, all alike
                 torch.set_num_threads(threads)

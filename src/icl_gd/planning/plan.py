@@ -118,7 +118,15 @@ def baseline_of(config: dict, variant: str, method: str) -> str | None:
     return baseline
 
 
-def run_spec(config: dict, task: str, setting: str, seed: int, order: int = 0, model: str | None = None) -> dict:
+def run_spec(
+    config: dict,
+    task: str,
+    setting: str,
+    seed: int,
+    order: int = 0,
+    model: str | None = None,
+    chosen: dict | None = None,
+) -> dict:
     """Everything an extraction job of ``setting`` on ``task`` and ``seed`` reads from the config,
     resolved, and nothing else: the job executes this object, and the rule passes it as a
     parameter, so Snakemake's params trigger reruns exactly the caches a config edit changes (a
@@ -128,7 +136,12 @@ def run_spec(config: dict, task: str, setting: str, seed: int, order: int = 0, m
     ``order`` > 0: the same run on a further order of its demonstrations (``order_extractions``);
     the run's own order (0) leaves the spec as it was, so that ``orders`` reruns none of its caches.
     ``model``: the run's model, whose ``demo_separator`` may be its own; the reference's separator
-    (eos) leaves the spec as it was before the key existed, so that no cache reruns for it."""
+    (eos) leaves the spec as it was before the key existed, so that no cache reruns for it.
+    ``chosen``: for a method that chooses its rate and epochs on development rows
+    (``cfg.choice_grid``), the choice (``lr``, ``epochs``) of its model, variant and task
+    (:func:`choice_spec`); without it such a spec is a plan's (``lr`` None, the grid's most
+    epochs: what the cost and disk estimates count), not a job's. One epoch, the papers', leaves
+    the spec as it was before the key existed."""
     task_spec = cfg.task_spec(config, task)
     spec = {
         "task": task,
@@ -163,13 +176,57 @@ def run_spec(config: dict, task: str, setting: str, seed: int, order: int = 0, m
         spec["order"] = int(order)
     if not cfg.is_base_setting(setting):
         method = cfg.method_spec(config, setting)
+        grid = cfg.choice_grid(config, setting)
+        if grid is None:
+            lr, epochs = cfg.learning_rate(config, task, setting), int(method.get("epochs") or 1)
+        elif chosen is None:
+            lr, epochs = None, max(grid["epochs"])
+        else:
+            lr, epochs = float(chosen["lr"]), int(chosen["epochs"])
         spec.update(
-            kind=method["kind"],
-            clip_grad_norm=method.get("clip_grad_norm"),
-            lr=cfg.learning_rate(config, task, setting),
-            ft_demos=config["ft_demos"],
+            kind=method["kind"], clip_grad_norm=method.get("clip_grad_norm"), lr=lr, ft_demos=config["ft_demos"]
         )
+        if epochs != 1:
+            spec["epochs"] = epochs
     return spec
+
+
+# ---------------------------------------------------------------------------------------------
+# finetuning's setting, chosen on development rows
+
+
+def choices(config: dict) -> list[dict]:
+    """Every (model, variant, task, method) whose method chooses its learning rate and epochs on
+    development rows (``methods.<name>.choose``): one choice job each, which every seed's and
+    order's finetuning of it reads."""
+    seen = []
+    for r in runs(config):
+        key = dict(model=r["model"], variant=r["variant"], task=r["task"], method=r["method"])
+        if cfg.choice_grid(config, r["method"]) is not None and key not in seen:
+            seen.append(key)
+    return seen
+
+
+def choice_spec(config: dict, model: str, variant: str, task: str, method: str) -> dict:
+    """What a choice job (rule choose_finetuning) executes, and its rerun trigger: the grid, and
+    per seed of the task the method's run (:func:`run_spec`, without a rate) with the development
+    rows as its queries: the train rows that no seed of the task (all its ``seeds``, whatever
+    ``n_seeds``) takes among its first k demonstrations (the config's k, or the method's where
+    larger), ``examples`` of them (``data.splits.select_dev``). Never an evaluation example."""
+    grid = cfg.choice_grid(config, method)
+    if grid is None:
+        raise cfg.ConfigError(f"methods.{method} has no choose key: its rate is its own, nothing to choose")
+    held = {
+        "split": "development",
+        "seeds": [int(s) for s in cfg.task_spec(config, task).seeds],
+        "k": max(int(config["k"]), cfg.setting_k(config, method)),
+    }
+    seeds = []
+    for seed in cfg.task_seeds(config, task):
+        spec = run_spec(config, task, method, seed, model=model)
+        spec.pop("epochs", None)
+        seeds.append({**spec, "lr": None, "queries": held, "max_eval": grid["examples"]})
+    return {"method": method, "grid": {"lr": grid["lr"], "epochs": grid["epochs"]}, "runs": seeds}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -241,6 +298,8 @@ def tables(config: dict) -> list[str]:
         planned.append("k_sweep")  # accuracies and similarities against the demonstrations
     if order_runs(config):
         planned.append("orders")  # Shen et al. 2023: order sensitivity of ICL and each method
+    if choices(config):
+        planned.append("choice")  # each choosing method's grid on the development rows, and its choice
     if config["report"]["reproduction"]:
         planned += ["reproduction", "claims", "premise"]  # the run beside the published numbers and claims
     planned.append("costs")  # what each rule's jobs took (their benchmark records)
@@ -274,7 +333,7 @@ def lr_sweeps(config: dict) -> list[dict]:
         config,
         ("lr", "lr_scale"),
         "lr",
-        lambda t, m: cfg.learning_rate(config, t, m),
+        lambda t, m: cfg.learning_rate(config, t, m) if cfg.choice_grid(config, m) is None else None,
         lambda m: config["methods"][m].get("lr") is None and config["methods"][m].get("lr_scale", 1.0) == 1.0,
     )
 

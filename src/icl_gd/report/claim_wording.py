@@ -111,12 +111,13 @@ def claims_table(
     at and the smallest effect of interest, per task the difference a - b [interval] (a task with a
     seed missing or undefined marked incomplete, with the seed), the mean over tasks [interval],
     how many tasks hold, break, are negligible or open, the verdict, the verdict read over only the
-    tasks where the model learns in context, and what an inconclusive one would need. Footnotes
+    tasks where the model learns in context, and over only those where every finetuning method the
+    claim reads learns as well, and what an inconclusive one would need. Footnotes
     count the verdicts, state the rule and, from ``premise`` (``claim_testing.evaluate``' premise
     table), where the model learns in context."""
     tests = tests[tests["model"] == model]
     tasks = names.order_tasks(t for t in tests["task"] if t not in ("", MEAN))
-    again = premise_verdicts(tests)
+    again, both = premise_verdicts(tests), both_verdicts(tests)
     columns = [
         "Read on",
         *map(names.task_label, tasks),
@@ -124,6 +125,7 @@ def claims_table(
         "Tasks: hold / break / negligible / open",
         "Verdict",
         *([AGAIN] if again else []),
+        *([BOTH] if both else []),
         "Needed for a verdict (80% power)",
     ]
     rows, keys, verdict_of = [], [], verdicts(tests)
@@ -135,7 +137,7 @@ def claims_table(
             statement = claim_statement(claim, roles, j)
             keys.append((claim.paper, claim.table, text, statement))
             part = found[found["comparison"] == j]
-            again_cell = [again[claim.id]] if again else []
+            again_cell = ([again[claim.id]] if again else []) + ([both[claim.id]] if both else [])
             if verdict == "not run" or part.empty:
                 rows.append([QUANTIFIERS[claim.quantifier], *["—"] * len(tasks), "—", "—", "not run", *again_cell, ""])
                 continue
@@ -180,6 +182,7 @@ def claims_table(
             replicates_text(tests),
             needed_footnote(tests),
             *([premise_footnote(premise[premise["model"] == model])] if premise is not None else []),
+            *([BOTH_FOOTNOTE] if both else []),
         ],
     )
     return table
@@ -246,6 +249,31 @@ def needed_footnote(tests: pd.DataFrame) -> str:
 
 
 AGAIN = "Verdict where it learns in context"
+
+
+BOTH = "Verdict where ICL and finetuning both learn"
+BOTH_FOOTNOTE = (
+    f"'{BOTH}': a claim that compares ICL with finetuning (one that reads a finetuned model) read again over only "
+    "the tasks where the model learns in context and every finetuning method the claim reads learns as well (FT "
+    "more accurate than ZSL on the premise's intervals, the premise table's FT - ZSL), Bonferroni over those tasks "
+    f"alone; {premise_module.NOT_APPLICABLE} to a claim on ZSL and ICL alone."
+)
+
+
+def both_verdicts(tests: pd.DataFrame) -> dict[str, str]:
+    """Each claim's verdict read over only the tasks where ICL and every finetuning method it reads
+    learn (empty for a table written before finetuning's side of the premise was tested)."""
+    if "both_verdict" not in tests:
+        return {}
+    found = tests.drop_duplicates("claim").set_index("claim")["both_verdict"].to_dict()
+    return {claim.id: found.get(claim.id, "not run") for claim in CLAIMS}
+
+
+def both_tasks(tests: pd.DataFrame, claim: str) -> list[str]:
+    """The tasks of a claim's rows (one model's) where ICL and every finetuning method it reads learn."""
+    learn = tests["both_learn"].astype("boolean").fillna(False).astype(bool)
+    rows = tests[(tests["claim"] == claim) & (tests["task"] != MEAN) & learn]
+    return names.order_tasks(rows["task"])
 
 
 def premise_verdicts(tests: pd.DataFrame) -> dict[str, str]:

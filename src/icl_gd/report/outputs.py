@@ -14,7 +14,17 @@ import pandas as pd
 from icl_gd.activations import cache
 from icl_gd.common import frames, names, provenance
 from icl_gd.metrics import catalog
-from icl_gd.report import claim_wording, costs, figures, published, render, summary, tables
+from icl_gd.report import (
+    choice_table,
+    claim_wording,
+    costs,
+    figures,
+    premise_table,
+    published,
+    render,
+    summary,
+    tables,
+)
 
 log = logging.getLogger(__name__)
 # The papers' published numbers (published.py), shipped with the workflow.
@@ -27,6 +37,11 @@ def _stems(outputs: list[str]) -> dict[str, Path]:
     for out in map(Path, outputs):
         stems.setdefault(out.stem, out.with_suffix(""))
     return stems
+
+
+def _paths(found) -> list[str]:
+    """An input that is one file or several."""
+    return [found] if isinstance(found, str) else list(found)
 
 
 def build_table(
@@ -63,6 +78,8 @@ def build_table(
         )
     if name == "orders":
         return tables.orders_table(frames.read_frame(inputs["orders"]), model, variant, methods)
+    if name == "choice":
+        return choice_table.choice_table(choice_table.read_choices(_paths(inputs["choice"])))
     if name == "claims":
         return claim_wording.claims_table(
             frames.read_frame(inputs["claims"]),
@@ -73,7 +90,10 @@ def build_table(
         )
     summary = frames.read_frame(inputs["summary"])
     if name == "premise":
-        return tables.premise_table(frames.read_frame(inputs["premise"]), summary, (roles or {}).get("gd"))
+        methods = frames.read_frame(inputs["premise_methods"]) if "premise_methods" in inputs else None
+        return premise_table.premise_table(
+            frames.read_frame(inputs["premise"]), summary, (roles or {}).get("gd"), methods
+        )
     if name == "reproduction":
         table = published.read_published(PUBLISHED)
         cells = published.reproduction(table, summary, model, roles or {})
@@ -100,7 +120,8 @@ def build_table(
     }
     if name not in builders:
         raise ValueError(
-            f"unknown table {name!r}; known: {sorted([*builders, 'costs', 'data', 'comparisons', 'reproduction', 'claims', 'orders'])}"
+            f"unknown table {name!r}; known: "
+            f"{sorted([*builders, 'costs', 'data', 'comparisons', 'reproduction', 'claims', 'orders', 'choice'])}"
         )
     return builders[name]()
 
@@ -222,7 +243,9 @@ def write_figures(
         ),
         "claims": lambda: figures.claims_figure(frames.read_frame(claims_path), model, roles or {}, ci_level=ci_level),
         "premise": lambda: figures.premise_figure(
-            tables.premise_table(frames.read_frame(premise_path), summary(), (roles or {}).get("gd")).reset_index()
+            premise_table.premise_table(
+                frames.read_frame(premise_path), summary(), (roles or {}).get("gd")
+            ).reset_index()
         ),
     }
     for name, stem in _stems(outputs).items():
@@ -244,11 +267,14 @@ def write_first_page(
     ci_level: float = 0.95,
 ) -> None:
     """The report's first page (``summary``) from the run's files: the data statistics, and where
-    the report sets the run beside the papers, the claims' tests, their premise and the summary."""
-    claim_tests = cells = premise = None
+    the report sets the run beside the papers, the claims' tests, their premise (and finetuning's
+    side of it, ``premise_methods``) and the summary."""
+    claim_tests = cells = premise = premise_methods = None
     n_published = 0
     if "premise" in inputs:
         premise = frames.read_frame(inputs["premise"])
+    if "premise_methods" in inputs:
+        premise_methods = frames.read_frame(inputs["premise_methods"])
     if "claims" in inputs:
         claim_tests = frames.read_frame(inputs["claims"])
         table = published.read_published(PUBLISHED)
@@ -261,6 +287,8 @@ def write_first_page(
         data=frames.read_frame(inputs["data"]),
         claim_tests=claim_tests,
         premise=premise,
+        premise_methods=premise_methods,
+        choices=choice_table.read_choices(_paths(inputs["choice"])) if "choice" in inputs else None,
         reproduction=cells,
         n_published=n_published,
         tables=list(tables),

@@ -16,7 +16,7 @@ from icl_gd.common import names, provenance
 from icl_gd.common.atomic import write_text
 from icl_gd.metrics import claim_definitions
 from icl_gd.metrics import premise as premise_module
-from icl_gd.report import claim_wording
+from icl_gd.report import choice_table, claim_wording
 
 
 @dataclass(frozen=True)
@@ -76,8 +76,9 @@ def _claim_line(claim: claim_definitions.Claim, verdict: str, rows: pd.DataFrame
     return line
 
 
-def _premise_blocks(premise: pd.DataFrame) -> list[Block]:
-    """Whether the model learns in context, per task: the claims' precondition."""
+def _premise_blocks(premise: pd.DataFrame, methods: pd.DataFrame | None = None) -> list[Block]:
+    """Whether the model learns in context, per task: the claims' precondition; and where each
+    finetuning method learns (``methods``: ``premise.METHOD_COLUMNS``, None for a run before it)."""
     blocks: list[Block] = [("h2", "Does the model learn in context?")]
     if premise.empty:
         return blocks + [("p", ["Not tested: the run has no ICL of the trained model."])]
@@ -111,6 +112,7 @@ def _premise_blocks(premise: pd.DataFrame) -> list[Block]:
     )
     return blocks + [
         ("ul", [[claim_wording.premise_task_text(r)] for r in premise.itertuples(index=False)]),
+        *_finetuning_blocks(methods),
         *_calibration_blocks(premise),
         (
             "p",
@@ -123,6 +125,23 @@ def _premise_blocks(premise: pd.DataFrame) -> list[Block]:
                 ".",
             ],
         ),
+    ]
+
+
+def _finetuning_blocks(methods: pd.DataFrame | None) -> list[Block]:
+    """Where each finetuning method learns: finetuning's side of the premise."""
+    if methods is None or methods.empty:
+        return []
+    return [
+        (
+            "p",
+            [
+                "Finetuning learns (FT more accurate than ZSL, in each method's runs of the trained model, on the "
+                f"same intervals): {premise_module.finetuning_text(methods)}. A claim on how alike ICL and finetuning "
+                "are says little where finetuning does not learn either: each claim that compares them is read again "
+                "over the tasks where both learn."
+            ],
+        )
     ]
 
 
@@ -174,6 +193,47 @@ def _second_reading(verdicts: dict[str, str], again: dict[str, str], premise: pd
     ]
 
 
+def _third_reading(verdicts: dict[str, str], both: dict[str, str], tests: pd.DataFrame) -> list[Block]:
+    """The claims that compare ICL with finetuning whose verdicts differ when read over only the
+    tasks where ICL and every finetuning method a claim reads learn, and those with no such task."""
+    compared = [
+        c
+        for c in claim_definitions.CLAIMS
+        if both.get(c.id, "not run") not in ("not run", premise_module.NOT_APPLICABLE)
+    ]
+    if not compared:
+        return []
+    readable = [c for c in compared if both[c.id] != premise_module.BOTH_NO_TASK]
+    differ = [c for c in readable if both[c.id] != verdicts[c.id]]
+    where = (
+        "only the tasks where the model learns in context and every finetuning method a claim reads learns as well "
+        "(FT above ZSL)"
+    )
+    if not readable:
+        none = f"none of the {len(compared)} claims that compare ICL with finetuning has such a task"
+        return [("p", [f"Read again over {where}: {none}."])]
+    counted = (
+        f"{len(differ)} of the {len(readable)} claims that compare ICL with finetuning and have such a task get "
+        "another verdict"
+        + (f" ({len(compared) - len(readable)} more have none)" if len(readable) < len(compared) else "")
+    )
+    blocks: list[Block] = [("p", [f"Read again over {where}, {counted}{':' if differ else '.'}"])]
+    if differ:
+        blocks.append(
+            (
+                "ul",
+                [
+                    [
+                        f"{c.paper} {c.table}, {c.text}: {verdicts[c.id]} over all tasks, {both[c.id]} over "
+                        + ", ".join(names.task_label(t) for t in claim_wording.both_tasks(tests, c.id))
+                    ]
+                    for c in differ
+                ],
+            )
+        )
+    return blocks
+
+
 def _seeds(tests: pd.DataFrame) -> int:
     seeds = tests["n_seeds"].dropna()
     return int(seeds.max()) if len(seeds) else 0
@@ -188,6 +248,8 @@ def first_page(
     claim_tests: pd.DataFrame | None,
     reproduction: pd.DataFrame | None,
     premise: pd.DataFrame | None = None,
+    premise_methods: pd.DataFrame | None = None,
+    choices: pd.DataFrame | None = None,
     n_published: int,
     tables: list[str],
     figures: list[str],
@@ -198,9 +260,11 @@ def first_page(
     max_eval, config files, and ``data``: each task's source, for which ran on real text and which
     on the synthetic twins, ``names.data_sources_text``), from the config; ``data``: the data statistics (examples evaluated);
     ``claim_tests``: ``claim_testing.evaluate_claims``' table; ``premise``: ``claim_testing.evaluate``'s table of
-    their premise, whether the model learns in context on each task; ``reproduction``: ``published.reproduction``'s
+    their premise, whether the model learns in context on each task, and ``premise_methods`` its finetuning side,
+    whether each finetuning method learns (``premise.METHOD_COLUMNS``); ``reproduction``: ``published.reproduction``'s
     cells of the report model, out of ``n_published`` result cells; ``tables`` and ``figures``:
-    the report's, to link to; ``made_by``: the summary table's provenance (the software that made the
+    the report's, to link to; ``choices``: the run's finetuning choices on development rows
+    (``setting_choice.FINETUNING_COLUMNS``), where a method chooses its rate; ``made_by``: the summary table's provenance (the software that made the
     caches, and that computed the metrics). The claims and reproduction parts are left out where
     they are None."""
     blocks: list[Block] = [("h1", "What this run found")]
@@ -237,8 +301,26 @@ def first_page(
     if about.get("checkpoints"):  # a pretrained checkpoint's origin and the terms its use is under
         blocks.append(("p", [about["checkpoints"]]))
 
+    if choices is not None and len(choices):
+        blocks.append(("h2", "Finetuning at a chosen setting"))
+        blocks.append(
+            (
+                "p",
+                [
+                    "Where a method chooses its learning rate and epochs (methods.<name>.choose), each was chosen "
+                    "per model, variant and task before any of its runs, on held-out train rows that no seed "
+                    "takes as a demonstration (never an evaluation example): the grid point whose finetuning "
+                    "is most accurate there on the mean over the seeds, a tie to the smaller rate, then the "
+                    "fewer epochs. Every grid point: ",
+                    _table("choice", "the choice table"),
+                    ".",
+                ],
+            )
+        )
+        blocks.append(("ul", [[line] for line in choice_table.choice_text(choices)]))
     if premise is not None:
-        blocks += _premise_blocks(premise[premise["model"] == model])
+        methods = premise_methods[premise_methods["model"] == model] if premise_methods is not None else None
+        blocks += _premise_blocks(premise[premise["model"] == model], methods)
     if claim_tests is not None:
         tests = claim_tests[claim_tests["model"] == model]
         verdicts = claim_wording.verdicts(tests)
@@ -265,6 +347,7 @@ def first_page(
             blocks += _second_reading(
                 verdicts, claim_wording.premise_verdicts(tests), premise[premise["model"] == model]
             )
+        blocks += _third_reading(verdicts, claim_wording.both_verdicts(tests), tests)
     if reproduction is not None:
         within = int(reproduction["within"].sum())
         blocks.append(("h2", "Against the published numbers"))

@@ -46,7 +46,6 @@ from icl_gd.common.names import (
 )
 from icl_gd.common.provenance import describe
 from icl_gd.metrics import catalog
-from icl_gd.report import claim_wording
 from icl_gd.report.selection import run_level
 
 __all__ = [
@@ -68,7 +67,6 @@ __all__ = [
 ]
 
 MISSING = "—"  # a cell without data (never shown as 0)
-NOT_RUN = "not run"  # a premise cell the run lacks (ICL on permuted labels, in a run before it was planned)
 SEEDS_MARK = "†"  # the cell was computed from fewer seeds than expected
 PARTIAL_MARK = "‡"  # an Average over the tasks that have data only
 
@@ -651,85 +649,3 @@ def reproduction_table(cells: pd.DataFrame, n_published: int, *, ci_level: float
         ],
     )
     return table
-
-
-# The premise table's columns: the premise's intervals (points) and the similarity beside them.
-PREMISE_COLUMNS = (
-    "ICL (%)",
-    "ZSL (%)",
-    "Majority (%)",
-    "ICL - ZSL",
-    "ICL - ZSL low",
-    "ICL - ZSL high",
-    "ICL - majority",
-    "ICL - majority low",
-    "ICL - majority high",
-    "ICL, permuted labels (%)",
-    "Permuted - majority",
-    "Permuted - majority low",
-    "Permuted - majority high",
-    "Learns in context",
-    "Learns in context, calibrated",
-    "ICL's most-predicted label",
-    "SimAOU_norm",
-    "SimAOU_norm low",
-    "SimAOU_norm high",
-)
-
-
-def premise_table(premise: pd.DataFrame, summary: pd.DataFrame, method: str | None) -> pd.DataFrame:
-    """Paper 001's question per model and task: whether the model learns in context (the claims'
-    premise, ``metrics.premise``: ICL against ZSL and against the majority class, and ICL on
-    consistently permuted labels against the permuted gold's majority class, points, with the
-    claims' crossed intervals at the premise's level; "not run" where the run lacks ICL on
-    permuted labels, and then it does not learn) beside how alike ICL and finetuning are
-    (SimAOU_norm, the catalog's ``premise``, of ``method``, the run's GD, trained model, layer mean,
-    with the summary's interval).
-    Numbers in their own columns, so that reports of several models can be set side by side
-    (``report.side_by_side``)."""
-    (beside,) = catalog.shown_in("premise")
-    similarity = run_level(summary)
-    similarity = similarity[
-        (similarity["variant"] == "trained") & (similarity["method"] == method) & (similarity["metric"] == beside)
-    ].set_index(["model", "task"])
-    rows, keys = [], []
-    for row in premise.itertuples(index=False):
-        keys.append((row.model, task_label(row.task)))
-        sim = similarity.loc[(row.model, row.task)] if (row.model, row.task) in similarity.index else None
-        top = (
-            f"{row.top_label or row.top_class} ({100 * row.top_share:.0f}%)"
-            if math.isfinite(row.top_share)
-            else MISSING
-        )
-        numbers = [row.icl, row.zsl, row.majority, row.icl_zsl, row.icl_zsl_low, row.icl_zsl_high]
-        numbers += [row.icl_majority, row.icl_majority_low, row.icl_majority_high]
-        ends = ("", "_majority", "_majority_low", "_majority_high")
-        follows = [getattr(row, f"icl_permuted{end}", math.nan) for end in ends]
-        run = getattr(row, "icl_permuted_majority_status", "not run") != "not run"
-        follows = [_number(x, 1) for x in follows] if run else [NOT_RUN] * 4
-        learns = "yes" if row.learns and run else "no"
-        calibrated = getattr(row, "icl_zsl_calibrated_status", "not run") != "not run"
-        learns_calibrated = ("yes" if row.learns_calibrated and run else "no") if calibrated else NOT_RUN
-        similarities = [MISSING] * 3 if sim is None else [f"{sim[c]:.3f}" for c in ("mean", "ci_low", "ci_high")]
-        rows.append([_number(x, 1) for x in numbers] + follows + [learns, learns_calibrated, top] + similarities)
-    index = pd.MultiIndex.from_tuples(keys, names=["Model", "Task"]) if keys else None
-    table = pd.DataFrame(rows, index=index, columns=list(PREMISE_COLUMNS), dtype=object)
-    levels = sorted({float(x) for x in premise["level"].dropna()})
-    footnotes = [
-        f"The premise's intervals at {', '.join(map(claim_wording.percent_text, levels))} (a claim on every task, "
-        "Bonferroni over the tasks and the three comparisons); learns in context: all three lower ends above 0. "
-        "ICL, permuted labels: ICL with each demonstration's label word replaced by the next class's, scored against "
-        "the permuted gold (the class whose word it then stands for); a model that follows its demonstrations' labels "
-        "answers with the permuted word, one that a context only shifts does not. Calibrated: the same three "
-        "tests with ZSL's and ICL's predictions calibrated (each label word's probability divided by its mean over "
-        "three content-free queries in the same context, Zhao et al. 2021). SimAOU_norm's interval is the "
-        "summary's."
-    ]
-    if claim_wording.permuted_not_run(premise):
-        footnotes.append(f"{NOT_RUN}: {claim_wording.PERMUTED_NOT_RUN}.")
-    table.attrs.update(best=[], footnotes=footnotes, table="premise", blank_levels=1)
-    return table
-
-
-def _number(x, decimals: int) -> str:
-    return f"{x:.{decimals}f}" if x is not None and math.isfinite(x) else MISSING

@@ -86,6 +86,8 @@ def test_validate_fills_top_level_and_nested_defaults(schema):
             "lr_scale": 1.0,
             "k": None,
             "tasks": None,
+            "epochs": 1,
+            "choose": None,
         },
         "lcgd": {
             "kind": "lcgd",
@@ -95,6 +97,8 @@ def test_validate_fills_top_level_and_nested_defaults(schema):
             "lr_scale": 1.0,
             "k": None,
             "tasks": None,
+            "epochs": 1,
+            "choose": None,
         },
     }
 
@@ -118,7 +122,16 @@ def test_validate_fills_defaults_inside_named_entries(schema):
         "lr_scale": 1.0,
         "k": None,
         "tasks": None,
+        "epochs": 1,
+        "choose": None,
     }
+    # inside a method's choose (an object or null): the grid's own defaults
+    out = validate(
+        schema,
+        methods={"gd": {"kind": "gd"}, "best": {"kind": "gd", "choose": {"lr": [0.1]}}},
+        variants={"trained": ["gd", "best"]},
+    )
+    assert out["methods"]["best"]["choose"] == {"lr": [0.1], "epochs": [1], "examples": 100}
     assert out["methods"]["gd"] == {
         "kind": "gd",
         "lr": None,
@@ -127,6 +140,8 @@ def test_validate_fills_defaults_inside_named_entries(schema):
         "lr_scale": 1.0,
         "k": None,
         "tasks": None,
+        "epochs": 1,
+        "choose": None,
     }
 
 

@@ -648,6 +648,7 @@ def test_the_claims_table_and_figure_show_every_claim_with_its_intervals(tmp_pat
         "Tasks: hold / break / negligible / open",
         "Verdict",
         "Verdict where it learns in context",
+        "Verdict where ICL and finetuning both learn",
         "Needed for a verdict (80% power)",
     ]
     verdicts = dict(zip(csv["Claim"], csv["Verdict"]))
@@ -837,7 +838,7 @@ def test_a_similarity_claim_studentizes_the_examples_and_an_accuracy_claim_does_
         return (row["ci_high"] - row["difference"]) / (row["difference"] - row["ci_low"])
 
     studentized = claim_testing.evaluate_claims(runs, {"gd": "gd"}, n_boot=400, claims=claims)
-    monkeypatch.setattr(claim_testing._Replicates, "errors", lambda *args, **kwargs: None)
+    monkeypatch.setattr(claim_testing.Replicates, "errors", lambda *args, **kwargs: None)
     percentile = claim_testing.evaluate_claims(runs, {"gd": "gd"}, n_boot=400, claims=claims)
     assert reach(studentized) > 1.25 and reach(studentized) > reach(percentile) + 0.15
     accuracy = [t[t["claim"] == "t"].reset_index(drop=True) for t in (studentized, percentile)]

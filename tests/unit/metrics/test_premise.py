@@ -1,5 +1,7 @@
 """The claims' premise (that the model learns in context) on hand-made per-example files, and every
-claim read a second time over only the tasks where it holds (issue 61, item 1)."""
+claim read a second time over only the tasks where it holds (issue 61, item 1); finetuning's side of
+it, whether each method's FT beats ZSL, and the claims that compare ICL with finetuning read a third
+time over the tasks where both learn (issue 80, item 2)."""
 
 from __future__ import annotations
 
@@ -225,7 +227,7 @@ def test_the_report_states_the_premise_and_the_verdicts_the_readings_differ_on()
     )
     shown = claim_wording.claims_table(tests, "m", ROLES, premise=table)
     assert set(shown[claim_wording.AGAIN]) <= {*claim_definitions.VERDICTS, premise.NO_TASK}
-    assert "learns in context on 1 of 3 tasks: SST2" in shown.attrs["footnotes"][-1]
+    assert "learns in context on 1 of 3 tasks: SST2" in shown.attrs["footnotes"][-2]
 
 
 def test_calibration_reads_the_premise_again_and_the_report_lists_what_it_changes():
@@ -251,3 +253,150 @@ def test_calibration_reads_the_premise_again_and_the_report_lists_what_it_change
     _, old = claim_testing.evaluate([_task("sst2", icl=180, zsl=100, ft=60, permuted=170)], ROLES, n_boot=200)
     assert old.iloc[0].icl_zsl_calibrated_status == "not run" and not old.iloc[0].learns_calibrated
     assert premise.calibration_changes(old) == [] and summary._calibration_blocks(old) == []
+
+
+# --------------------------------------------------------------------------------------------
+# finetuning's side of the premise, and the claims read where ICL and finetuning both learn (issue 80, item 2)
+
+
+def _method(run: scoring.RunExamples, method: str, ft) -> scoring.RunExamples:
+    """The same run (its ZSL and ICL) of another finetuning method, its FT right on ``ft`` examples,
+    or answering as ZSL does on every example where ``ft`` is "zsl"."""
+    n_classes = int(run.gold.max()) + 1
+    pred_ft = run.pred_zsl.copy() if ft == "zsl" else _right(run.gold, ft, n_classes, np.random.default_rng(ft))
+    return dataclasses.replace(run, meta=dict(run.meta, method=method), pred_ft=pred_ft)
+
+
+def test_the_premises_gd_column_says_where_each_finetuning_method_learns():
+    """GD's FT against ZSL on RUNS: 30% against 50% on SST2, 90% against 50% on MR, 80% against 10% on
+    AGNews; a method the workflow chose (no published role) whose FT answers as ZSL does gains
+    nothing anywhere. Each at the premise's level, which the premise keeps."""
+    runs = [*RUNS, *(_method(run, "gd_chosen", "zsl") for run in RUNS)]
+    _, table, methods = claim_testing.evaluate_all(runs, ROLES, n_boot=200, claims=(FT_ZSL,), labels=LABELS)
+    assert list(methods.columns) == premise.METHOD_COLUMNS
+    assert list(zip(methods["task"], methods["method"])) == [
+        (task, method) for task in ("sst2", "mr", "agnews") for method in ("gd", "gd_chosen")
+    ]
+    rows = methods.set_index(["task", "method"])
+    agnews = rows.loc[("agnews", "gd")]
+    assert (agnews.ft, agnews.zsl, agnews.ft_zsl) == pytest.approx((80.0, 10.0, 70.0))
+    assert agnews.ft_zsl_low > 0 and agnews.ft_zsl_status == "holds" and agnews.learns
+    assert rows.loc[("sst2", "gd"), "ft_zsl_status"] == "breaks"
+    assert rows.xs("gd", level="method")["learns"].to_dict() == {"sst2": False, "mr": True, "agnews": True}
+    chosen = rows.xs("gd_chosen", level="method")
+    assert (chosen["ft_zsl"] == 0).all() and (chosen["ft_zsl_status"] != "holds").all() and not chosen["learns"].any()
+    # the premise's level (3 tasks x its 3 cells), its own family and verdicts unchanged
+    assert methods["level"].tolist() == pytest.approx([1 - 0.05 / 9] * 6)
+    assert table["level"].tolist() == pytest.approx([1 - 0.05 / 9] * 3)
+    assert table["learns"].tolist() == [True, False, False]
+    assert premise.finetuning_text(methods) == "GD on 2 of 3 tasks: MR, AGNews; GD_CHOSEN on none of 3 tasks"
+
+
+# SST2: the model learns in context and GD learns (FT 90% against ZSL 50%), the layer-causal method
+# (my_lcgd, published as lcgd) does not (its FT answers as ZSL); MR: ICL learns, GD does not (FT 50%),
+# my_lcgd does; AGNews: ICL collapses (no premise), both methods learn.
+BOTH_ROLES = {"gd": "gd", "lcgd": "my_lcgd"}
+GD_RUNS = [
+    _task("sst2", icl=180, zsl=100, ft=180, permuted=170),
+    _task("mr", icl=180, zsl=100, ft=100, permuted=170),
+    _task("agnews", icl=("all", 2), zsl=20, ft=160, permuted=("all", 3), gold_counts=(40, 40, 80, 40)),
+]
+BOTH_RUNS = [*GD_RUNS, *(_method(run, "my_lcgd", ft) for run, ft in zip(GD_RUNS, ("zsl", 180, 160), strict=True))]
+# a claim on ZSL and ICL alone, and one that reads both finetuning methods
+ICL_ZSL = claim_definitions.Claim(
+    "icl-zsl",
+    "003",
+    "Table 1",
+    "ICL above ZSL",
+    ("trained", "gd", "acc_icl"),
+    (("trained", "gd", "acc_zsl"),),
+    +1,
+    "every",
+)
+LCGD_GD = claim_definitions.Claim(
+    "lcgd-gd",
+    "001",
+    "t",
+    "LCGD's FT above GD's",
+    ("trained", "lcgd", "acc_ft"),
+    (("trained", "gd", "acc_ft"),),
+    +1,
+    "most",
+)
+
+
+def test_a_claim_that_compares_icl_with_finetuning_is_read_again_where_both_learn():
+    tests, table, methods = claim_testing.evaluate_all(
+        BOTH_RUNS, BOTH_ROLES, n_boot=200, claims=(FT_ZSL, ICL_ZSL, LCGD_GD)
+    )
+    assert table.set_index("task")["learns"].to_dict() == {"sst2": True, "mr": True, "agnews": False}
+    assert methods.set_index(["method", "task"])["learns"].to_dict() == {
+        ("gd", "sst2"): True,
+        ("my_lcgd", "sst2"): False,
+        ("gd", "mr"): False,
+        ("my_lcgd", "mr"): True,
+        ("gd", "agnews"): True,
+        ("my_lcgd", "agnews"): True,
+    }
+    # FT above ZSL reads GD's finetuned model: over all three tasks 2 hold, over the premise's SST2
+    # and MR one (MR open), over SST2 alone, where both learn, it holds
+    ft_zsl = tests[tests["claim"] == "ft-zsl"].set_index("task")
+    assert (ft_zsl["verdict"].iloc[0], ft_zsl["premise_verdict"].iloc[0]) == ("supported", "inconclusive")
+    assert set(ft_zsl["both_verdict"]) == {"supported"}
+    assert ft_zsl.loc[["sst2", "mr", "agnews"], "both_learn"].tolist() == [True, False, False]
+    assert pd.isna(ft_zsl.loc[claim_definitions.MEAN, "both_learn"])
+    assert ft_zsl.loc["sst2", "both_status"] == "holds" and ft_zsl.loc["mr", "both_status"] == ""
+    assert ft_zsl.loc["sst2", "both_level"] == pytest.approx(0.95)  # one task: its own Bonferroni m
+    assert ft_zsl.loc["sst2", "premise_level"] == pytest.approx(1 - 0.05 / 2)
+    assert ft_zsl.loc[claim_definitions.MEAN, "both_difference"] == pytest.approx(40.0)
+    # a claim on ICL and ZSL alone reads no finetuned model: no third reading
+    icl_zsl = tests[tests["claim"] == "icl-zsl"]
+    assert set(icl_zsl["both_verdict"]) == {premise.NOT_APPLICABLE}
+    assert icl_zsl["both_learn"].isna().all() and set(icl_zsl["both_status"]) == {""}
+    assert icl_zsl["both_difference"].isna().all()
+    # one that reads both methods needs both to learn: on SST2 my_lcgd does not, on MR GD does not
+    lcgd_gd = tests[tests["claim"] == "lcgd-gd"].set_index("task")
+    assert set(lcgd_gd["both_verdict"]) == {premise.BOTH_NO_TASK}
+    assert not lcgd_gd.loc[["sst2", "mr", "agnews"], "both_learn"].any()
+    # which claims compare ICL with finetuning: every one of the papers' but two on ZSL and ICL alone
+    assert premise.finetuned_methods(LCGD_GD, BOTH_ROLES) == ["my_lcgd", "gd"]
+    assert premise.finetuned_methods(ICL_ZSL, BOTH_ROLES) == []
+    assert {c.id for c in claim_definitions.CLAIMS if not premise.finetuned_methods(c, {})} == {
+        "003-T1-icl-zsl",
+        "002-switch-icl",
+    }
+
+
+def test_the_report_says_where_finetuning_learns_and_which_verdicts_change_where_both_learn():
+    tests, table, methods = claim_testing.evaluate_all(BOTH_RUNS, BOTH_ROLES, n_boot=200)
+    page = summary.to_markdown(
+        summary.first_page(
+            model="m",
+            variant="trained",
+            about=dict(models={"m": "builtin"}, variants=["trained"], seeds={}, k=[32], configfiles=[]),
+            data=None,
+            claim_tests=tests,
+            premise=table,
+            premise_methods=methods,
+            reproduction=None,
+            n_published=0,
+            tables=["claims"],
+            figures=[],
+        )
+    )
+    assert (
+        "Finetuning learns (FT more accurate than ZSL, in each method's runs of the trained model, on the same "
+        "intervals): GD on 2 of 3 tasks: SST2, AGNews; MY_LCGD on 2 of 3 tasks: MR, AGNews." in page
+    )
+    # the Jaccard claim reads GD: over SST2 alone (MR, where the premise holds, GD does not learn)
+    assert (
+        "Read again over only the tasks where the model learns in context and every finetuning method a claim reads "
+        "learns as well (FT above ZSL), 1 of the 3 claims that compare ICL with finetuning and have such a task get "
+        "another verdict:\n\n- 003 Table 1, ICL's and finetuning's prediction changes are poorly aligned on most "
+        "tasks: supported over all tasks, contradicted over SST2\n" in page
+    )
+    shown = claim_wording.claims_table(tests, "m", BOTH_ROLES, premise=table).reset_index()
+    both = dict(zip(shown["Claim"].str.split(" \\(").str[0], shown[claim_wording.BOTH]))
+    assert both["ICL is more accurate than zero-shot on every task"] == premise.NOT_APPLICABLE
+    assert both["ICL's and finetuning's prediction changes are poorly aligned on most tasks"] == "contradicted"
+    assert claim_wording.BOTH_FOOTNOTE in shown.attrs["footnotes"]

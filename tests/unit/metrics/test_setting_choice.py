@@ -66,3 +66,51 @@ def test_where_nothing_gains_the_protocols_setting_stands():
     assert row["gain"] == pytest.approx(-0.32)
     with pytest.raises(ValueError, match=r"lacks columns \['zsl'\]"):
         setting_choice.choose(table.drop(columns="zsl"))
+
+
+def _grid(points: dict) -> pd.DataFrame:
+    """(lr, epochs) -> per-seed development accuracies."""
+    return pd.DataFrame(
+        [
+            dict(seed=seed, lr=lr, epochs=e, accuracy=a)
+            for (lr, e), accs in points.items()
+            for seed, a in enumerate(accs)
+        ]
+    )
+
+
+def test_the_finetuning_choice_is_the_best_mean_over_seeds():
+    # 0.1 wins on the mean (0.7) though 1.0 has the best single seed
+    grid = _grid({(0.01, 1): [0.5, 0.5], (0.1, 1): [0.7, 0.7], (1.0, 1): [0.9, 0.3]})
+    assert setting_choice.finetuning_choice(grid) == (0.1, 1)
+
+
+def test_a_tie_goes_to_the_smaller_rate_then_the_fewer_epochs():
+    grid = _grid({(1.0, 1): [0.8, 0.6], (0.1, 4): [0.7, 0.7], (0.1, 2): [0.6, 0.8], (0.3, 1): [0.7, 0.7]})
+    assert setting_choice.finetuning_choice(grid) == (0.1, 2)
+    # a difference within the tolerance is a tie; beyond it, not
+    grid = _grid({(0.1, 1): [0.7], (0.3, 1): [0.7 + 1e-12]})
+    assert setting_choice.finetuning_choice(grid) == (0.1, 1)
+    grid = _grid({(0.1, 1): [0.7], (0.3, 1): [0.71]})
+    assert setting_choice.finetuning_choice(grid) == (0.3, 1)
+
+
+def test_the_choice_table_marks_one_point_and_keeps_every_seed():
+    grid = _grid({(0.01, 1): [0.5, 0.6], (0.01, 2): [0.6, 0.8], (0.1, 1): [0.7, 0.3]}).assign(
+        model="m",
+        variant="trained",
+        task="sst2",
+        method="gd",
+        kind="gd",
+        n_examples=50,
+        zsl_accuracy=0.4,
+        loss=1.0,
+        skipped=0,
+    )
+    table = setting_choice.mark_finetuning_choice(grid)
+    assert list(table.columns) == setting_choice.FINETUNING_COLUMNS
+    assert len(table) == 6 and table["chosen"].sum() == 2  # the chosen point's rows, one per seed
+    assert setting_choice.chosen_of(table) == {"lr": 0.01, "epochs": 2}
+    assert table.loc[table["chosen"], "mean_accuracy"].tolist() == pytest.approx([0.7, 0.7])
+    with pytest.raises(ValueError, match="no single chosen"):
+        setting_choice.chosen_of(table.assign(chosen=False))

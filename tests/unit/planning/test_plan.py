@@ -323,3 +323,66 @@ def test_development_queries_enter_every_spec_and_refuse_a_larger_k():
         assert plan.run_spec(development, "sst2", setting, 2) == {**before, "queries": held}
     with pytest.raises(cfg.ConfigError, match="raise k to 64"):
         plan.run_spec(development, "sst2", "icl_k64", 2)
+
+
+def test_a_method_that_chooses_gets_one_choice_per_model_variant_and_task():
+    grid = {"lr": [0.3, 0.01], "epochs": [4, 1], "examples": 40}
+    conf = config(
+        tasks={"sst2": None, "cb": None},
+        n_seeds=2,
+        variants={"trained": ["gd", "best"], "untrained": ["best"]},
+        methods={"gd": {"kind": "gd"}, "best": {"kind": "lcgd", "choose": grid}},
+    )
+    found = plan.choices(conf)
+    assert found == [
+        dict(model=m, variant=v, task=t, method="best")
+        for m in conf["models"]
+        for v in ("trained", "untrained")
+        for t in ("sst2", "cb")
+    ]
+    spec = plan.choice_spec(conf, "tiny", "trained", "cb", "best")
+    assert spec["grid"] == {"lr": [0.01, 0.3], "epochs": [1, 4]}  # ascending: the tie rule's order
+    # each seed's own demonstrations, queries the development rows of every seed of the task
+    assert [r["seed"] for r in spec["runs"]] == [3, 4] and {r["permutation"] for r in spec["runs"]} == {0, 1}
+    for run in spec["runs"]:
+        assert run["queries"] == {"split": "development", "seeds": [3, 4, 5], "k": 32} and run["max_eval"] == 40
+        assert run["lr"] is None and "epochs" not in run and run["kind"] == "lcgd" and run["setting"] == "best"
+    with pytest.raises(cfg.ConfigError, match="no choose key"):
+        plan.choice_spec(conf, "tiny", "trained", "cb", "gd")
+    # a job's spec carries its choice, a plan's the grid's most epochs; one epoch leaves the spec as it was
+    assert plan.run_spec(conf, "cb", "best", 3, chosen={"lr": 0.3, "epochs": 4}) | {} == {
+        **plan.run_spec(conf, "cb", "best", 3),
+        "lr": 0.3,
+        "epochs": 4,
+    }
+    assert plan.run_spec(conf, "cb", "best", 3)["lr"] is None and plan.run_spec(conf, "cb", "best", 3)["epochs"] == 4
+    assert "epochs" not in plan.run_spec(conf, "cb", "best", 3, chosen={"lr": 0.3, "epochs": 1})
+    assert "epochs" not in plan.run_spec(conf, "cb", "gd", 3)
+    # a choosing method is no published role at the protocol's rate, and no point of a rate sweep
+    assert plan.published_roles(conf) == {"gd": "gd"} and plan.lr_sweeps(conf) == []
+    with pytest.raises(cfg.ConfigError, match="chooses its learning rate"):
+        cfg.learning_rate(conf, "cb", "best")
+
+
+def test_a_method_with_epochs_of_its_own_trains_that_many():
+    conf = config(
+        methods={"gd": {"kind": "gd"}, "gd3": {"kind": "gd", "epochs": 3}}, variants={"trained": ["gd", "gd3"]}
+    )
+    assert plan.run_spec(conf, "sst2", "gd3", 2)["epochs"] == 3
+    assert plan.published_roles(conf) == {"gd": "gd"}
+
+
+@pytest.mark.parametrize(
+    "method, extra, message",
+    [
+        ({"kind": "gd", "lr": 0.1, "choose": {"lr": [0.1]}}, {}, "methods.best.lr sets it too"),
+        ({"kind": "gd", "epochs": 2, "choose": {"lr": [0.1]}}, {}, "methods.best.epochs sets it too"),
+        ({"kind": "gd", "choose": {"lr": [0.1]}}, {"evaluate_on": "development"}, "evaluate_on: development"),
+        ({"kind": "gd", "choose": {"lr": []}}, {}, "methods.best.choose.lr"),
+        ({"kind": "gd", "choose": {"epochs": [1]}}, {}, "'lr' is a required property"),
+        ({"kind": "gd", "choose": {"lr": [0.1], "epoch": [1]}}, {}, "allowed keys here: epochs, examples, lr"),
+    ],
+)
+def test_a_choice_that_cannot_work_stops_with_the_key_and_the_fix(method, extra, message):
+    with pytest.raises(cfg.ConfigError, match=message):
+        config(methods={"best": method}, variants={"trained": ["best"]}, **extra)

@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 from icl_gd.metrics.premise import NO_TASK
-from icl_gd.report import side_by_side, tables
+from icl_gd.report import premise_table, side_by_side
 
 CLAIMS = ("ICL beats ZSL", "SimAOU above random", "Order matters")
 
@@ -30,7 +30,7 @@ def _report(folder, verdicts, again, learns=None):
     if learns is not None:
         rows = []
         for i, (task, learning) in enumerate(learns.items()):
-            numbers = dict.fromkeys(tables.PREMISE_COLUMNS, "1.0")
+            numbers = dict.fromkeys(premise_table.PREMISE_COLUMNS, "1.0")
             numbers.update(
                 {"ICL - ZSL low": f"{10.0 * i - 5}", "ICL - ZSL": f"{10.0 * i}", "ICL - ZSL high": f"{10.0 * i + 5}"}
             )
@@ -91,7 +91,7 @@ def test_a_report_rendered_before_label_following_was_tested_learns_on_no_task(t
     premise.drop(columns=[c for c in premise if "ermuted" in c]).to_csv(old / "tables" / "premise.csv", index=False)
     report = side_by_side.read_report(old)
     assert set(report.premise[side_by_side.LEARNS]) == {"no"}
-    assert set(report.premise[side_by_side.FOLLOWS]) == {tables.NOT_RUN}
+    assert set(report.premise[side_by_side.FOLLOWS]) == {premise_table.NOT_RUN}
     assert set(report.claims[side_by_side.AGAIN]) == {side_by_side.NOT_TESTED}  # over tasks it no longer grants
     line = side_by_side.premise_line(report)
     assert line.startswith("- **old**: learns in context on 0 of 2 tasks, as whether it follows")

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from icl_gd.report import figures, render, tables
+from icl_gd.report import figures, premise_table, render, tables
 
 MODEL = "toy-model"
 TASKS = ("cb", "sst2")  # deliberately not in paper order
@@ -904,7 +904,8 @@ def test_output_distributions_figure(tmp_path):
 
 def test_the_premise_table_sets_the_similarity_beside_where_the_model_learns(tmp_path):
     """Per model and task the premise's numbers and GD's SimAOU_norm, each in its own column (what
-    report.side_by_side reads back); a task without the similarity shows "—"; the figure draws it."""
+    report.side_by_side reads back); a task without the similarity shows "—"; finetuning's side of
+    the premise, per method, after them; the figure draws it."""
     premise = pd.DataFrame(
         [
             dict(model=MODEL, task="sst2", level=1 - 0.05 / 12, icl=84.0, zsl=67.0, majority=50.0, icl_zsl=17.0,
@@ -925,14 +926,17 @@ def test_the_premise_table_sets_the_similarity_beside_where_the_model_learns(tmp
         [{**_summary_row("trained", "sst2", "gd", "simaou_norm", 0.21), "ci_low": 0.15, "ci_high": 0.27}]
         + [{**_summary_row("trained", "sst2", "lcgd", "simaou_norm", 0.5), "ci_low": 0.4, "ci_high": 0.6}]
     )
-    table = tables.premise_table(premise, summary, "gd")
-    assert list(table.columns) == list(tables.PREMISE_COLUMNS)
+    table = premise_table.premise_table(premise, summary, "gd")
+    assert list(table.columns) == list(premise_table.PREMISE_COLUMNS)
     sst2, cb = table.loc[(MODEL, "SST2")], table.loc[(MODEL, "CB")]
     assert (sst2["ICL - ZSL"], sst2["ICL - ZSL low"], sst2["Learns in context"]) == ("17.0", "5.0", "yes")
     assert (sst2["SimAOU_norm"], sst2["SimAOU_norm low"], sst2["SimAOU_norm high"]) == ("0.210", "0.150", "0.270")
     assert cb["SimAOU_norm"] == tables.MISSING and cb["ICL's most-predicted label"] == "0 (97%)"
     assert cb["Learns in context"] == "no" and "99.58%" in table.attrs["footnotes"][0]
-    assert (sst2["Learns in context, calibrated"], cb["Learns in context, calibrated"]) == ("yes", tables.NOT_RUN)
+    assert (sst2["Learns in context, calibrated"], cb["Learns in context, calibrated"]) == (
+        "yes",
+        premise_table.NOT_RUN,
+    )
     assert (sst2["ICL, permuted labels (%)"], sst2["Permuted - majority low"], cb["Permuted - majority"]) == (
         "80.0",
         "15.0",
@@ -940,12 +944,35 @@ def test_the_premise_table_sets_the_similarity_beside_where_the_model_learns(tmp
     )
     assert "all three lower ends above 0" in table.attrs["footnotes"][0] and len(table.attrs["footnotes"]) == 1
     # an older run's premise, without ICL on permuted labels: "not run", and it learns nowhere
-    old = tables.premise_table(
+    old = premise_table.premise_table(
         premise.drop(columns=[c for c in premise if c.startswith("icl_permuted")]), summary, "gd"
     )
-    assert old.loc[(MODEL, "SST2"), "Permuted - majority"] == tables.NOT_RUN
+    assert old.loc[(MODEL, "SST2"), "Permuted - majority"] == premise_table.NOT_RUN
     assert set(old["Learns in context"]) == {"no"} and "ICL on permuted labels was not run" in old.attrs["footnotes"][1]
-    fig = figures.premise_figure(table.reset_index())
+    # finetuning's side of the premise: per method FT - ZSL with its interval and whether it learns, a
+    # method not run on a task "not run"
+    methods = pd.DataFrame(
+        [
+            dict(model=MODEL, task="sst2", method="gd", ft_zsl=12.0, ft_zsl_low=3.0, ft_zsl_high=21.0, learns=True),
+            dict(
+                model=MODEL, task="sst2", method="gd_chosen", ft_zsl=0.0, ft_zsl_low=-8.0, ft_zsl_high=8.0, learns=False
+            ),
+            dict(model=MODEL, task="cb", method="gd", ft_zsl=-1.5, ft_zsl_low=-9.0, ft_zsl_high=6.0, learns=False),
+        ]
+    )
+    with_methods = premise_table.premise_table(premise, summary, "gd", methods)
+    assert list(with_methods.columns) == [
+        *premise_table.PREMISE_COLUMNS,
+        *("FT - ZSL (GD)", "FT - ZSL (GD) low", "FT - ZSL (GD) high", "FT learns (GD)"),
+        *("FT - ZSL (GD_CHOSEN)", "FT - ZSL (GD_CHOSEN) low", "FT - ZSL (GD_CHOSEN) high", "FT learns (GD_CHOSEN)"),
+    ]
+    sst2, cb = with_methods.loc[(MODEL, "SST2")], with_methods.loc[(MODEL, "CB")]
+    assert (sst2["FT - ZSL (GD)"], sst2["FT - ZSL (GD) low"], sst2["FT learns (GD)"]) == ("12.0", "3.0", "yes")
+    assert (sst2["FT learns (GD_CHOSEN)"], cb["FT - ZSL (GD) high"], cb["FT learns (GD)"]) == ("no", "6.0", "no")
+    assert cb["FT - ZSL (GD_CHOSEN)"] == cb["FT learns (GD_CHOSEN)"] == premise_table.NOT_RUN
+    assert "finetuning's side of the premise" in with_methods.attrs["footnotes"][1]
+    assert with_methods[list(premise_table.PREMISE_COLUMNS)].equals(table)
+    fig = figures.premise_figure(with_methods.reset_index())
     assert len(fig.axes[0].lines) > 0
     figures.write_figure(fig, tmp_path / "premise")
     assert (tmp_path / "premise.png").stat().st_size > 0

@@ -56,9 +56,49 @@ def reference_cache(wildcards):
 
 def run_spec(wildcards):
     """The run an extraction job executes; as a parameter, also its rerun trigger (plan.run_spec).
-    The ZSL rule has no setting wildcard; only the further orders' rules have an order."""
-    return plan.run_spec(config, wildcards.task, wildcards.get("setting", "zsl"), int(wildcards.seed),
-                         order=int(wildcards.get("order", 0)), model=wildcards.model)
+    The ZSL rule has no setting wildcard; only the further orders' rules have an order. A method
+    that chooses its rate and epochs on development rows runs at its choice (finetuning_choice)."""
+    setting = wildcards.get("setting", "zsl")
+    return plan.run_spec(config, wildcards.task, setting, int(wildcards.seed), order=int(wildcards.get("order", 0)),
+                         model=wildcards.model, chosen=finetuning_choice(wildcards, setting))
+
+
+# The methods that choose their learning rate and epochs on development rows (methods.<name>.choose).
+CHOOSING_METHODS = [m for m in METHODS if cfg.choice_grid(config, m) is not None]
+
+
+def choice_spec(wildcards):
+    """What a choice job executes, and its rerun trigger (plan.choice_spec)."""
+    return plan.choice_spec(config, wildcards.model, wildcards.variant, wildcards.task, wildcards.method)
+
+
+def _choice(wildcards, setting):
+    """The finished choice job of a run's method (Snakemake's checkpoint object), or None where
+    the method keeps its own rate; until that job has run, Snakemake's IncompleteCheckpointException,
+    which holds the run back until it has."""
+    if setting not in CHOOSING_METHODS:
+        return None
+    return checkpoints.choose_finetuning.get(model=wildcards.model, variant=wildcards.variant, task=wildcards.task,
+                                             method=setting)
+
+
+def finetuning_choice_made(wildcards):
+    """No input file: the choice enters a finetuning job as its run spec's rate and epochs
+    (finetuning_choice). Asking for the checkpoint here is what orders the job after its choice,
+    and has Snakemake plan it again once the choice is made."""
+    _choice(wildcards, wildcards.get("setting", "zsl"))
+    return {}
+
+
+def finetuning_choice(wildcards, setting):
+    """A choosing method's (lr, epochs) for this run's model, variant and task, read from its
+    choice job's table; None for a method that keeps its own rate."""
+    found = _choice(wildcards, setting)
+    if found is None:
+        return None
+    from icl_gd.metrics import setting_choice  # pandas: only in a run that chooses
+
+    return setting_choice.read_chosen(found.output.table)
 
 
 # The (model, variant, task, seed) whose ICL also runs on permuted labels: where the premise reads them.

@@ -95,9 +95,17 @@ def first_page_inputs(wildcards):
     if config["report"]["reproduction"]:
         inputs["claims"] = rules.evaluate_claims.output.table
         inputs["premise"] = rules.evaluate_claims.output.premise
+        inputs["premise_methods"] = rules.evaluate_claims.output.premise_methods
     if "orders" in TABLES:  # the further orders' caches are behind the page too: their provenance
         inputs["orders"] = rules.order_sensitivity.output.table
+    if "choice" in TABLES:  # what each choosing method chose
+        inputs["choice"] = choice_tables()
     return inputs
+
+
+def choice_tables():
+    """Every choice of the run (rule choose_finetuning), in plan order."""
+    return [rules.choose_finetuning.output.table.format(**c) for c in plan.choices(config)]
 
 
 def first_page_about(wildcards):
@@ -146,6 +154,8 @@ def table_inputs(wildcards):
                 inputs[table] = getattr(rules, name).output.table
     elif wildcards.table == "orders":
         inputs["orders"] = rules.order_sensitivity.output.table
+    elif wildcards.table == "choice":
+        inputs["choice"] = choice_tables()
     elif wildcards.table == "comparisons":
         inputs["comparisons"] = rules.compare_methods.output.table
     elif wildcards.table == "data":
@@ -155,6 +165,7 @@ def table_inputs(wildcards):
         inputs["premise"] = rules.evaluate_claims.output.premise
     elif wildcards.table == "premise":
         inputs["premise"] = rules.evaluate_claims.output.premise
+        inputs["premise_methods"] = rules.evaluate_claims.output.premise_methods
         inputs["summary"] = rules.aggregate_metrics.output.summary
     else:
         inputs["summary"] = rules.aggregate_metrics.output.summary
@@ -188,6 +199,8 @@ def cost_records(wildcards):
             return (1, cfg.setting_k(config, setting), setting)
         return (2, METHODS.index(setting), setting)
 
+    for c in plan.choices(config):
+        add("choose_finetuning", c["method"], **c)
     for e in sorted(plan.extractions(config), key=rank):
         kind = "extract_zsl" if e["setting"] == "zsl" else "extract_base" if cfg.is_icl_setting(e["setting"]) else "finetune_and_extract"
         add(kind, e["setting"], **e)

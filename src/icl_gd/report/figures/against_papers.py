@@ -238,7 +238,7 @@ def _wrap(text: str, width: int) -> str:
 def premise_figure(table: pd.DataFrame) -> Figure:
     """Paper 001's question across tasks and models: per model and task, ICL's gain over ZSL
     (points) against SimAOU_norm of GD, each with its interval; filled where the model learns in
-    context, hollow where it does not. ``table``: the report's premise table (``tables.premise_table``,
+    context, hollow where it does not. ``table``: the report's premise table (``premise_table.premise_table``,
     its index as columns; several reports' rows concatenated for several models)."""
     number = lambda column: pd.to_numeric(table[column], errors="coerce").to_numpy()  # noqa: E731
     x, x_low, x_high = (number(c) for c in ("SimAOU_norm", "SimAOU_norm low", "SimAOU_norm high"))
