@@ -30,7 +30,9 @@ SEEDS = {"sst2": (2, 3), "cb": (3, 4)}
 
 
 def choices(workdir) -> dict[str, dict]:
-    return {t: setting_choice.read_chosen(workdir / f"results/choice/tiny/trained/{t}/best.parquet") for t in TASKS}
+    return {
+        t: setting_choice.read_chosen(workdir / f"results/choice/tiny/{t}.parquet", "trained", "best") for t in TASKS
+    }
 
 
 def finetuned(workdir) -> dict[tuple[str, int], int]:
@@ -60,10 +62,10 @@ def chosen_run(tmp_path_factory):
 @pytest.mark.slow
 def test_the_choice_is_planned_made_and_read_by_the_finetuning(chosen_run):
     workdir, planned = chosen_run
-    # a dry run lists one choice per (model, variant, task), and the finetuning that waits for it
+    # a dry run lists one choice job per (model, task), and the finetuning that waits for it
     assert planned["choose_finetuning"] == 2 and planned["finetune_and_extract"] == 4
     for task in TASKS:
-        table = pd.read_parquet(workdir / f"results/choice/tiny/trained/{task}/best.parquet")
+        table = pd.read_parquet(workdir / f"results/choice/tiny/{task}.parquet")
         assert list(table.columns) == setting_choice.FINETUNING_COLUMNS
         assert len(table) == len(SEEDS[task]) * 3 * 2 and (table["n_examples"] == 10).all()
         assert set(table["seed"]) == set(SEEDS[task]) and table["chosen"].sum() == len(SEEDS[task])
@@ -73,7 +75,7 @@ def test_the_choice_is_planned_made_and_read_by_the_finetuning(chosen_run):
             run = cache.read_cache(workdir / f"results/activations/tiny/trained/{task}/seed{seed}/best.arrow")
             assert (run.meta["lr"], run.meta["epochs"]) == (chosen["lr"], chosen["epochs"])
             assert run.meta["queries"] == {"split": "evaluation"}  # the evaluation, never the development rows
-        record = benchmark.read(workdir / f"results/benchmarks/choose_finetuning/tiny/trained/{task}/best.tsv")
+        record = benchmark.read(workdir / f"results/benchmarks/choose_finetuning/tiny/{task}.tsv")
         assert record["gflop"] > 0
     assert jobs_planned(workdir) == {}
 
@@ -118,7 +120,7 @@ def test_the_cost_estimate_prices_each_choice_as_its_job_counts_it(chosen_run):
         rows = table[table["rule"] == "choose_finetuning"]
         assert sorted(rows["task"]) == sorted(TASKS) and (rows["seconds"] > 0).all()
         for row in rows.itertuples():
-            record = benchmark.read(workdir / f"results/benchmarks/choose_finetuning/tiny/trained/{row.task}/best.tsv")
+            record = benchmark.read(workdir / f"results/benchmarks/choose_finetuning/tiny/{row.task}.tsv")
             assert record["gflop"] == pytest.approx(row.gflop, rel=1e-3, abs=1e-4)
         # a choice job prices as many trainings as its grid has rates per seed, each a finetuning's
         finetune = table[(table["rule"] == "finetune_and_extract") & (table["task"] == "sst2")]["seconds"].mean()

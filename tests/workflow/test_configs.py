@@ -192,8 +192,10 @@ def expected_counts(config: dict) -> dict[str, int]:
         "task_statistics": len(config["tasks"]),
         "table": 13,  # with premise and costs
         # the paper's config: per_layer, accuracy, alpha, grad_norms, prediction_changes,
-        # output_distributions, reproduction, claims and premise (it sweeps no learning rate and runs one model)
-        "figure": 9,
+        # output_distributions, reproduction; after the claims, claims and premise (it sweeps no
+        # learning rate and runs one model)
+        "figure": 7,
+        "figure_after_claims": 2,
     }
 
 
@@ -224,8 +226,9 @@ def test_paper_dry_run_job_counts(dry_run):
         # reproduction, claims, premise
         "table": 13,  # with costs
         # per_layer, accuracy, alpha, grad_norms, prediction_changes, output_distributions,
-        # reproduction, claims, premise (no lr sweep, one model)
-        "figure": 9,
+        # reproduction (no lr sweep, one model); claims, premise after the claims
+        "figure": 7,
+        "figure_after_claims": 2,
     }
     assert sum(counts.values()) == 373
     # the printed job blocks agree with the table
@@ -346,7 +349,11 @@ def test_paper_dry_run_scores_alpha_against_gd(dry_run):
 
 def test_paper_dry_run_figures(dry_run):
     """One job per figure; the gradient norms of Subj's first seed (paper 001 Fig. 4), every method."""
-    jobs = {fields["wildcards"]: fields for rule, fields in planned_jobs(dry_run) if rule == "figure"}
+    jobs = {
+        fields["wildcards"]: fields
+        for rule, fields in planned_jobs(dry_run)
+        if rule in ("figure", "figure_after_claims")
+    }
     assert set(jobs) == {
         f"figure={f}"
         for f in (
@@ -381,5 +388,7 @@ def test_the_pythia_size_sweep_plans_every_size_and_the_sizes_figure(tmp_path):
     counts = job_stats(stdout)
     assert counts["download_model"] == 5 and counts["model_statistics"] == 1
     assert counts["finetune_and_extract"] == 5 * 6 * 3 * 2  # models x tasks x seeds x (gd, lcgd)
-    figures = {fields["wildcards"] for rule, fields in planned_jobs(stdout) if rule == "figure"}
+    figures = {
+        fields["wildcards"] for rule, fields in planned_jobs(stdout) if rule in ("figure", "figure_after_claims")
+    }
     assert {"figure=sizes", "figure=models"} <= figures

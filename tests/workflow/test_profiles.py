@@ -123,7 +123,7 @@ def test_a_choice_on_development_rows_runs_on_a_gpu_node_of_its_own(tmp_path):
         config=choosing,
     )
     partition = yaml.safe_load((REPO / "profiles/slurm/config.yaml").read_text())["set-resources"]["choose_finetuning"]
-    assert len(resources["choose_finetuning"]) == 2  # one per variant of the one task
+    assert len(resources["choose_finetuning"]) == 1  # one job for both variants of the one task
     assert all(
         {"gpu=1", f"slurm_partition={partition['slurm_partition']}", "jobs_per_gpu=1"} <= r
         for r in resources["choose_finetuning"]

@@ -45,8 +45,8 @@ use rule extract_base as extract_zsl with:
 
 
 # A method with a choose key (its learning rate and epochs picked on development rows, per model,
-# variant and task): one job per (model, variant, task, method) trains every grid point on each
-# seed's demonstrations and scores it on held-out train rows. A checkpoint, not an input of the
+# variant and task): one job per (model, task) trains every grid point of each variant's choosing
+# methods on each seed's demonstrations and scores it on held-out train rows. A checkpoint, not an input of the
 # finetuning: each finetuning job reads its choice into its run spec (run_spec, through
 # finetuning_choice), so that a new grid reruns the choice, then only the finetuning whose chosen
 # value changed, by Snakemake's params trigger; as an input file, every one of them would rerun
@@ -54,16 +54,15 @@ use rule extract_base as extract_zsl with:
 checkpoint choose_finetuning:
     input:
         unpack(task_files),
-        model=model_dir,
+        unpack(choice_models),
     output:
-        table="results/choice/{model}/{variant}/{task}/{method}.parquet",
-    wildcard_constraints:
-        method=_names_regex(CHOOSING_METHODS),
+        table="results/choice/{model}/{task}.parquet",
     params:
         choice=choice_spec,
         code=code_of("choose_finetuning.py"),
     threads: 1
-    priority: 1
+    # before the extractions: every finetuning of its task waits for it
+    priority: SCORE_PRIORITY
     resources:
         gpu=MODEL_GPUS,
         jobs_per_gpu=JOBS_PER_GPU,
@@ -72,8 +71,8 @@ checkpoint choose_finetuning:
     conda:
         "../../envs/models.yaml"
     log:
-        "results/logs/choose_finetuning/{model}/{variant}/{task}/{method}.log",
-        benchmark="results/benchmarks/choose_finetuning/{model}/{variant}/{task}/{method}.tsv",
+        "results/logs/choose_finetuning/{model}/{task}.log",
+        benchmark="results/benchmarks/choose_finetuning/{model}/{task}.tsv",
     script:
         "../scripts/choose_finetuning.py"
 

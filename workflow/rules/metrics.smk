@@ -12,6 +12,7 @@ localrules:
     aggregate_metrics,
     compare_methods,
     evaluate_claims,
+    evaluate_claims_chosen,
     task_statistics,
     data_statistics,
 
@@ -69,6 +70,7 @@ rule order_run:
         method=_names_regex(METHODS),
     params:
         code=code_of("order_run.py"),
+    priority: ANALYSIS_PRIORITY
     conda:
         "../../envs/analysis.yaml"
     log:
@@ -87,6 +89,7 @@ rule order_sensitivity:
     params:
         code=code_of("order_sensitivity.py"),
         statistics=config["statistics"],
+    priority: ANALYSIS_PRIORITY
     conda:
         "../../envs/analysis.yaml"
     log:
@@ -115,6 +118,7 @@ rule aggregate_metrics:
     params:
         code=code_of("aggregate_metrics.py"),
         statistics=config["statistics"],
+    priority: ANALYSIS_PRIORITY
     conda:
         "../../envs/analysis.yaml"
     log:
@@ -133,6 +137,7 @@ rule compare_methods:
     params:
         code=code_of("compare_methods.py"),
         statistics=config["statistics"],
+    priority: ANALYSIS_PRIORITY
     conda:
         "../../envs/analysis.yaml"
     log:
@@ -163,11 +168,36 @@ rule evaluate_claims:
         roles=plan.published_roles(config),
         statistics=config["statistics"],
         labels={task: list(cfg.task_spec(config, task).label_words) for task in TASKS},
+    priority: ANALYSIS_PRIORITY
     conda:
         "../../envs/analysis.yaml"
     log:
         "results/logs/evaluate_claims.log",
         benchmark="results/benchmarks/evaluate_claims.tsv",
+    script:
+        "../scripts/evaluate_claims.py"
+
+
+# The claims read a second time with GD and its kin at the rate chosen on development rows, where
+# the config runs them at both (plan.chosen_roles): the same script, other roles, no premise.
+rule evaluate_claims_chosen:
+    input:
+        examples=all_run_examples(),
+        orders=all_order_runs(),
+    output:
+        table="results/metrics/claims_chosen.parquet",
+        csv="results/metrics/claims_chosen.csv",
+    params:
+        code=code_of("evaluate_claims.py"),
+        roles=plan.chosen_roles(config),
+        statistics=config["statistics"],
+        labels={task: list(cfg.task_spec(config, task).label_words) for task in TASKS},
+    priority: ANALYSIS_PRIORITY
+    conda:
+        "../../envs/analysis.yaml"
+    log:
+        "results/logs/evaluate_claims_chosen.log",
+        benchmark="results/benchmarks/evaluate_claims_chosen.tsv",
     script:
         "../scripts/evaluate_claims.py"
 

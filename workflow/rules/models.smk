@@ -104,6 +104,8 @@ rule make_variant:
     params:
         seed=config["variant_seed"],
         code=code_of("make_variant.py"),
+    # early: every job of the variant, and the choice jobs of its model, wait for it
+    priority: 3
     resources:
         mem_mb=job_request(8000, 30, "mem_mb"),
         runtime=job_request(8000, 30, "runtime"),

@@ -6,6 +6,7 @@ localrules:
     table,
     tables,
     figure,
+    figure_after_claims,
     figures,
 
 
@@ -67,7 +68,7 @@ rule figure:
             labels={"figure": "{figure}", "format": "PDF"},
         ),
     wildcard_constraints:
-        figure=_names_regex(FIGURES),
+        figure=_names_regex([f for f in FIGURES if f not in LAST_FIGURES]),
     params:
         code=code_of("figure.py"),
         published=published_version,
@@ -80,6 +81,14 @@ rule figure:
         benchmark="results/benchmarks/figures/{figure}.tsv",
     script:
         "../scripts/figure.py"
+
+
+# The figures that wait for the claims, drawn as soon as the claims are in: the forest plot is a
+# run's longest figure (7-9 s on the default run), and the claims its last analysis.
+use rule figure as figure_after_claims with:
+    wildcard_constraints:
+        figure=_names_regex([f for f in FIGURES if f in LAST_FIGURES]),
+    priority: ANALYSIS_PRIORITY
 
 
 # `snakemake figures` renders every figure the config plans.

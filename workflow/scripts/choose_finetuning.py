@@ -1,6 +1,7 @@
-"""Choose one finetuning method's learning rate and epochs for a (model, variant, task) on the
-development rows: every grid point finetuned on each seed's demonstrations and scored there
-(icl_gd/activations/choice.py), the rule of icl_gd/metrics/setting_choice.py applied."""
+"""Choose the learning rate and epochs of each choosing method of each variant of a model, on a
+task's development rows: every grid point finetuned on each seed's demonstrations and scored there
+(icl_gd/activations/choice.py), the rule of icl_gd/metrics/setting_choice.py applied per variant
+and method."""
 
 import sys
 from pathlib import Path
@@ -21,28 +22,31 @@ from icl_gd.metrics import setting_choice
 claim_gpu(snakemake.config["device"], jobs_per_gpu=snakemake.resources.jobs_per_gpu)
 
 w, spec = snakemake.wildcards, snakemake.params.choice
-grid = choice.run_grid(
+grid = choice.run_job(
     spec,
-    model_dir=snakemake.input.model,
+    model_dirs={variant: snakemake.input[f"model_{variant}"] for variant in {c["variant"] for c in spec["choices"]}},
     train_path=snakemake.input.train,
     eval_path=snakemake.input.eval,
     device=snakemake.config["device"],
     batch_size=snakemake.config["batch_size"],
 )
 device = grid.attrs["device"]
-grid = grid.assign(model=w.model, variant=w.variant, task=w.task, method=w.method, kind=spec["runs"][0]["kind"])
-table = setting_choice.mark_finetuning_choice(grid)
-chosen = setting_choice.chosen_of(table)
-logging.getLogger("choose_finetuning").info(
-    "%s/%s/%s %s: lr %g, %d epoch(s), development accuracy %.3f over %d seed(s)",
-    w.model,
-    w.variant,
-    w.task,
-    w.method,
-    chosen["lr"],
-    chosen["epochs"],
-    table.loc[table["chosen"], "mean_accuracy"].iloc[0],
-    table["seed"].nunique(),
-)
-made_by = {"caches": [provenance.collect(device, spec["runs"][0]["dtype"])], "computed": provenance.software()}
+table = setting_choice.mark_finetuning_choices(grid.assign(model=w.model, task=w.task))
+for (variant, method), found in table.groupby(["variant", "method"], sort=False):
+    chosen = setting_choice.chosen_of(found)
+    logging.getLogger("choose_finetuning").info(
+        "%s/%s/%s %s: lr %g, %d epoch(s), development accuracy %.3f over %d seed(s)",
+        w.model,
+        variant,
+        w.task,
+        method,
+        chosen["lr"],
+        chosen["epochs"],
+        found.loc[found["chosen"], "mean_accuracy"].iloc[0],
+        found["seed"].nunique(),
+    )
+made_by = {
+    "caches": [provenance.collect(device, spec["choices"][0]["runs"][0]["dtype"])],
+    "computed": provenance.software(),
+}
 frames.atomic_write_frame(table, snakemake.output.table, made_by)

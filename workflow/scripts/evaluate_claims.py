@@ -18,11 +18,20 @@ claim_testing.write_claim_tests(
     snakemake.output.table,
     snakemake.output.csv,
     snakemake.params.roles,
-    premise_paths=(snakemake.output.premise, snakemake.output.premise_csv),
-    methods_paths=(snakemake.output.premise_methods, snakemake.output.premise_methods_csv),
+    # the premise once, with the protocol's roles (rule evaluate_claims); rule evaluate_claims_chosen reads
+    # the claims alone, with the chosen ones
+    premise_paths=(snakemake.output.premise, snakemake.output.premise_csv)
+    if "premise" in snakemake.output.keys()
+    else None,
+    methods_paths=(
+        (snakemake.output.premise_methods, snakemake.output.premise_methods_csv)
+        if "premise_methods" in snakemake.output.keys()
+        else None
+    ),
     labels=snakemake.params.labels,
     order_paths=snakemake.input.get("orders", []),
     n_boot=stats["n_boot"],
     level=stats["ci_level"],
     seed=stats["seed"],
+    max_replicates=stats["max_replicates"],
 )

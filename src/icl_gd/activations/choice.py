@@ -1,5 +1,6 @@
-"""One choice job: a finetuning method's grid of learning rates and epochs, each point finetuned on
-every seed's own demonstrations and scored on the development rows (``plan.choice_spec``).
+"""One choice job (``plan.choice_job_spec``): for each variant and choosing method of a model on a
+task, the method's grid of learning rates and epochs, each point finetuned on every seed's own
+demonstrations and scored on the development rows (``plan.choice_spec``).
 
 The development rows are train rows that no seed of the task takes among its first k
 demonstrations (``data.splits.select_dev``); the evaluation split is never read. Each rate trains
@@ -41,25 +42,57 @@ def restore(model, values: list[torch.Tensor]) -> None:
             item.param.copy_(value.to(item.param.dtype))
 
 
-def run_grid(
+def run_job(
     spec: dict,
     *,
-    model_dir: str,
+    model_dirs: dict[str, str],
     train_path: str,
     eval_path: str,
     device: str = "auto",
     batch_size: int | None = None,
 ) -> pd.DataFrame:
-    """One row per (seed, lr, epochs) of the grid (:data:`COLUMNS`): the finetuned model's accuracy
-    on the development rows, beside the model's own (zero-shot) accuracy there, the mean loss of
-    that point's last pass and how many of its steps were skipped (non-finite gradients)."""
+    """Every choice of a job (``spec["choices"]``), each variant's model (``model_dirs``: variant ->
+    its folder) loaded once for all its methods: :func:`run_grid`'s rows, with the variant, the
+    method and its kind."""
+    tables, gflop, loaded = [], 0.0, {}
+    for one in spec["choices"]:
+        variant = one["variant"]
+        if variant not in loaded:
+            loaded = {variant: _load(model_dirs[variant], one["runs"][0]["dtype"], device)}
+        table = run_grid(one, loaded=loaded[variant], train_path=train_path, eval_path=eval_path, batch_size=batch_size)
+        gflop += table.attrs["gflop"]
+        tables.append(table.assign(variant=variant, method=one["method"], kind=one["runs"][0]["kind"]))
+    table = pd.concat(tables, ignore_index=True)
+    table.attrs["device"] = str(next(iter(loaded.values()))[0].device)  # for the table's provenance
+    # for the job's benchmark record: its work, counted as the cost estimate counts it
+    benchmark.note(gflop=round(gflop, 4))
+    return table
+
+
+def _load(model_dir: str, dtype: str, device: str):
+    model = loading.load_model(model_dir, dtype=dtype, device=device)
+    return model, loading.load_tokenizer(model_dir), capture.attach(model)
+
+
+def run_grid(
+    spec: dict,
+    *,
+    model_dir: str | None = None,
+    loaded: tuple | None = None,
+    train_path: str,
+    eval_path: str,
+    device: str = "auto",
+    batch_size: int | None = None,
+) -> pd.DataFrame:
+    """One row per (seed, lr, epochs) of one choice's grid (:data:`COLUMNS`): the finetuned model's
+    accuracy on the development rows, beside the model's own (zero-shot) accuracy there, the mean
+    loss of that point's last pass and how many of its steps were skipped (non-finite gradients).
+    The model from ``model_dir``, or ``loaded`` (model, tokenizer, recorder: left as it came)."""
     started = time.time()
     runs, grid = spec["runs"], spec["grid"]
     if any((run.get("queries") or {}).get("split") != "development" for run in runs):
         raise ValueError("a choice reads development rows only: each run of its spec needs queries.split development")
-    model = loading.load_model(model_dir, dtype=runs[0]["dtype"], device=device)
-    tokenizer = loading.load_tokenizer(model_dir)
-    rec = capture.attach(model)
+    model, tokenizer, rec = loaded if loaded is not None else _load(model_dir, runs[0]["dtype"], device)
     batch = extract.evaluation_batch_size(batch_size, model.device)
     start = training.snapshot(model)
     scored = sorted(int(e) for e in grid["epochs"])
@@ -119,10 +152,14 @@ def run_grid(
                 zsl,
             )
     restore(model, start)
-    # for the job's benchmark record: its work, counted as the cost estimate counts it
     counted = work.choice_work(work.shape_of_model(model, runs[0]["dtype"]), spec, lambda r: prepared_runs[r["seed"]])
-    benchmark.note(gflop=round(counted.flops / 1e9, 4))
-    log.info("%d grid points x %d seeds in %.1fs", len(grid["lr"]) * len(scored), len(runs), time.time() - started)
+    log.info(
+        "%s: %d grid points x %d seeds in %.1fs",
+        spec["method"],
+        len(grid["lr"]) * len(scored),
+        len(runs),
+        time.time() - started,
+    )
     table = pd.DataFrame(rows, columns=COLUMNS)
-    table.attrs["device"] = str(model.device)  # for the table's provenance
+    table.attrs.update(device=str(model.device), gflop=counted.flops / 1e9)
     return table

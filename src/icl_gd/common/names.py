@@ -80,6 +80,12 @@ TABLE_CAPTIONS = {
     "contradicted, negligible (no effect of interest), inconclusive (with the seeds, or examples per "
     "seed, its test would need for 80% power) or not run.",
 }
+# the claims read again with GD and its kin at the rate chosen on development rows (plan.chosen_roles)
+TABLE_CAPTIONS["claims_chosen"] = (
+    "The claims again, each finetuning method at the learning rate and epochs chosen per model, variant and "
+    "task on held-out train rows (methods.<name>.choose) in place of the protocol's rate; a claim on a method "
+    "that the run does not choose a rate for is not run. " + TABLE_CAPTIONS["claims"]
+)
 
 
 def percent(level: float) -> str:

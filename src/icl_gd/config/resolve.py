@@ -148,18 +148,25 @@ PROTOCOL_METHODS = {
 }
 
 
-def protocol_roles(config: dict, methods: list[str]) -> dict[str, str]:
+def protocol_roles(config: dict, methods: list[str], chosen: bool = False) -> dict[str, str]:
     """Published method -> the config's method (among ``methods``) that does the same: the
-    first whose spec matches, at the protocol's learning rates and its one epoch."""
+    first whose spec matches, at the protocol's learning rates and its one epoch; ``chosen``: at
+    a rate and epochs chosen on development rows instead (``methods.<name>.choose``)."""
     roles = {}
     for role, wanted in PROTOCOL_METHODS.items():
         for method in methods:
             spec = method_spec(config, method)
+            if chosen:
+                rate = bool(spec.get("choose"))
+            else:
+                rate = (
+                    spec.get("lr") is None
+                    and float(spec.get("lr_scale") or 1.0) == 1.0
+                    and not spec.get("choose")
+                    and int(spec.get("epochs") or 1) == 1
+                )
             if (
-                spec.get("lr") is None
-                and float(spec.get("lr_scale") or 1.0) == 1.0
-                and not spec.get("choose")
-                and int(spec.get("epochs") or 1) == 1
+                rate
                 and spec.get("k") in (None, config["k"])
                 and all(spec.get(key) == value for key, value in wanted.items())
             ):

@@ -551,6 +551,7 @@ def write_claim_tests(
     n_boot: int = 1000,
     level: float = 0.95,
     seed: int = 0,
+    max_replicates: int = MAX_REPLICATES,
 ) -> pd.DataFrame:
     """The claims evaluated (:func:`evaluate_all`) on the runs' per-example files, as parquet and CSV,
     the premise's table as ``premise_paths`` (parquet, CSV) and finetuning's side of it as
@@ -559,7 +560,7 @@ def write_claim_tests(
     with_orders = {run_key(ex.meta): ex for ex in map(read_examples, order_paths)}
     examples = [with_orders.get(run_key(ex.meta), ex) for ex in map(read_examples, example_paths)]
     table, premise_table, method_table = evaluate_all(
-        examples, roles, n_boot=n_boot, level=level, seed=seed, labels=labels
+        examples, roles, n_boot=n_boot, level=level, seed=seed, labels=labels, max_replicates=max_replicates
     )
     made_by = runs_provenance(examples)
     atomic_write_frame(table, parquet_path, made_by)

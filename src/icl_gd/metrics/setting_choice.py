@@ -113,6 +113,12 @@ def mark_finetuning_choice(grid: pd.DataFrame, tolerance: float = 1e-9) -> pd.Da
     return marked[[c for c in FINETUNING_COLUMNS if c in marked.columns]]
 
 
+def mark_finetuning_choices(grid: pd.DataFrame, tolerance: float = 1e-9) -> pd.DataFrame:
+    """A choice job's grids (one per variant and method), each marked (:func:`mark_finetuning_choice`)."""
+    marked = [mark_finetuning_choice(found, tolerance) for _, found in grid.groupby(["variant", "method"], sort=False)]
+    return pd.concat(marked, ignore_index=True)
+
+
 def chosen_of(table: pd.DataFrame) -> dict:
     """The chosen (``lr``, ``epochs``) of a finetuning choice's table (:func:`mark_finetuning_choice`)."""
     rows = table[table["chosen"].astype(bool)]
@@ -121,6 +127,8 @@ def chosen_of(table: pd.DataFrame) -> dict:
     return {"lr": float(rows["lr"].iloc[0]), "epochs": int(rows["epochs"].iloc[0])}
 
 
-def read_chosen(path) -> dict:
-    """The chosen (``lr``, ``epochs``) of a finetuning choice's table file (rule choose_finetuning)."""
-    return chosen_of(pd.read_parquet(path, columns=["lr", "epochs", "chosen"]))
+def read_chosen(path, variant: str, method: str) -> dict:
+    """The chosen (``lr``, ``epochs``) of a variant's method in a choice job's table file (rule
+    choose_finetuning)."""
+    table = pd.read_parquet(path, columns=["variant", "method", "lr", "epochs", "chosen"])
+    return chosen_of(table[(table["variant"] == variant) & (table["method"] == method)])

@@ -546,23 +546,9 @@ def estimate(
         else:
             rule = "finetune_order" if order else "finetune_and_extract"
         rows.append(dict(e, rule=rule, order=order, path=work.path, work=work, s=seconds, mb=peak, gpu=gpu))
-    for c in plan.choices(config):  # a finetuning method's choice on development rows: its trainings and scorings
-        spec, shape = plan.choice_spec(config, **c), shapes[c["model"]]
-        work = choice_work(shape, spec, lambda run, model=c["model"]: sequences(model, run))
-        trainings = len(spec["runs"]) * len(spec["grid"]["lr"])
-        gpu = math.nan
-        if device is not None:
-            seconds, peak, gpu = on_device(
-                shape, work, device, batch, warm=warm, checkpoint=checkpoints.get(c["model"])
-            )
-        else:
-            rates = calibration.paths[c["model"]]
-            seconds, peak = predict(shape, work, rates["zsl"], calibration.start_s, batch, rates[work.path].s_per_gflop)
-            seconds += trainings * rates[work.path].fixed_s
-            peak = max(peak, rates[work.path].peak_mb)
-        where = dict(model=c["model"], variant=c["variant"], task=c["task"], setting=c["method"])
+    for job in plan.choice_jobs(config):  # the finetuning choices on development rows
         rows.append(
-            dict(where, rule="choose_finetuning", order=0, path=work.path, work=work, s=seconds, mb=peak, gpu=gpu)
+            _choice_row(config, job, shapes[job["model"]], sequences, calibration, device, batch, warm, checkpoints)
         )
     table = pd.DataFrame(
         [
@@ -580,6 +566,38 @@ def estimate(
     if device is not None and warm:
         table["seconds"] += run_start(table, device.run_start_s, slots)
     return table.reindex(columns=COLUMNS)
+
+
+def _choice_row(config, job, shape, sequences, calibration, device, batch, warm, checkpoints) -> dict:
+    """A choice job's row of :func:`estimate`: the work of each of its choices
+    (``work.choice_work``) priced as a finetuning of that kind is, each training's fixed part
+    counted, beside one start and one evaluation's fixed part for the job."""
+    parts = [
+        (choice_work(shape, one, lambda run: sequences(job["model"], run)), len(one["runs"]) * len(one["grid"]["lr"]))
+        for one in plan.choice_job_spec(config, **job)["choices"]
+    ]
+    total = Work(
+        path=parts[0][0].path,
+        eval_flops=sum(w.eval_flops for w, _ in parts),
+        train_flops=sum(w.train_flops for w, _ in parts),
+        examples=sum(w.examples for w, _ in parts),
+        longest=max(w.longest for w, _ in parts),
+        steps=sum(w.steps for w, _ in parts),
+    )
+    gpu = math.nan
+    if device is not None:
+        seconds, peak, gpu = on_device(shape, total, device, batch, warm=warm, checkpoint=checkpoints.get(job["model"]))
+    else:
+        rates = calibration.paths[job["model"]]
+        seconds = calibration.start_s + rates["zsl"].fixed_s + total.eval_flops / 1e9 * rates["zsl"].s_per_gflop
+        seconds += sum(w.train_flops / 1e9 * rates[w.path].s_per_gflop + n * rates[w.path].fixed_s for w, n in parts)
+        peak = max(
+            predict(shape, total, rates["zsl"], calibration.start_s, batch)[1],
+            *(rates[w.path].peak_mb for w, _ in parts),
+        )
+    return dict(
+        job, rule="choose_finetuning", setting="", order=0, path=total.path, work=total, s=seconds, mb=peak, gpu=gpu
+    )
 
 
 # ------------------------------------------------------------------------------------------------

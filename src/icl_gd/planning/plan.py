@@ -197,8 +197,8 @@ def run_spec(
 
 def choices(config: dict) -> list[dict]:
     """Every (model, variant, task, method) whose method chooses its learning rate and epochs on
-    development rows (``methods.<name>.choose``): one choice job each, which every seed's and
-    order's finetuning of it reads."""
+    development rows (``methods.<name>.choose``): one choice each, which every seed's and order's
+    finetuning of it reads."""
     seen = []
     for r in runs(config):
         key = dict(model=r["model"], variant=r["variant"], task=r["task"], method=r["method"])
@@ -207,8 +207,32 @@ def choices(config: dict) -> list[dict]:
     return seen
 
 
+def choice_jobs(config: dict) -> list[dict]:
+    """The choice jobs (rule choose_finetuning): one per (model, task) with a choice, which makes
+    every choice of its variants and methods (:func:`choices`). One job, not one per choice: on
+    the default run's tiny model a job's start costs as much as its grid."""
+    jobs = []
+    for c in choices(config):
+        job = dict(model=c["model"], task=c["task"])
+        if job not in jobs:
+            jobs.append(job)
+    return jobs
+
+
+def choice_job_spec(config: dict, model: str, task: str) -> dict:
+    """What a choice job executes, and its rerun trigger: each of its choices (:func:`choice_spec`)
+    with its variant, in plan order."""
+    return {
+        "choices": [
+            {"variant": c["variant"], **choice_spec(config, model, c["variant"], task, c["method"])}
+            for c in choices(config)
+            if (c["model"], c["task"]) == (model, task)
+        ]
+    }
+
+
 def choice_spec(config: dict, model: str, variant: str, task: str, method: str) -> dict:
-    """What a choice job (rule choose_finetuning) executes, and its rerun trigger: the grid, and
+    """One choice of a choice job (:func:`choice_job_spec`): the grid, and
     per seed of the task the method's run (:func:`run_spec`, without a rate) with the development
     rows as its queries: the train rows that no seed of the task (all its ``seeds``, whatever
     ``n_seeds``) takes among its first k demonstrations (the config's k, or the method's where
@@ -302,6 +326,8 @@ def tables(config: dict) -> list[str]:
         planned.append("choice")  # each choosing method's grid on the development rows, and its choice
     if config["report"]["reproduction"]:
         planned += ["reproduction", "claims", "premise"]  # the run beside the published numbers and claims
+        if chosen_roles(config):
+            planned.append("claims_chosen")  # the claims again, GD and its kin at the chosen setting
     planned.append("costs")  # what each rule's jobs took (their benchmark records)
     return planned
 
@@ -414,5 +440,25 @@ def figure_params(config: dict, figure: str) -> dict:
 
 
 def published_roles(config: dict) -> dict[str, str]:
-    """The published methods (docs/published.csv) this config runs: published name -> its method."""
-    return cfg.protocol_roles(config, list(config["methods"]))
+    """The published methods (docs/published.csv) this config runs: published name -> its method,
+    at the protocol's rates; a role that no method plays there is played by the method that chooses
+    its rate on development rows, where one does (a config that runs its GD at its best alone)."""
+    methods = list(config["methods"])
+    protocol = cfg.protocol_roles(config, methods)
+    chosen = cfg.protocol_roles(config, methods, chosen=True)
+    return {
+        role: protocol.get(role, chosen.get(role))
+        for role in cfg.PROTOCOL_METHODS
+        if role in protocol or role in chosen
+    }
+
+
+def chosen_roles(config: dict) -> dict[str, str]:
+    """Where the config runs a published method both at the protocol's rate and at a rate chosen on
+    development rows: the roles played at the chosen one, which the claims are read with a second
+    time (table claims_chosen); a role with no choosing method is left out, so that no claim mixes
+    the two settings. Empty where no role is played at both."""
+    methods = list(config["methods"])
+    protocol = cfg.protocol_roles(config, methods)
+    chosen = cfg.protocol_roles(config, methods, chosen=True)
+    return chosen if set(protocol) & set(chosen) else {}

@@ -33,8 +33,6 @@ KEYS = ("model", "variant", "task", "seed", "order", "setting")  # unique among 
 def _key(values: dict) -> tuple:
     """A job's key in the estimate: its wildcards, numbers as plain integers (a rule that
     ``use rule``s another shares its resource callables, so the rule's name is no part of it)."""
-    if values.get("method") and not values.get("setting"):  # a choice job: its method, no seed
-        values = {**values, "setting": values["method"]}
     out = []
     for k in KEYS:
         v = values.get(k)

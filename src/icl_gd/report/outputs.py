@@ -80,7 +80,7 @@ def build_table(
         return tables.orders_table(frames.read_frame(inputs["orders"]), model, variant, methods)
     if name == "choice":
         return choice_table.choice_table(choice_table.read_choices(_paths(inputs["choice"])))
-    if name == "claims":
+    if name in ("claims", "claims_chosen"):
         return claim_wording.claims_table(
             frames.read_frame(inputs["claims"]),
             model,
@@ -275,6 +275,7 @@ def write_first_page(
         premise = frames.read_frame(inputs["premise"])
     if "premise_methods" in inputs:
         premise_methods = frames.read_frame(inputs["premise_methods"])
+    chosen_tests = frames.read_frame(inputs["claims_chosen"]) if "claims_chosen" in inputs else None
     if "claims" in inputs:
         claim_tests = frames.read_frame(inputs["claims"])
         table = published.read_published(PUBLISHED)
@@ -289,6 +290,7 @@ def write_first_page(
         premise=premise,
         premise_methods=premise_methods,
         choices=choice_table.read_choices(_paths(inputs["choice"])) if "choice" in inputs else None,
+        chosen_tests=chosen_tests,
         reproduction=cells,
         n_published=n_published,
         tables=list(tables),

@@ -234,6 +234,46 @@ def _third_reading(verdicts: dict[str, str], both: dict[str, str], tests: pd.Dat
     return blocks
 
 
+def _chosen_reading(verdicts: dict[str, str], chosen: pd.DataFrame) -> list[Block]:
+    """The claims read again with GD and its kin at the rate and epochs chosen on development rows:
+    their verdicts counted, those that differ from the protocol's rate's, and where ICL and the
+    chosen finetuning both learn."""
+    again = {c: v for c, v in claim_wording.verdicts(chosen).items() if v != "not run"}
+    if not again:
+        return []
+    differ = [c for c in claim_definitions.CLAIMS if c.id in again and again[c.id] != verdicts[c.id]]
+    blocks: list[Block] = [
+        ("h3", "At the chosen setting"),
+        (
+            "p",
+            [
+                "Read again with GD and its kin at the learning rate and epochs chosen on development rows "
+                f"(the claims that read only these): {claim_wording.counts_text(again)}: ",
+                _table("claims_chosen", "the claims table at the chosen setting"),
+                ". "
+                + (
+                    f"{len(differ)} get another verdict than at the protocol's rate:"
+                    if differ
+                    else "Every one gets the verdict it gets at the protocol's rate."
+                ),
+            ],
+        ),
+    ]
+    if differ:
+        blocks.append(
+            (
+                "ul",
+                [
+                    [
+                        f"{c.paper} {c.table}, {c.text}: {verdicts[c.id]} at the protocol's rate, {again[c.id]} at the chosen one"
+                    ]
+                    for c in differ
+                ],
+            )
+        )
+    return blocks + _third_reading(claim_wording.verdicts(chosen), claim_wording.both_verdicts(chosen), chosen)
+
+
 def _seeds(tests: pd.DataFrame) -> int:
     seeds = tests["n_seeds"].dropna()
     return int(seeds.max()) if len(seeds) else 0
@@ -250,6 +290,7 @@ def first_page(
     premise: pd.DataFrame | None = None,
     premise_methods: pd.DataFrame | None = None,
     choices: pd.DataFrame | None = None,
+    chosen_tests: pd.DataFrame | None = None,
     n_published: int,
     tables: list[str],
     figures: list[str],
@@ -264,7 +305,8 @@ def first_page(
     whether each finetuning method learns (``premise.METHOD_COLUMNS``); ``reproduction``: ``published.reproduction``'s
     cells of the report model, out of ``n_published`` result cells; ``tables`` and ``figures``:
     the report's, to link to; ``choices``: the run's finetuning choices on development rows
-    (``setting_choice.FINETUNING_COLUMNS``), where a method chooses its rate; ``made_by``: the summary table's provenance (the software that made the
+    (``setting_choice.FINETUNING_COLUMNS``), where a method chooses its rate; ``chosen_tests``: the claims
+    read again with GD and its kin at their chosen setting, where the run has them at both; ``made_by``: the summary table's provenance (the software that made the
     caches, and that computed the metrics). The claims and reproduction parts are left out where
     they are None."""
     blocks: list[Block] = [("h1", "What this run found")]
@@ -348,6 +390,8 @@ def first_page(
                 verdicts, claim_wording.premise_verdicts(tests), premise[premise["model"] == model]
             )
         blocks += _third_reading(verdicts, claim_wording.both_verdicts(tests), tests)
+        if chosen_tests is not None:
+            blocks += _chosen_reading(verdicts, chosen_tests[chosen_tests["model"] == model])
     if reproduction is not None:
         within = int(reproduction["within"].sum())
         blocks.append(("h2", "Against the published numbers"))

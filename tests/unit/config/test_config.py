@@ -367,6 +367,7 @@ def test_baseline_method_must_be_a_method(schema):
         "n_permutations": 10000,
         "significance_level": 0.05,
         "seed": 0,
+        "max_replicates": 1048576,
     }
     with pytest.raises(ConfigError, match=r"statistics.baseline_method: 'sgd' is not defined under 'methods'.*or null"):
         validate(schema, statistics={"baseline_method": "sgd"})

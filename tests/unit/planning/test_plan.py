@@ -146,6 +146,7 @@ def test_tables_and_figures_are_planned_where_the_config_has_their_data():
         "layer_causal",
         "comparisons",
         "orders",
+        "choice",  # the default's GD and LCGD choose their rates on development rows
         "reproduction",
         "claims",
         "premise",
@@ -194,23 +195,23 @@ def test_the_gradient_norm_run_falls_back_only_from_the_default_task():
 
 
 def test_run_specs_hold_what_each_setting_depends_on():
-    zsl, icl, gd = (plan.run_spec(DEFAULT, "sst2", s, 2) for s in ("zsl", "icl", "gd"))
+    zsl, icl, gd = (plan.run_spec(PAPER, "sst2", s, 2) for s in ("zsl", "icl", "gd"))
     assert "k" not in zsl and "permutation" not in zsl  # ZSL uses no demonstrations
     assert (icl["k"], icl["permutation"], icl["demo_labels"]) == (32, 0, "gold")
     assert (gd["setting"], gd["kind"], gd["lr"], gd["ft_demos"]) == ("gd", "gd", 5e-4, "all")
-    assert plan.run_spec(DEFAULT, "sst2", "icl", 4)["permutation"] == 2  # the third seed
+    assert plan.run_spec(PAPER, "sst2", "icl", 4)["permutation"] == 2  # the third seed
     # a config edit changes the specs (the rerun trigger) of exactly the settings it concerns
-    edited = {**DEFAULT, "k": 8}
+    edited = {**PAPER, "k": 8}
     assert plan.run_spec(edited, "sst2", "zsl", 2) == zsl and plan.run_spec(edited, "sst2", "icl", 2) != icl
     for key, value in (("batch_size", 3), ("device", "cpu")):  # how a job runs, not what it computes
-        assert plan.run_spec({**DEFAULT, key: value}, "sst2", "gd", 2) == gd
+        assert plan.run_spec({**PAPER, key: value}, "sst2", "gd", 2) == gd
     for key, value in (
         ("dtype", "bfloat16"),
         ("cache_dtype", "float16"),
         ("max_eval", 7),
         ("record_position", "answer"),
     ):
-        assert plan.run_spec({**DEFAULT, key: value}, "sst2", "zsl", 2) != zsl, key
+        assert plan.run_spec({**PAPER, key: value}, "sst2", "zsl", 2) != zsl, key
 
 
 class Recording(dict):
@@ -340,7 +341,12 @@ def test_a_method_that_chooses_gets_one_choice_per_model_variant_and_task():
         for v in ("trained", "untrained")
         for t in ("sst2", "cb")
     ]
+    # one job per (model, task), which makes each of its variants' choices
+    assert plan.choice_jobs(conf) == [dict(model=m, task=t) for m in conf["models"] for t in ("sst2", "cb")]
+    job = plan.choice_job_spec(conf, "tiny", "cb")
+    assert [(c["variant"], c["method"]) for c in job["choices"]] == [("trained", "best"), ("untrained", "best")]
     spec = plan.choice_spec(conf, "tiny", "trained", "cb", "best")
+    assert job["choices"][0] == {"variant": "trained", **spec}
     assert spec["grid"] == {"lr": [0.01, 0.3], "epochs": [1, 4]}  # ascending: the tie rule's order
     # each seed's own demonstrations, queries the development rows of every seed of the task
     assert [r["seed"] for r in spec["runs"]] == [3, 4] and {r["permutation"] for r in spec["runs"]} == {0, 1}
@@ -358,8 +364,16 @@ def test_a_method_that_chooses_gets_one_choice_per_model_variant_and_task():
     assert plan.run_spec(conf, "cb", "best", 3)["lr"] is None and plan.run_spec(conf, "cb", "best", 3)["epochs"] == 4
     assert "epochs" not in plan.run_spec(conf, "cb", "best", 3, chosen={"lr": 0.3, "epochs": 1})
     assert "epochs" not in plan.run_spec(conf, "cb", "gd", 3)
-    # a choosing method is no published role at the protocol's rate, and no point of a rate sweep
-    assert plan.published_roles(conf) == {"gd": "gd"} and plan.lr_sweeps(conf) == []
+    # a choosing method plays a published role only where no method plays it at the protocol's rate
+    # (here layer-causal GD's), and is no point of a rate sweep; no role at both: no second reading
+    assert plan.published_roles(conf) == {"gd": "gd", "lcgd": "best"} and plan.chosen_roles(conf) == {}
+    assert plan.lr_sweeps(conf) == []
+    both = config(
+        variants={"trained": ["gd", "lcgd", "gd_best"]},
+        methods={"gd": {"kind": "gd"}, "lcgd": {"kind": "lcgd"}, "gd_best": {"kind": "gd", "choose": grid}},
+    )
+    assert plan.published_roles(both) == {"gd": "gd", "lcgd": "lcgd"} and plan.chosen_roles(both) == {"gd": "gd_best"}
+    assert "claims_chosen" in plan.tables(both) and "claims_chosen" not in plan.tables(conf)
     with pytest.raises(cfg.ConfigError, match="chooses its learning rate"):
         cfg.learning_rate(conf, "cb", "best")
 

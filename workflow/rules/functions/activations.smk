@@ -39,6 +39,9 @@ def all_order_activations():
 # settings of a run group whose ZSL is done, then the ZSL of a new group. With `caches: temporary`
 # only the groups in flight are on disk, about one per job slot, not every group whose ZSL is done.
 SCORE_PRIORITY = 2
+# The analyses over every run (the aggregate, the order sensitivity, the claims) before the figures
+# and tables that do not wait for them: the claims and the figures after them are a run's last jobs.
+ANALYSIS_PRIORITY = 1
 
 
 def zsl_cache(wildcards):
@@ -68,8 +71,14 @@ CHOOSING_METHODS = [m for m in METHODS if cfg.choice_grid(config, m) is not None
 
 
 def choice_spec(wildcards):
-    """What a choice job executes, and its rerun trigger (plan.choice_spec)."""
-    return plan.choice_spec(config, wildcards.model, wildcards.variant, wildcards.task, wildcards.method)
+    """What a choice job executes, and its rerun trigger (plan.choice_job_spec)."""
+    return plan.choice_job_spec(config, wildcards.model, wildcards.task)
+
+
+def choice_models(wildcards):
+    """The folders of the variants a choice job finetunes, as model_<variant>."""
+    variants = dict.fromkeys(c["variant"] for c in plan.choice_job_spec(config, wildcards.model, wildcards.task)["choices"])
+    return {f"model_{v}": variant_dir(wildcards.model, v) for v in variants}
 
 
 def _choice(wildcards, setting):
@@ -78,8 +87,7 @@ def _choice(wildcards, setting):
     which holds the run back until it has."""
     if setting not in CHOOSING_METHODS:
         return None
-    return checkpoints.choose_finetuning.get(model=wildcards.model, variant=wildcards.variant, task=wildcards.task,
-                                             method=setting)
+    return checkpoints.choose_finetuning.get(model=wildcards.model, task=wildcards.task)
 
 
 def finetuning_choice_made(wildcards):
@@ -98,7 +106,7 @@ def finetuning_choice(wildcards, setting):
         return None
     from icl_gd.metrics import setting_choice  # pandas: only in a run that chooses
 
-    return setting_choice.read_chosen(found.output.table)
+    return setting_choice.read_chosen(found.output.table, wildcards.variant, setting)
 
 
 # The (model, variant, task, seed) whose ICL also runs on permuted labels: where the premise reads them.

@@ -17,6 +17,7 @@ TABLES = plan.tables(config)
 
 
 FIGURES = plan.figures(config)
+LAST_FIGURES = ("claims", "premise")  # drawn from the claims' tests (rule figure_after_claims)
 
 
 _GRAD_NORM_DEFAULT = _SCHEMA["properties"]["report"]["properties"]["grad_norm_task"]["default"]
@@ -100,12 +101,14 @@ def first_page_inputs(wildcards):
         inputs["orders"] = rules.order_sensitivity.output.table
     if "choice" in TABLES:  # what each choosing method chose
         inputs["choice"] = choice_tables()
+    if "claims_chosen" in TABLES:  # the claims again at the chosen setting
+        inputs["claims_chosen"] = rules.evaluate_claims_chosen.output.table
     return inputs
 
 
 def choice_tables():
     """Every choice of the run (rule choose_finetuning), in plan order."""
-    return [rules.choose_finetuning.output.table.format(**c) for c in plan.choices(config)]
+    return [rules.choose_finetuning.output.table.format(**job) for job in plan.choice_jobs(config)]
 
 
 def first_page_about(wildcards):
@@ -163,6 +166,9 @@ def table_inputs(wildcards):
     elif wildcards.table == "claims":
         inputs["claims"] = rules.evaluate_claims.output.table
         inputs["premise"] = rules.evaluate_claims.output.premise
+    elif wildcards.table == "claims_chosen":
+        inputs["claims"] = rules.evaluate_claims_chosen.output.table
+        inputs["premise"] = rules.evaluate_claims.output.premise
     elif wildcards.table == "premise":
         inputs["premise"] = rules.evaluate_claims.output.premise
         inputs["premise_methods"] = rules.evaluate_claims.output.premise_methods
@@ -199,8 +205,8 @@ def cost_records(wildcards):
             return (1, cfg.setting_k(config, setting), setting)
         return (2, METHODS.index(setting), setting)
 
-    for c in plan.choices(config):
-        add("choose_finetuning", c["method"], **c)
+    for job in plan.choice_jobs(config):
+        add("choose_finetuning", "", **job)
     for e in sorted(plan.extractions(config), key=rank):
         kind = "extract_zsl" if e["setting"] == "zsl" else "extract_base" if cfg.is_icl_setting(e["setting"]) else "finetune_and_extract"
         add(kind, e["setting"], **e)
@@ -218,7 +224,10 @@ def cost_records(wildcards):
 
 
 def table_roles(wildcards):
-    """The published methods the run has, for the tables that set it beside the papers."""
+    """The published methods the run has, for the tables that set it beside the papers: at the
+    chosen setting for the claims read there."""
+    if wildcards.table == "claims_chosen":
+        return plan.chosen_roles(config)
     return plan.published_roles(config) if wildcards.table in ("reproduction", "claims", "premise") else {}
 
 
