@@ -8,7 +8,10 @@ Each report folder (what ``snakemake`` renders into ``reports/<config>/``) holds
 model learns in context) and the premise table (``tables/premise.csv``: per task ICL's gain over
 ZSL and SimAOU_norm of GD). This sets the verdicts claim by claim, says which hold on every
 model, which depend on the model and which on whether the model learns in context, and draws the
-premise figure over every model. ``--into`` replaces the part of a Markdown file between
+premise figure over every model. A folder followed by ``:chosen`` (``reports/reader-protocol:chosen``)
+is that report read again with GD and its kin at the learning rate chosen on development rows (its
+``tables/claims_chosen.csv``), a column of its own beside the report's, no second point in the
+figure. ``--into`` replaces the part of a Markdown file between
 :data:`BEGIN` and :data:`END` (the rest is prose that quotes no number), so a rerun of the reports
 and of this command keeps the page true. ``--brief`` writes the short form the README carries:
 each claim without its note, one column per model.
@@ -39,6 +42,7 @@ FOLLOWS = "Permuted - majority"  # the premise table's label-following column (I
 # a report rendered before the premise tested label-following: what its "Learns in context" said
 BEFORE = "ICL above zero-shot and the majority class"
 ACROSS, PREMISE = "Across models", "Read where the model learns in context"
+CHOSEN = ":chosen"  # a report folder's claims read at the chosen setting (tables/claims_chosen.csv)
 
 
 @dataclass(frozen=True)
@@ -49,12 +53,20 @@ class Report:
     name: str
     claims: pd.DataFrame
     premise: pd.DataFrame | None
+    chosen: bool = False  # the claims read at the chosen setting: no point of its own in the figure
 
 
 def read_report(folder: str | Path) -> Report:
-    """The claims and premise tables of a rendered report folder; a clear error where it is not one."""
-    folder = Path(folder)
-    claims_path = folder / "tables" / "claims.csv"
+    """The claims and premise tables of a rendered report folder; a clear error where it is not one.
+    ``<folder>:chosen``: its claims read at the chosen setting instead (``tables/claims_chosen.csv``)."""
+    chosen = str(folder).endswith(CHOSEN)
+    folder = Path(str(folder).removesuffix(CHOSEN))
+    claims_path = folder / "tables" / ("claims_chosen.csv" if chosen else "claims.csv")
+    if chosen and not claims_path.exists():
+        raise FileNotFoundError(
+            f"{claims_path} is missing: {folder}'s config runs no published method at a rate chosen on development "
+            "rows beside the protocol's (methods.<name>.choose; docs/claims.md)"
+        )
     if not claims_path.exists():
         raise FileNotFoundError(
             f"{claims_path} is missing: {folder} is not a rendered report with the papers' claims "
@@ -78,7 +90,7 @@ def read_report(folder: str | Path) -> Report:
                 premise[column] = premise_table.NOT_RUN
         premise[LEARNS] = "no"
         claims[AGAIN] = NOT_TESTED
-    return Report(folder.name, claims, premise)
+    return Report(f"{folder.name}, GD at its best" if chosen else folder.name, claims, premise, chosen)
 
 
 def premise_line(report: Report) -> str:
@@ -207,7 +219,7 @@ def brief_markdown(reports: list[Report]) -> str:
 
 def premise_points(reports: list[Report]) -> pd.DataFrame:
     """Every report's premise rows, for :func:`figures.premise_figure`."""
-    tables = [r.premise for r in reports if r.premise is not None]
+    tables = [r.premise for r in reports if r.premise is not None and not r.chosen]
     if not tables:
         raise ValueError("no report has a premise table (tables/premise.csv): rerun their configs")
     return pd.concat(tables, ignore_index=True)

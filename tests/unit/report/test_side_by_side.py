@@ -135,3 +135,18 @@ def test_the_brief_form_drops_the_claims_notes_and_says_where_a_reading_differs(
     assert "- **small**: the premise was not tested" in page.read_text()
     with pytest.raises(SystemExit):
         side_by_side.main([str(small), "--brief", "--figure", str(tmp_path / "x.png")])
+
+
+def test_a_report_at_the_chosen_setting_is_a_column_of_its_own_and_no_second_point(tmp_path):
+    reader = _report(tmp_path / "reader", ["supported", "inconclusive", "not run"], ["supported"] * 3, {"SST2": True})
+    pd.read_csv(reader / "tables" / "claims.csv", dtype=str).assign(Verdict="contradicted").to_csv(
+        reader / "tables" / "claims_chosen.csv", index=False
+    )
+    reports = [side_by_side.read_report(reader), side_by_side.read_report(f"{reader}:chosen")]
+    assert [r.name for r in reports] == ["reader", "reader, GD at its best"]
+    table = side_by_side.claims_side_by_side(reports)
+    assert list(table["reader, GD at its best: verdict"]) == ["contradicted"] * 3
+    assert list(table[side_by_side.ACROSS][:2]) == ["depends on the model"] * 2
+    assert len(side_by_side.premise_points(reports)) == 1  # the same model's premise once
+    with pytest.raises(FileNotFoundError, match="claims_chosen.csv is missing"):
+        side_by_side.read_report(f"{_report(tmp_path / 'other', ['x'] * 3, ['x'] * 3)}:chosen")
