@@ -243,7 +243,7 @@ def _chosen_reading(verdicts: dict[str, str], chosen: pd.DataFrame) -> list[Bloc
         return []
     differ = [c for c in claim_definitions.CLAIMS if c.id in again and again[c.id] != verdicts[c.id]]
     blocks: list[Block] = [
-        ("h3", "At the chosen setting"),
+        ("h2", "The claims at the chosen setting"),
         (
             "p",
             [

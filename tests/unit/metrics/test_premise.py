@@ -400,3 +400,33 @@ def test_the_report_says_where_finetuning_learns_and_which_verdicts_change_where
     assert both["ICL is more accurate than zero-shot on every task"] == premise.NOT_APPLICABLE
     assert both["ICL's and finetuning's prediction changes are poorly aligned on most tasks"] == "contradicted"
     assert claim_wording.BOTH_FOOTNOTE in shown.attrs["footnotes"]
+
+
+def test_the_first_page_reads_the_claims_again_at_the_chosen_setting():
+    """Where the run has its methods at a chosen rate too: the claims' verdicts there counted, under a
+    heading of their own, and those that differ from the protocol rate's listed."""
+    tests, table, methods = claim_testing.evaluate_all(BOTH_RUNS, BOTH_ROLES, n_boot=200)
+    jaccard = tests["claim"] == "003-T1-jaccard"
+    chosen = tests.assign(verdict=tests["verdict"].where(~jaccard, "inconclusive"))
+    kept = summary.first_page(
+        model="m",
+        variant="trained",
+        about=dict(models={"m": "builtin"}, variants=["trained"], seeds={}, k=[32], configfiles=[]),
+        data=None,
+        claim_tests=tests,
+        premise=table,
+        premise_methods=methods,
+        chosen_tests=chosen,
+        reproduction=None,
+        n_published=0,
+        tables=["claims", "claims_chosen"],
+        figures=[],
+    )
+    page = summary.to_markdown(kept)
+    assert "\n## The claims at the chosen setting\n" in page and "\n- A\n" not in page
+    assert (
+        "- 003 Table 1, ICL's and finetuning's prediction changes are poorly aligned on most tasks: supported at the "
+        "protocol's rate, inconclusive at the chosen one\n" in page
+    )
+    assert "[the claims table at the chosen setting](tables/claims_chosen.md)" in page
+    assert "The claims at the chosen setting" in summary.to_rst(kept)
