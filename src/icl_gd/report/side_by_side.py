@@ -151,8 +151,11 @@ def claims_side_by_side(reports: list[Report]) -> pd.DataFrame:
             table[f"{report.name}: {column.lower()}"] = [
                 found[column].get(tuple(key), "not run") for key in table[CLAIM_KEYS].itertuples(index=False)
             ]
-    verdicts = table[[f"{r.name}: {VERDICT.lower()}" for r in reports]].to_numpy().tolist()
-    again = table[[f"{r.name}: {AGAIN.lower()}" for r in reports]].to_numpy().tolist()
+    # across models: each model once, at the protocol's rates (a report at the chosen setting is the
+    # same model read again)
+    models = [r for r in reports if not r.chosen]
+    verdicts = table[[f"{r.name}: {VERDICT.lower()}" for r in models]].to_numpy().tolist()
+    again = table[[f"{r.name}: {AGAIN.lower()}" for r in models]].to_numpy().tolist()
     table[ACROSS] = [across_models(v) for v in verdicts]
     table[PREMISE] = [where_it_learns(v, a) for v, a in zip(verdicts, again)]
     return table

@@ -146,7 +146,7 @@ def test_a_report_at_the_chosen_setting_is_a_column_of_its_own_and_no_second_poi
     assert [r.name for r in reports] == ["reader", "reader, GD at its best"]
     table = side_by_side.claims_side_by_side(reports)
     assert list(table["reader, GD at its best: verdict"]) == ["contradicted"] * 3
-    assert list(table[side_by_side.ACROSS][:2]) == ["depends on the model"] * 2
+    assert list(table[side_by_side.ACROSS][:2]) == ["run on one model"] * 2  # the same model, read again
     assert len(side_by_side.premise_points(reports)) == 1  # the same model's premise once
     with pytest.raises(FileNotFoundError, match="claims_chosen.csv is missing"):
         side_by_side.read_report(f"{_report(tmp_path / 'other', ['x'] * 3, ['x'] * 3)}:chosen")
