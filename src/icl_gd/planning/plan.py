@@ -336,7 +336,7 @@ def _sweeps(config: dict, varying: tuple[str, ...], column: str, value, plain) -
     """The report variant's methods grouped by everything in their spec but ``varying``: one row
     (group, method, task, ``column``: ``value(task, method)``) per method and task of every group
     whose methods differ in that value on some task. A group is named after its first ``plain``
-    method (the one at the protocol's setting), else its first."""
+    method (the one at the protocol's setting), else after its methods' kind (GD, LCGD)."""
     groups: dict[str, list[str]] = {}
     for method in report_methods(config):
         spec = cfg.method_spec(config, method)
@@ -347,7 +347,9 @@ def _sweeps(config: dict, varying: tuple[str, ...], column: str, value, plain) -
         found = [dict(method=m, task=t, **{column: value(t, m)}) for m in members for t in config["tasks"]]
         if not any(len({r[column] for r in found if r["task"] == t}) > 1 for t in config["tasks"]):
             continue
-        group = names.method_label(([m for m in members if plain(m)] or members)[0])
+        plain_members = [m for m in members if plain(m)]
+        # a group with no method at the protocol's setting (rates of its own only): named by its kind
+        group = names.method_label(plain_members[0] if plain_members else cfg.method_spec(config, members[0])["kind"])
         rows += [dict(group=group, **r) for r in found]
     return rows
 

@@ -184,6 +184,18 @@ def test_learning_rate_sweeps_group_methods_that_differ_only_in_their_rate():
     assert "lr_sweep" in plan.figures(sweep) and plan.lr_sweeps(DEFAULT) == []
     sweep["methods"]["gd_x2"]["lr_scale"] = 1.0  # equal rates: nothing is swept
     assert plan.lr_sweeps(sweep) == [] and "lr_sweep" not in plan.figures(sweep)
+    # rates of its own only (configs/lr-sweep-*.yaml): each group named by its kind
+    own = load("configs/lr-sweep-reader.yaml")
+    assert {r["group"] for r in plan.lr_sweeps(own)} == {"GD", "LCGD"}
+    assert sorted({r["lr"] for r in plan.lr_sweeps(own) if r["group"] == "GD"}) == [
+        1e-3,
+        3e-3,
+        1e-2,
+        3e-2,
+        0.1,
+        0.3,
+        1.0,
+    ]
 
 
 def test_the_gradient_norm_run_falls_back_only_from_the_default_task():
