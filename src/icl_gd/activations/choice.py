@@ -30,11 +30,6 @@ log = logging.getLogger(__name__)
 COLUMNS = ["seed", "lr", "epochs", "n_examples", "accuracy", "zsl_accuracy", "loss", "skipped"]
 
 
-def accuracy(records: dict) -> float:
-    """The share of examples whose argmax label (ties to the first class) is the gold one."""
-    return float(np.mean(np.argmax(records["label_logprobs"], axis=1) == records["gold"]))
-
-
 def restore(model, values: list[torch.Tensor]) -> None:
     """Put the K/V parameters back to ``values`` (``training.snapshot``), in their own dtype."""
     with torch.no_grad():
@@ -97,14 +92,15 @@ def run_grid(
     start = training.snapshot(model)
     scored = sorted(int(e) for e in grid["epochs"])
     context = [tokenizer.bos_token_id]
-    rows, prepared_runs = [], {}
+    rows, prepared_runs, zsl = [], {}, None
     for run in runs:
         prepared = prepared_runs[run["seed"]] = extract.sequences_of(
             run, tokenizer, loading.context_length(model), train_path, eval_path
         )
         queries, label_ids = prepared.queries, prepared.label_ids
         restore(model, start)
-        zsl = accuracy(extract.evaluate(model, rec, context, queries, label_ids, batch_size=batch))
+        if zsl is None:  # every seed reads the same development rows, and ZSL no demonstration: once
+            zsl = extract.accuracy(extract.evaluate(model, rec, context, queries, label_ids, batch_size=batch))
         demos = prepared.demo_ids if run["ft_demos"] == "all" else prepared.demo_ids[: prepared.true_k]
         sequences = prompts.ft_sequences(tokenizer, demos)
         for lr in sorted(float(x) for x in grid["lr"]):
@@ -125,7 +121,7 @@ def run_grid(
                         lr=lr,
                         epochs=epoch,
                         n_examples=len(queries),
-                        accuracy=accuracy(records),
+                        accuracy=extract.accuracy(records),
                         zsl_accuracy=zsl,
                         loss=float(np.mean(pass_log["loss"])) if len(pass_log["loss"]) else float("nan"),
                         skipped=int(np.sum(pass_log["skipped"])),

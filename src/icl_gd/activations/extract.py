@@ -148,6 +148,11 @@ PROMPT_RULES = {
 }
 
 
+def accuracy(records: dict) -> float:
+    """The share of examples whose argmax label (ties to the first class) is the gold one."""
+    return float(np.mean(np.argmax(records["label_logprobs"], axis=1) == records["gold"]))
+
+
 def evaluation_batch_size(requested: int | None, device: torch.device) -> int:
     """The evaluation batch size asked for, or by default one that keeps the device busy."""
     if requested is not None:
@@ -397,7 +402,6 @@ def run(
         }
     identity["n_context"] = len(context)
     cache.write_cache(out_path, identity, layout=spec["cache_dtype"], reference=reference, **records)
-    accuracy = float(np.mean(np.argmax(records["label_logprobs"], 1) == records["gold"]))
     log.info(
         "%s/%s/%s seed %d %s: accuracy %.3f, true k %s, %.1fs",
         model_name,
@@ -405,7 +409,7 @@ def run(
         task,
         seed,
         setting,
-        accuracy,
+        accuracy(records),
         identity.get("true_k"),
         time.time() - started,
     )

@@ -117,18 +117,20 @@ def job_work(shape: Shape, spec: dict, sequences) -> Work:
 
 
 def choice_work(shape: Shape, spec: dict, sequences) -> Work:
-    """The work of one choice job (``plan.choice_spec``): per seed, each learning rate trains for
-    the grid's most epochs and is scored on the development rows after each epoch the grid names,
-    and the model is scored once as it is; ``sequences(run)``: a run's ``RunSequences``."""
+    """The work of one choice (``plan.choice_spec``): per seed, each learning rate trains for the
+    grid's most epochs and is scored on the development rows after each epoch the grid names; and
+    the model is scored there once as it is (every seed reads the same rows); ``sequences(run)``: a
+    run's ``RunSequences``."""
     grid, runs = spec["grid"], spec["runs"]
     n_lr, most, scored = len(grid["lr"]), max(grid["epochs"]), len(grid["epochs"])
     total = Work(path=runs[0]["kind"])
-    for run in runs:
+    for i, run in enumerate(runs):
         one = job_work(shape, {**run, "epochs": 1}, sequences(run))
+        evaluations = n_lr * scored + (1 if i == 0 else 0)
         total.train_flops += n_lr * most * one.train_flops
-        total.eval_flops += (1 + n_lr * scored) * one.eval_flops
+        total.eval_flops += evaluations * one.eval_flops
         total.steps += n_lr * most * one.steps
-        total.examples += (1 + n_lr * scored) * one.examples
+        total.examples += evaluations * one.examples
         total.longest = max(total.longest, one.longest)
     return total
 

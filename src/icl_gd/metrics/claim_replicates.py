@@ -7,7 +7,6 @@ that draws more extends the same streams.
 from __future__ import annotations
 
 import collections
-import functools
 import logging
 import warnings
 import zlib
@@ -45,9 +44,9 @@ def _statistic(terms, counts: np.ndarray) -> np.ndarray:
     return layer_mean(resampling.bootstrap_means(terms, counts))
 
 
-# chunks of resamples kept for reuse: a claims job's tasks x chunks (6 x 10 at 1000 resamples of 100)
-# and then some; at most KEPT x chunk x examples x 8 bytes (128 x 100 x 2000 examples: 205 MB)
-KEPT = 128
+# chunks of resample counts kept for reuse: most claims ask each task for its first chunk or two, so
+# a few per task; at most KEPT x chunk x examples x 8 bytes (16 x 1000 x 2000 examples: 256 MB)
+KEPT = 16
 
 
 class Replicates:
@@ -62,9 +61,9 @@ class Replicates:
         self._tasks: dict[tuple, tuple] = {}  # (model, task) -> (ids, {seed: terms per cell}, {seed: points})
         self._reps: dict[tuple, list[np.ndarray]] = {}  # (model, task, seed, *cell) -> chunks
         self._errors: dict[tuple, list[np.ndarray]] = {}  # (model, task, seeds, a, b) -> chunks
-        # each chunk of a task's resamples is drawn once and shared by every cell and claim that asks
-        # for it (the draws are the same either way): without this, ~14,000 draws of the same
-        # ~60 matrices took half of a run's claims job (the default run: 13 of 27 s)
+        # the chunks most recently drawn, shared by every cell and claim that asks for them again
+        # (the draws are the same either way): the default run's claims job asked for 14,100 chunks
+        # of counts, 6,294 of them distinct
         self._drawn: collections.OrderedDict[tuple, np.ndarray] = collections.OrderedDict()
 
     def _prepared(self, model: str, task: str):
@@ -132,17 +131,23 @@ class Replicates:
     def _counts(self, task: str, n: int, j: int) -> np.ndarray:
         """The j-th chunk of a task's resamples of its n examples: the same for every seed and cell,
         the :data:`KEPT` most recently asked for kept."""
-        key = (task, n, j)
+        return self._kept(
+            ("counts", task, n, j),
+            lambda: resampling.bootstrap_counts(
+                n, self.chunk, np.random.default_rng([self.seed, zlib.crc32(task.encode()), j])
+            ),
+        )
+
+    def _kept(self, key: tuple, draw) -> np.ndarray:
+        """``draw()``, or its result kept from the last time ``key`` was asked for (the :data:`KEPT`
+        latest)."""
         if key in self._drawn:
             self._drawn.move_to_end(key)
             return self._drawn[key]
-        counts = resampling.bootstrap_counts(
-            n, self.chunk, np.random.default_rng([self.seed, zlib.crc32(task.encode()), j])
-        )
-        self._drawn[key] = counts
+        self._drawn[key] = drawn = draw()
         if len(self._drawn) > KEPT:
             self._drawn.popitem(last=False)
-        return counts
+        return drawn
 
     def errors(self, model: str, task: str, seeds: list[int], a_cell, b, n_rep: int) -> tuple | None:
         """For a difference of similarity scores (``b`` a cell or a constant), the standard error of
@@ -168,12 +173,13 @@ class Replicates:
             chunks.append(inference.mean_errors(values, self._counts(task, len(ids), j))[0])
         return np.concatenate(chunks)[:n_rep], sample[1]
 
-    @functools.lru_cache(maxsize=KEPT)  # noqa: B019 - one Replicates a claims job: its cache lives as long
-    def _uniforms(self, task: str, j: int) -> np.ndarray:
-        return inference.stratified_uniforms(
-            self.chunk, np.random.default_rng([self.seed, zlib.crc32(task.encode()), j, 1])
-        )
-
     def uniforms(self, task: str, n_rep: int) -> np.ndarray:
         """The quantiles of the seeds' Student t of a task's replicates, chunk by chunk as above."""
-        return np.concatenate([self._uniforms(task, j) for j in range(-(-n_rep // self.chunk))])[:n_rep]
+
+        def draw(j):
+            return inference.stratified_uniforms(
+                self.chunk, np.random.default_rng([self.seed, zlib.crc32(task.encode()), j, 1])
+            )
+
+        chunks = [self._kept(("uniforms", task, j), lambda j=j: draw(j)) for j in range(-(-n_rep // self.chunk))]
+        return np.concatenate(chunks)[:n_rep]

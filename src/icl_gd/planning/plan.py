@@ -445,9 +445,7 @@ def published_roles(config: dict) -> dict[str, str]:
     """The published methods (docs/published.csv) this config runs: published name -> its method,
     at the protocol's rates; a role that no method plays there is played by the method that chooses
     its rate on development rows, where one does (a config that runs its GD at its best alone)."""
-    methods = list(config["methods"])
-    protocol = cfg.protocol_roles(config, methods)
-    chosen = cfg.protocol_roles(config, methods, chosen=True)
+    protocol, chosen = _roles_both_ways(config)
     return {
         role: protocol.get(role, chosen.get(role))
         for role in cfg.PROTOCOL_METHODS
@@ -460,7 +458,11 @@ def chosen_roles(config: dict) -> dict[str, str]:
     development rows: the roles played at the chosen one, which the claims are read with a second
     time (table claims_chosen); a role with no choosing method is left out, so that no claim mixes
     the two settings. Empty where no role is played at both."""
-    methods = list(config["methods"])
-    protocol = cfg.protocol_roles(config, methods)
-    chosen = cfg.protocol_roles(config, methods, chosen=True)
+    protocol, chosen = _roles_both_ways(config)
     return chosen if set(protocol) & set(chosen) else {}
+
+
+def _roles_both_ways(config: dict) -> tuple[dict[str, str], dict[str, str]]:
+    """The published roles at the protocol's rates, and at rates chosen on development rows."""
+    methods = list(config["methods"])
+    return cfg.protocol_roles(config, methods), cfg.protocol_roles(config, methods, chosen=True)

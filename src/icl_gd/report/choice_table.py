@@ -43,7 +43,7 @@ def choice_table(choices: pd.DataFrame) -> pd.DataFrame:
                     "Epochs": int(epochs),
                     "Seeds": ", ".join(str(int(s)) for s in point["seed"]),
                     "Development accuracy per seed (%)": " / ".join(_percent(a) for a in point["accuracy"]),
-                    "Mean (%)": round(100 * point["accuracy"].mean(), 1),
+                    "Mean (%)": round(100 * point["mean_accuracy"].iloc[0], 1),
                     "ZSL (%)": round(100 * zsl, 1),
                     "Loss": round(float(point["loss"].mean()), 4),
                     "Chosen": "chosen" if bool(point["chosen"].iloc[0]) else "",

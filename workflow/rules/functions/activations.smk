@@ -77,7 +77,7 @@ def choice_spec(wildcards):
 
 def choice_models(wildcards):
     """The folders of the variants a choice job finetunes, as model_<variant>."""
-    variants = dict.fromkeys(c["variant"] for c in plan.choice_job_spec(config, wildcards.model, wildcards.task)["choices"])
+    variants = dict.fromkeys(c["variant"] for c in plan.choices(config) if (c["model"], c["task"]) == (wildcards.model, wildcards.task))
     return {f"model_{v}": variant_dir(wildcards.model, v) for v in variants}
 
 
