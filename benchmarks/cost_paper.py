@@ -12,14 +12,14 @@ is an assumption, printed with the result:
   (``SHAPES``: the public configs of the fairseq dense 1.3B and the Pythia suite) and each task's
   prompt length from paper 001 Table 3 (characters / 4 plus the template's words, as
   ``benchmarks/disk_from_shape.py``); a demonstration is a query plus its label word;
-- the rate and the rest: ``icl_gd.planning.cost.on_device`` with the device's figures (``cost.DEVICES``:
+- the rate and the rest: ``icl_gd.planning.devices.on_device`` with the device's figures (``devices.DEVICES``:
   the H100's and H200's measured on such a GPU, the A100's the H100's scaled by the memories'
   bandwidths; each printed with its source), every job started as a SLURM job starts (torch's
   imports, no warm worker), its checkpoint taken as float32 (the largest a load reads: the
   checkpoint's pages and the cast copy at once). Options override the scalar ones:
   ``--load-gbps``, ``--cold-start`` (seconds of imports a job), ``--host-base`` (MB of host memory
   before the model). GPU memory: the weights, in finetuning a float32 master copy of the K/V
-  weights and their gradients, and the activations as ``cost.activation_mb`` counts them.
+  weights and their gradients, and the activations as ``devices.activation_mb`` counts them.
 
 ``snakemake cost_estimate --configfile <config> --config cost_device=A100`` makes the same estimate
 from the config's real token counts, where its models and data are at hand.
@@ -42,7 +42,7 @@ import yaml
 from icl_gd.activations import work
 from icl_gd.config import resolve as cfg
 from icl_gd.config import validation
-from icl_gd.planning import cost, plan
+from icl_gd.planning import devices, plan
 from icl_gd.report.outputs import PUBLISHED
 from icl_gd.report.published import read_published
 
@@ -58,7 +58,7 @@ SHAPES = {
 }
 CONTEXT = 2048  # every model of SHAPES
 GROUP = 4  # profiles/slurm: group-components of a model variant's extractions
-ASSUMPTIONS = [  # (option, cost.Device field, unit)
+ASSUMPTIONS = [  # (option, devices.Device field, unit)
     ("--load-gbps", "load_gbps", "GB/s: the checkpoint read, cast and moved to the GPU"),
     ("--cold-start", "cold_start_s", "seconds: a job's imports"),
     ("--host-base", "host_base_mb", "MB of host memory before the model"),
@@ -80,11 +80,11 @@ def shape(name: str, dtype_bytes: int) -> work.Shape:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("config")
-    parser.add_argument("--device", choices=sorted(cost.DEVICES), default="A100")
+    parser.add_argument("--device", choices=sorted(devices.DEVICES), default="A100")
     parser.add_argument("--gpus", type=int, default=1)
-    # each option overrides one of the device's scalar figures (icl_gd.planning.cost.Device's defaults, measured)
+    # each option overrides one of the device's scalar figures (icl_gd.planning.devices.Device's defaults, measured)
     for option, field, unit in ASSUMPTIONS:
-        default = getattr(cost.Device, field)
+        default = getattr(devices.Device, field)
         parser.add_argument(option, dest=field, type=float, help=f"{unit} (default {default:g})")
     parser.add_argument("--chars-per-token", type=float, default=4.0)
     args = parser.parse_args()
@@ -93,7 +93,7 @@ def main() -> None:
     config = validation.validate(yaml.safe_load(Path(args.config).read_text()), schema)
     dtype_bytes = work.DTYPE_BYTES[config["dtype"]]
     given = {field: getattr(args, field) for _, field, _ in ASSUMPTIONS if getattr(args, field) is not None}
-    device = dataclasses.replace(cost.DEVICES[args.device], **given)
+    device = dataclasses.replace(devices.DEVICES[args.device], **given)
     batch = config["batch_size"] or 128
     published = read_published(PUBLISHED)
     chars = {r.task: float(r.value) for r in published[published.metric == "avg_tokens"].itertuples()}
@@ -118,7 +118,7 @@ def main() -> None:
         spec = plan.run_spec(config, e["task"], e["setting"], e["seed"], e.get("order", 0), model=e["model"])
         s = shape(e["model"], dtype_bytes)
         job = work.job_work(s, spec, sequences(e["model"], spec))
-        seconds, host_mb, gpu_mb = cost.on_device(s, job, device, batch, warm=False)
+        seconds, host_mb, gpu_mb = devices.on_device(s, job, device, batch, warm=False)
         rule = "zsl" if e["setting"] == "zsl" else "icl" if job.path == "icl" else job.path
         jobs.append(((e["model"], e["variant"]), seconds, gpu_mb, host_mb, rule, job.flops))
 

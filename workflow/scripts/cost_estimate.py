@@ -1,5 +1,6 @@
 """Print (and log) what the config's model jobs will take, and write the per-job table: each
-model's paths timed on this machine, every job's work counted (icl_gd/planning/cost.py)."""
+model's paths timed on this machine (icl_gd/planning/timing.py), every job's work counted
+(icl_gd/planning/cost.py)."""
 
 import sys
 from pathlib import Path
@@ -18,7 +19,8 @@ terminal = os.fdopen(os.dup(1), "w")  # this rule exists to print: the job's std
 log_to(snakemake.log[0], benchmark=snakemake.log.get("benchmark"), outputs=snakemake.output)
 
 from icl_gd.activations.work import DTYPE_BYTES, shape_of
-from icl_gd.planning import cost
+from icl_gd.planning import cost, devices
+from icl_gd.planning.timing import calibrate
 
 claim_gpu(snakemake.config["device"], jobs_per_gpu=snakemake.resources.jobs_per_gpu)
 from icl_gd.common.frames import write_tsv
@@ -29,7 +31,7 @@ sequences = cost.sequences_from_files(config, snakemake.params.model_dirs, snake
 shapes = {model: shape_of(folder, config["dtype"]) for model, folder in snakemake.params.model_dirs.items()}
 if config["cost_device"] == "here":
     with tempfile.TemporaryDirectory() as workdir:
-        calibration = cost.calibrate(
+        calibration = calibrate(
             config,
             shapes,
             sequences,
@@ -44,7 +46,7 @@ if config["cost_device"] == "here":
     table = cost.estimate(config, shapes, sequences, calibration)
     where = f"timed on this machine (calibration: {calibration.seconds:.0f} s)"
 else:
-    device = cost.DEVICES[config["cost_device"]]
+    device = devices.DEVICES[config["cost_device"]]
     table = cost.estimate(
         config,
         shapes,
@@ -53,7 +55,7 @@ else:
         device,
         warm=snakemake.params.warm,
         slots=snakemake.params.gpu_jobs,
-        checkpoints={model: cost.checkpoint_of(folder) for model, folder in snakemake.params.model_dirs.items()},
+        checkpoints={model: devices.checkpoint_of(folder) for model, folder in snakemake.params.model_dirs.items()},
     )
     where = device.summary(DTYPE_BYTES[config["dtype"]])
 write_tsv(table, snakemake.params.table)

@@ -1,102 +1,18 @@
-"""The cost estimate's arithmetic (icl_gd.planning.cost): the rates fitted from timed runs, a job's predicted
-time and memory, and the forked calibration runs."""
+"""A job on a named GPU (icl_gd.planning.devices): the devices' figures, a job's seconds and memory
+by them against the jobs they were measured on, a checkpoint's size, and a local run's start."""
 
 from __future__ import annotations
-
-import os
-import time
 
 import pytest
 
 from icl_gd.activations import work
-from icl_gd.planning import cost
+from icl_gd.planning import devices
 
 SHAPE = work.Shape(n_layers=2, d_model=8, n_heads=2, vocab=10, block_params=100)
 
 
-def test_rates_from_two_runs_and_a_prediction():
-    assert cost._line([(1.0, 3.0), (3.0, 7.0)]) == (1.0, 2.0)
-    assert cost._line([(1.0, 3.0), (3.0, 2.5)]) == (3.0, 0.0)  # noise: all of it fixed
-    assert cost._line([(1.0, 3.0), (2.0, 6.0), (3.0, 7.0)]) == pytest.approx((4 / 3, 2.0))  # least squares
-    calibrated = work.Work(path="zsl", eval_flops=1e9, longest=4)
-    rate = cost.PathRate(fixed_s=0.5, s_per_gflop=2.0, peak_mb=400.0, work=calibrated)
-    job = work.Work(path="zsl", eval_flops=3e9, longest=4)
-    seconds, peak = cost.predict(SHAPE, job, rate, start_s=0.1, batch_size=16)
-    assert seconds == pytest.approx(0.1 + 0.5 + 6.0) and peak == 400.0
-    longer = work.Work(path="zsl", eval_flops=3e9, longest=1004)
-    # a batch of 1004-token queries through one block (10 d a token) and its scores (2 heads x 1004 keys)
-    grow = 16 * (1004 * (8 * 10 * 4 + 2 * 1004 * 4) - 4 * (8 * 10 * 4 + 2 * 4 * 4)) / 2**20
-    assert cost.predict(SHAPE, longer, rate, 0.0, 16)[1] == pytest.approx(400.0 + grow)
-
-
-def test_a_failed_calibration_run_says_so():
-    def fails():
-        raise ValueError("boom")
-
-    with pytest.raises(RuntimeError, match="calibration run failed"):
-        cost.time_side_by_side({"a": (fails, None), "b": (lambda: None, None)}, slots=2)
-    ((seconds, peak),) = cost.time_side_by_side({"a": (lambda: None, None)}, slots=2).values()
-    assert 0 <= seconds < 5 and peak > 10
-
-
-def test_calibration_runs_side_by_side_follow_their_references_and_keep_the_machine_busy(tmp_path):
-    """Runs share the slots in the order given, each after the run it follows; a short run is
-    timed thrice; the filler runs only while a timed run does and is gone at the end."""
-    log = tmp_path / "log"
-
-    def run(name, seconds, needs=None):
-        def fn():
-            if needs:
-                assert (tmp_path / needs).exists(), f"{name} started before {needs}"
-            time.sleep(seconds)
-            with open(log, "a") as f:
-                f.write(name + "\n")
-            (tmp_path / name).touch()
-
-        return fn
-
-    def filler():
-        (tmp_path / f"filler-{os.getpid()}").touch()
-        time.sleep(60)
-
-    runs = {
-        "ref": (run("ref", 0.2), None),
-        "long": (run("long", 1.5, needs="ref"), "ref"),
-        "short": (run("short", 0.1, needs="ref"), "ref"),
-    }
-    start = time.perf_counter()
-    timed = cost.time_side_by_side(runs, slots=2, filler=filler, short_s=1.0)
-    assert time.perf_counter() - start < 10  # the filler was killed, not waited for
-    assert timed["long"][0] == pytest.approx(1.5, abs=0.5) and timed["short"][0] < 0.5
-    assert sorted(log.read_text().split()) == ["long"] + ["ref"] * 3 + ["short"] * 3
-    fillers = list(tmp_path.glob("filler-*"))
-    assert fillers  # "long" ran on after every other run had ended
-    for path in fillers:
-        with pytest.raises(ProcessLookupError):
-            os.kill(int(path.name.split("-")[1]), 0)
-    with pytest.raises(ValueError, match="follow runs that are not among them"):
-        cost.time_side_by_side({"a": (lambda: None, "nowhere")})
-
-
-def test_a_calibration_repeats_its_passes_until_its_time_and_keeps_each_runs_median():
-    """A machine whose speed drifts: the passes go on until the calibration's minimum has gone by,
-    each run's median seconds and its largest peak kept; a minimum already past takes one pass."""
-    seconds = iter([3.0, 1.0, 2.0, 9.0, 5.0])
-    peaks = iter([100, 300, 200, 100, 100])
-
-    def one_pass():
-        time.sleep(0.05)
-        return {"run": (next(seconds), next(peaks))}
-
-    start = time.perf_counter()
-    timed, passes = cost.repeated(one_pass, until=start + 0.12)
-    assert passes == 3 and time.perf_counter() - start >= 0.12
-    assert timed == {"run": (2.0, 300)}
-    assert cost.repeated(one_pass, until=0.0) == ({"run": (9.0, 100)}, 1)
-
-
 def test_a_named_device_by_its_figures():
-    device = cost.Device(
+    device = devices.Device(
         "X",
         {4: 1e12, 2: 4e12},
         efficiency={"zsl": 0.5, "gd": 0.25},
@@ -110,22 +26,22 @@ def test_a_named_device_by_its_figures():
     )
     job = work.Work(path="gd", eval_flops=1e12, train_flops=1e11, longest=4, steps=10)
     weights = (100 + 2 * 10 * 8) * 4  # the blocks' linears, an embedding and a head of 10 x 8
-    seconds, host_mb, gpu_mb = cost.on_device(SHAPE, job, device, batch_size=16)
+    seconds, host_mb, gpu_mb = devices.on_device(SHAPE, job, device, batch_size=16)
     # fixed, the checkpoint at 1 GB/s, 1.1 TFLOP at a quarter of 2 x 4 TFLOP/s halved for 32 bits, 10 steps
     assert seconds == pytest.approx(3.0 + weights / 1e9 + 1.1e12 / 0.5e12 + 0.1)
-    assert cost.on_device(SHAPE, job, device, 16, warm=False)[0] == pytest.approx(seconds + 5.0)
+    assert devices.on_device(SHAPE, job, device, 16, warm=False)[0] == pytest.approx(seconds + 5.0)
     # a float32 checkpoint loaded as float32: its pages alone; CUDA's host memory where the load is smaller
     assert host_mb == pytest.approx(100.0 + max(weights / 2**20, 50.0))
     kv = 2 * 2 * 8 * 8 * 4  # the K/V weights' float32 master copy, and as much again for their gradients
-    assert gpu_mb == pytest.approx((weights + 2 * kv) / 2**20 + cost.activation_mb(SHAPE, job, 16))
+    assert gpu_mb == pytest.approx((weights + 2 * kv) / 2**20 + devices.activation_mb(SHAPE, job, 16))
     # an unmeasured path: linearized takes GD's figures and 1.5 of its steps; 32 bits, at most the peak
     assert device.step_seconds("linearized") == pytest.approx(0.015) and device.fixed_seconds("linearized") == 3.0
     assert device.flops_per_s("zsl", 2) == 2e12 and device.flops_per_s("zsl", 4) == 1e12
-    assert set(cost.DEVICES) == {"A100", "H100", "H200"}
-    assert "measured" in cost.DEVICES["H100"].summary(2) and "SCALED" in cost.DEVICES["A100"].summary(2)
+    assert set(devices.DEVICES) == {"A100", "H100", "H200"}
+    assert "measured" in devices.DEVICES["H100"].summary(2) and "SCALED" in devices.DEVICES["A100"].summary(2)
 
 
-# The measurements the devices' figures come from (cost.py; docs/performance.md, "The estimate on a
+# The measurements the devices' figures come from (devices.py; docs/performance.md, "The estimate on a
 # GPU"): configs/benchmark-1.3b.yaml's shape (a GPT-2 of the fairseq dense 1.3B's shape, vocabulary
 # 2000), bfloat16, 2000 evaluation examples, four jobs at a time on one GPU.
 BENCH = work.Shape(n_layers=24, d_model=2048, n_heads=32, vocab=2000, block_params=1207959552, dtype_bytes=2)
@@ -160,18 +76,18 @@ def test_the_gpu_figures_give_the_measured_jobs_seconds(name):
     """Each setting's jobs of the H200 run within 25% of their records (the H100's figures too: the
     jobs' time is mostly the host's), the H100's own jobs each within 25% of theirs; the figures
     assumed before (40% and 10% of the peak, 20 s a job) were 1.6-2.9 times the records."""
-    device = cost.DEVICES[name]
+    device = devices.DEVICES[name]
     for setting, (n, path, eval_gflop, train_gflop, steps, measured) in H200_RUN.items():
         # the model is linear in a job's work: n jobs of the mean work
         mean = work.Work(path=path, eval_flops=eval_gflop * 1e9 / n, train_flops=train_gflop * 1e9 / n, steps=steps / n)
-        seconds = n * cost.on_device(BENCH, mean, device, 128, checkpoint=CHECKPOINT)[0]
+        seconds = n * devices.on_device(BENCH, mean, device, 128, checkpoint=CHECKPOINT)[0]
         if setting == "zsl":
             seconds += 4 * device.run_start_s
         assert 0.75 < seconds / measured < 1.25, (setting, seconds, measured)
     if name == "H100":
         for (task, path), (eval_gflop, train_gflop, steps, measured) in H100_JOBS.items():
             job = work.Work(path=path, eval_flops=eval_gflop * 1e9, train_flops=train_gflop * 1e9, steps=steps)
-            seconds = cost.on_device(BENCH, job, device, 128, checkpoint=CHECKPOINT)[0]
+            seconds = devices.on_device(BENCH, job, device, 128, checkpoint=CHECKPOINT)[0]
             assert 0.75 < seconds / measured < 1.25, (task, path, seconds, measured)
 
 
@@ -183,20 +99,20 @@ def test_a_gpu_jobs_memory_request_clears_its_measured_host_peak(name):
     from icl_gd.planning import resources
 
     job = work.Work(path="icl", eval_flops=1e14, examples=2000, longest=1433, prefix=1366)
-    _, host_mb, _ = cost.on_device(BENCH, job, cost.DEVICES[name], 128, checkpoint=CHECKPOINT)
+    _, host_mb, _ = devices.on_device(BENCH, job, devices.DEVICES[name], 128, checkpoint=CHECKPOINT)
     assert HOST_PEAK_MB <= host_mb < 1.1 * HOST_PEAK_MB
     assert resources.request((60.0, host_mb), (8000, 60), 1, {})["mem_mb"] >= 1.25 * HOST_PEAK_MB
     # without the folder (or its weight files): its weights taken as a float32 checkpoint, the largest
-    assert cost.on_device(BENCH, job, cost.DEVICES[name], 128)[1] == pytest.approx(host_mb, rel=0.01)
-    assert cost.on_device(BENCH, job, cost.DEVICES[name], 128, checkpoint=(0.0, None))[1] == pytest.approx(
+    assert devices.on_device(BENCH, job, devices.DEVICES[name], 128)[1] == pytest.approx(host_mb, rel=0.01)
+    assert devices.on_device(BENCH, job, devices.DEVICES[name], 128, checkpoint=(0.0, None))[1] == pytest.approx(
         host_mb, rel=0.01
     )
     # a checkpoint stored in the run's dtype is not cast: its pages alone
-    same = cost.on_device(BENCH, job, cost.DEVICES[name], 128, checkpoint=(2321 * 2**20, 2))[1]
-    assert same == pytest.approx(cost.DEVICES[name].host_base_mb + 2321)
+    same = devices.on_device(BENCH, job, devices.DEVICES[name], 128, checkpoint=(2321 * 2**20, 2))[1]
+    assert same == pytest.approx(devices.DEVICES[name].host_base_mb + 2321)
     # a tiny model: CUDA's host memory is the larger
-    tiny = cost.on_device(SHAPE, job, cost.DEVICES[name], 128)[1]
-    assert tiny == pytest.approx(cost.DEVICES[name].host_base_mb + cost.DEVICES[name].cuda_host_mb)
+    tiny = devices.on_device(SHAPE, job, devices.DEVICES[name], 128)[1]
+    assert tiny == pytest.approx(devices.DEVICES[name].host_base_mb + devices.DEVICES[name].cuda_host_mb)
 
 
 def test_a_checkpoints_bytes_and_stored_dtype(tmp_path):
@@ -204,11 +120,11 @@ def test_a_checkpoints_bytes_and_stored_dtype(tmp_path):
     (tmp_path / "extra.bin").write_bytes(b"x" * 24)
     (tmp_path / "tokenizer.json").write_bytes(b"x" * 500)
     (tmp_path / "config.json").write_text('{"dtype": "bfloat16"}')
-    assert cost.checkpoint_of(str(tmp_path)) == (1024.0, 2)
+    assert devices.checkpoint_of(str(tmp_path)) == (1024.0, 2)
     (tmp_path / "config.json").write_text('{"torch_dtype": "float32"}')  # transformers 4's name
-    assert cost.checkpoint_of(str(tmp_path)) == (1024.0, 4)
+    assert devices.checkpoint_of(str(tmp_path)) == (1024.0, 4)
     (tmp_path / "config.json").write_text("{}")
-    assert cost.checkpoint_of(str(tmp_path)) == (1024.0, None)
+    assert devices.checkpoint_of(str(tmp_path)) == (1024.0, None)
 
 
 def test_a_local_runs_start_falls_on_the_jobs_that_can_start_first():
@@ -219,6 +135,6 @@ def test_a_local_runs_start_falls_on_the_jobs_that_can_start_first():
     rows = [dict(rule="extract_zsl", model="m", variant=v, setting="zsl") for v in ["trained"] * 6 + ["untrained"] * 6]
     rows += [dict(rule="extract_base", model="m", variant="trained", setting="icl")]
     rows += [dict(rule="extract_zsl", model="n", variant="untrained", setting="zsl")] * 2  # no trained variant
-    share = cost.run_start(pd.DataFrame(rows), 15.0, slots=4)
+    share = devices.run_start(pd.DataFrame(rows), 15.0, slots=4)
     assert list(share) == [10.0] * 6 + [0.0] * 7 + [15.0] * 2
     assert share.sum() == pytest.approx(15.0 * 4 + 15.0 * 2)
