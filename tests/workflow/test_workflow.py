@@ -23,7 +23,7 @@ from icl_gd.metrics import claim_definitions, formulas
 REPO = Path(__file__).resolve().parents[2]
 # what a clone holds that the workflow runs from (the end-to-end test runs in a copy of it, as a
 # user runs in their clone, so that it can edit the code and move the whole run)
-CHECKOUT = ("Snakefile", "config.yaml", "workflow", "src", "profiles", "envs", "docs")
+CHECKOUT = ("Snakefile", "config.yaml", "workflow", "src", "profiles", "envs", "docs", "models")
 
 TINY = {
     "models": {
@@ -36,6 +36,8 @@ TINY = {
             "vocab_size": 600,
             "pretrain_steps": 10,
             "pretrain_len": 64,
+            # the default model's shipped folder: another recipe's, so the build trains, having read it
+            "weights": "models/tiny",
         },
     },
     "variants": {"trained": ["gd", "lcgd"], "untrained": ["gd"]},
@@ -725,10 +727,15 @@ def test_a_bad_config_key_stops_the_run_with_its_name(tmp_path):
 @pytest.mark.slow
 def test_a_finished_run_that_is_moved_plans_nothing_and_a_new_config_leaves_only_its_reports(finished_run, tmp_path):
     """The clone with its finished run, copied elsewhere (as from scratch to project space):
-    nothing to do. Then a second config in that copy: its report folder holds its own tables and
-    figures only, and the repository's reports/ is not touched."""
+    nothing to do, the build job that read the shipped weights in models/tiny included (issue 82:
+    their paths were its input files, absolute, and the whole run planned again). Then a second
+    config in that copy: its report folder holds its own tables and figures only, and the
+    repository's reports/ is not touched."""
+    build_log = (finished_run / "results/logs/build_builtin_model/tiny.log").read_text()
+    assert "models/tiny were made for another recipe" in build_log  # found, and read
     moved = tmp_path / "elsewhere" / "clone"
     shutil.copytree(finished_run, moved, symlinks=True)  # copy2: modification times kept
+    assert (moved / "models/tiny/model.safetensors").exists()
     assert jobs_planned(moved) == {}
     # one variant, one method, no reproduction: fewer tables
     second = {**TINY, "variants": {"trained": ["gd"]}, "report": {"reproduction": False}}

@@ -10,14 +10,15 @@ localrules:
 rule build_builtin_model:
     input:
         train=expand("resources/synthetic/{twin}/train.parquet", twin=BUILTIN_TASKS),
-        # the shipped weights (models.<name>.weights), copied where they are this recipe's
-        shipped=shipped_weights,
     output:
         directory("resources/models/{model}/trained"),
     wildcard_constraints:
         model=_names_regex(models_by_source("builtin")),
     params:
         spec=model_spec,
+        # the shipped weights (models.<name>.weights), copied where they are this recipe's: what their
+        # recipe.json vouches for, by content, so that a moved run or clone reruns nothing
+        shipped=shipped_weights,
         twins=BUILTIN_TASKS,
         presets={task: preset(task) for task in BUILTIN_TASKS},
         code=code_of("build_builtin_model.py"),

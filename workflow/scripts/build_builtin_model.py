@@ -11,17 +11,18 @@ from icl_gd.common.runtime import claim_gpu, log_to
 
 log_to(snakemake.log[0], threads=snakemake.threads, benchmark=snakemake.log.get("benchmark"), outputs=snakemake.output)
 claim_gpu(snakemake.config["device"])
-from icl_gd.models import builtin
+from icl_gd.models import builtin, shipped
 
 spec = snakemake.params.spec
-shipped = snakemake.input.get("shipped")
+# found as the rule's parameter found it (the working directory, else the workflow's folder)
+workflow_dir = Path(snakemake.scriptdir).resolve().parents[1]
 made = builtin.make(
     dict(zip(snakemake.params.twins, snakemake.input.train)),
     snakemake.output[0],
     spec,
     device=snakemake.config["device"],
     name=snakemake.wildcards.model,
-    shipped_folder=Path(shipped[0]).parent if shipped else None,
+    shipped_folder=shipped.locate(spec["weights"], workflow_dir) if spec.get("weights") else None,
 )
 # for the job's benchmark record: the pretraining's work, counted as the cost estimate counts it
 from icl_gd.activations import work

@@ -24,17 +24,17 @@ def trained_model_dirs(wildcards):
 
 
 def shipped_weights(wildcards):
-    """A built-in model's shipped folder (models.<name>.weights): its recipe and weights files, so
-    that shipping new ones reruns the build job. Found in the working directory, else in the
-    workflow's folder (a run with --directory elsewhere); where neither holds it, the job trains."""
+    """What a built-in model's shipped folder (models.<name>.weights) vouches for: its recipe's
+    checksum and its weights' sha256 (None where no folder is shipped, or none is found: the job
+    trains). A parameter, not input files: shipping other weights reruns the build job, and a
+    finished run moved elsewhere, with or without its clone, plans nothing, where the files' paths
+    would change with the move. The job finds the folder as this does (shipped.locate: the working
+    directory, else the workflow's folder, for a run with --directory elsewhere)."""
+    from icl_gd.models import shipped
+
     folder = config["models"][wildcards.model].get("weights")
-    if not folder:
-        return []
-    for root in (Path.cwd(), Path(workflow.basedir)):
-        path = root / folder
-        if (path / "recipe.json").exists():
-            return [str(path / "recipe.json"), str(path / "model.safetensors")]
-    return []
+    found = folder and shipped.locate(folder, workflow.basedir)
+    return shipped.vouched(found) if found else None
 
 
 def model_spec(wildcards):
