@@ -19,7 +19,7 @@ terminal = os.fdopen(os.dup(1), "w")  # this rule exists to print: the job's std
 log_to(snakemake.log[0], benchmark=snakemake.log.get("benchmark"), outputs=snakemake.output)
 
 from icl_gd.activations.work import DTYPE_BYTES, shape_of
-from icl_gd.planning import cost, devices
+from icl_gd.planning import build_cost, cost, devices
 from icl_gd.planning.timing import calibrate
 
 claim_gpu(snakemake.config["device"], jobs_per_gpu=snakemake.resources.jobs_per_gpu)
@@ -29,6 +29,8 @@ config = snakemake.config
 say = logging.getLogger("cost_estimate").info
 sequences = cost.sequences_from_files(config, snakemake.params.model_dirs, snakemake.params.task_files)
 shapes = {model: shape_of(folder, config["dtype"]) for model, folder in snakemake.params.model_dirs.items()}
+# the built-in models whose build copies their shipped weights: priced as a copy, their pretraining not timed
+copied = build_cost.shipped_copies(config, snakemake.params.model_dirs, Path(snakemake.scriptdir).resolve().parents[1])
 if config["cost_device"] == "here":
     with tempfile.TemporaryDirectory() as workdir:
         calibration = calibrate(
@@ -41,9 +43,10 @@ if config["cost_device"] == "here":
             warm=snakemake.params.warm,
             copies=snakemake.params.copies,
             min_seconds=config["cost_calibration_s"],
+            copied=copied,
             log=say,
         )
-    table = cost.estimate(config, shapes, sequences, calibration)
+    table = cost.estimate(config, shapes, sequences, calibration, copied=copied)
     where = f"timed on this machine (calibration: {calibration.seconds:.0f} s)"
 else:
     device = devices.DEVICES[config["cost_device"]]
@@ -56,6 +59,7 @@ else:
         warm=snakemake.params.warm,
         slots=snakemake.params.gpu_jobs,
         checkpoints={model: devices.checkpoint_of(folder) for model, folder in snakemake.params.model_dirs.items()},
+        copied=copied,
     )
     where = device.summary(DTYPE_BYTES[config["dtype"]])
 write_tsv(table, snakemake.params.table)

@@ -1,17 +1,45 @@
-"""What a built-in model's build costs (rule ``build_builtin_model``): its pretraining, a job unlike
-the extractions (no task, no seed, its own loop), priced from its FLOPs (counted as
-``work.pretrain_spec_work`` counts them and as the build job notes them in its benchmark record) at
-the rate the calibration timed for its ``pretrain`` path (``timing``), or on a named device by that
-device's figures for a training (``devices``).
+"""What a built-in model's build costs (rule ``build_builtin_model``): a training, or a copy.
+
+The build copies the weights shipped in the repository (config key ``weights``) where they were made
+for the model's recipe (models/shipped.py), and otherwise pretrains. A pretraining, a job unlike
+the extractions (no task, no seed, its own loop), is priced from its FLOPs (counted as
+``work.pretrain_spec_work`` counts them and as the build job notes them in its benchmark record)
+at the rate the calibration timed for its ``pretrain`` path (``timing``), or on a named device by
+that device's figures for a training (``devices``). A copy is priced as one: a job's start and the
+folder's bytes, no FLOPs; priced as a training, it took most of an estimate whose build took 0.1 s.
 """
 
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
-from icl_gd.activations.work import Shape, pretrain_spec_work
-from icl_gd.planning.devices import Device, on_device
+from icl_gd.activations.work import Shape, Work, pretrain_spec_work
+from icl_gd.models import shipped
+from icl_gd.planning.devices import LOAD_GBPS, Device, on_device
 from icl_gd.planning.timing import Calibration, predict
+
+
+def shipped_copies(config: dict, model_dirs: dict[str, str], workflow_dir: str | Path) -> dict[str, float]:
+    """{model: its shipped folder's bytes} for each built-in model whose build copies its shipped
+    weights: the shipped folder's recipe checksum is the built model's (``recipe.json``). The
+    built folder is the cost estimate's input, so its build has run for the config's recipe and
+    holds that recipe's checksum: the two checksums compared, the twins' rows and the training
+    code need not be read again. The shipped folder is found as the rule finds it: in the working
+    directory, else in the workflow's folder (a run with --directory elsewhere)."""
+    copies = {}
+    for model, built in model_dirs.items():
+        spec = config["models"][model]
+        if spec["source"] != "builtin" or not spec.get("weights"):
+            continue
+        for root in (Path(), Path(workflow_dir)):
+            folder = root / spec["weights"]
+            have = shipped.shipped_checksum(folder)
+            if have is not None:  # the first found is the one the build job reads
+                if have == shipped.shipped_checksum(built):
+                    copies[model] = float(sum(f.stat().st_size for f in folder.iterdir() if f.is_file()))
+                break
+    return copies
 
 
 def build_row(
@@ -23,12 +51,17 @@ def build_row(
     batch: int,
     warm: bool,
     checkpoint: tuple | None,
+    copy_bytes: float | None = None,
 ) -> dict | None:
     """The estimate's row of a model's build: None where there is no pretraining to price (not a
-    built-in model, or one without ``pretrain_steps``). Seconds and peak MB from ``calibration``
-    (NaN where it timed no pretraining), or on ``device`` (then GPU MB too)."""
+    built-in model, or one without ``pretrain_steps``). ``copy_bytes``: the shipped folder's bytes
+    where the build copies it (``shipped_copies``), then priced as a copy (path ``copy``). Seconds
+    and peak MB from ``calibration`` (NaN where it timed no pretraining), or on ``device`` (then
+    GPU MB too)."""
     if spec["source"] != "builtin" or not spec.get("pretrain_steps"):
         return None
+    if copy_bytes is not None:
+        return _copy_row(model, calibration, device, warm, copy_bytes)
     work = pretrain_spec_work(shape, spec)
     gpu = math.nan
     if device is not None:
@@ -39,4 +72,30 @@ def build_row(
         seconds, peak = math.nan, math.nan
     return dict(
         rule="build_builtin_model", model=model, setting="", path="pretrain", work=work, s=seconds, mb=peak, gpu=gpu
+    )
+
+
+def _copy_row(
+    model: str, calibration: Calibration | None, device: Device | None, warm: bool, copy_bytes: float
+) -> dict:
+    """A copy of the shipped folder: the job's start and the folder's bytes read and written at
+    the rate a checkpoint was read on the GPU hosts (ASSUMED anywhere: a tiny model's few MB take
+    milliseconds). Its memory: a job's process, at most as much as the smallest job timed here
+    (ZSL's, which also holds the model), or on a device its process before a model; nothing on a
+    GPU."""
+    if device is not None:
+        seconds = (0.0 if warm else device.cold_start_s) + copy_bytes / (device.load_gbps * 1e9)
+        peak, gpu = device.host_base_mb, 0.0
+    else:
+        seconds = calibration.start_s + copy_bytes / (LOAD_GBPS * 1e9)
+        peak, gpu = calibration.paths[model]["zsl"].peak_mb, math.nan
+    return dict(
+        rule="build_builtin_model",
+        model=model,
+        setting="",
+        path="copy",
+        work=Work(path="copy"),
+        s=seconds,
+        mb=peak,
+        gpu=gpu,
     )

@@ -9,7 +9,7 @@ job notes them in its benchmark record), from the token sequences the extraction
 The rates: timed on this machine by the calibration (``timing``: each model's paths at two small
 sizes, forked side by side as the run's jobs will run), or, on a GPU that is not at hand, the
 figures measured on such a GPU (``devices``). The built-in model's build is priced apart
-(``build_cost``): it is a training, not an extraction.
+(``build_cost``): a training or a copy of shipped weights, not an extraction.
 """
 
 from __future__ import annotations
@@ -88,6 +88,7 @@ def estimate(
     warm: bool = True,
     slots: int = 1,
     checkpoints: dict | None = None,
+    copied: dict | None = None,
 ) -> pd.DataFrame:
     """Every model job the config plans (the built-in model's pretraining, each extraction and
     finetuning, the further orders), one row each, with its work and its predicted seconds and
@@ -95,14 +96,18 @@ def estimate(
     measured on it (then also ``gpu_mb``). ``sequences(model, spec)``: a run's ``RunSequences``.
     On a device: ``warm``, the jobs are forked by the warm worker (a local run; else each imports
     torch itself, and the run has no start to wait for); ``slots``, model jobs at once;
-    ``checkpoints``, each model's (bytes, stored value's bytes) (``devices.checkpoint_of``)."""
+    ``checkpoints``, each model's (bytes, stored value's bytes) (``devices.checkpoint_of``).
+    ``copied``: the built-in models whose build copies shipped weights, with the folder's bytes
+    (``build_cost.shipped_copies``): each build priced as a copy, not a training."""
     rows = []
-    checkpoints = checkpoints or {}
+    checkpoints, copied = checkpoints or {}, copied or {}
     # the activations' batch where unset: extract's default on a GPU (a named device) or a CPU (a
     # difference from the calibration run, which ran at the jobs' own batch size, is all it changes)
     batch = int(config.get("batch_size") or (128 if device is not None else 16))
     for model, spec in config["models"].items():
-        row = build_row(model, spec, shapes.get(model), calibration, device, batch, warm, checkpoints.get(model))
+        row = build_row(
+            model, spec, shapes.get(model), calibration, device, batch, warm, checkpoints.get(model), copied.get(model)
+        )
         if row is not None:
             rows.append(row)
     jobs = [(e, 0) for e in plan.extractions(config)] + [(e, e["order"]) for e in plan.order_extractions(config)]

@@ -13,7 +13,8 @@ kind, the ones with the fewest and the most demonstrations: the training's fixed
 its time per FLOP). Where a path's run takes under 5 s (its fixed part much of its time), ICL and a
 kind whose methods all have one number of demonstrations are also run on the task with the longest
 prompts (with its ZSL), and each path's line fitted through all its points. The built-in model's
-pretraining is timed the same way, a few steps of its own loop (``PRETRAIN_STEPS``). A job's start
+pretraining is timed the same way, a few steps of its own loop (``PRETRAIN_STEPS``), where its
+build will train (not where it copies shipped weights: ``build_cost``). A job's start
 adds the warm worker's hand-over (local runs) or the imports of torch and transformers (every SLURM
 job, a local run without the worker), measured once.
 
@@ -220,13 +221,16 @@ def calibrate(
     threads: int = 1,
     copies: int = 1,
     min_seconds: float = 0.0,
+    copied=(),
     log=print,
 ) -> Calibration:
     """Each model's paths timed on this machine (see the module's docstring): the config's first
     task and seed, in forked copies of this process, the caches written under ``workdir``.
     ``copies``: how many jobs the run will run at once here (the calibration runs as many side by
     side: two jobs on two cores each take longer than one alone). ``min_seconds``: the runs are
-    timed again, pass after pass, until this long has gone by, and each run's median kept."""
+    timed again, pass after pass, until this long has gone by, and each run's median kept.
+    ``copied``: built-in models whose build copies shipped weights (``build_cost.shipped_copies``):
+    their pretraining, which will not run, is not timed."""
     import torch
 
     from icl_gd.activations import extract
@@ -323,7 +327,7 @@ def calibrate(
     pretraining = {
         model: _pretraining_runs(model_dirs[model], shapes[model], spec)
         for model, spec in config["models"].items()
-        if model in model_dirs and spec["source"] == "builtin" and spec.get("pretrain_steps")
+        if model in model_dirs and spec["source"] == "builtin" and spec.get("pretrain_steps") and model not in copied
     }
 
     # Passes of every run until ``min_seconds`` have gone by, each run's median kept: a host's speed
