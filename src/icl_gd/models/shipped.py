@@ -59,12 +59,34 @@ def write_recipe(folder: str | Path, spec: dict, checksum: str) -> None:
     Path(folder, RECIPE_FILE).write_text(json.dumps({"checksum": checksum, "spec": keys}, indent=2, sort_keys=True))
 
 
+def read_recipe(folder: str | Path) -> dict | None:
+    """A folder's recipe.json; None where it has none."""
+    path = Path(folder, RECIPE_FILE)
+    return json.loads(path.read_text()) if path.exists() else None
+
+
 def shipped_checksum(folder: str | Path) -> str | None:
     """The recipe checksum a shipped folder was made for; None where it holds no recipe."""
-    path = Path(folder, RECIPE_FILE)
-    if not path.exists():
-        return None
-    return json.loads(path.read_text()).get("checksum")
+    return (read_recipe(folder) or {}).get("checksum")
+
+
+def locate(folder: str | Path, workflow_dir: str | Path) -> Path | None:
+    """The shipped folder ``folder`` (config key ``weights``) as a job finds it: in the working
+    directory (a relative path, as configured), else in the workflow's folder (a run with
+    --directory elsewhere); None where neither holds its recipe.json."""
+    for root in (Path(), Path(workflow_dir)):
+        path = root / folder
+        if (path / RECIPE_FILE).exists():
+            return path
+    return None
+
+
+def vouched(folder: str | Path) -> dict:
+    """What a shipped folder's recipe.json vouches for: the recipe's checksum and the weights'
+    sha256. The build job's parameter: shipping other weights reruns it, and, being the files'
+    contents rather than their paths, moving the run or the clone reruns nothing."""
+    recipe = read_recipe(folder) or {}
+    return {"checksum": recipe.get("checksum"), "sha256": recipe.get("sha256")}
 
 
 def use_shipped(folder: str | Path, checksum: str, out_dir: str | Path) -> tuple[bool, str]:
