@@ -1,12 +1,14 @@
 """Shipped weights of a built-in model: a recipe's trained model kept in the repository (config key
 ``weights``), so that a run need not spend the recipe's pretraining on it, used only while it is
-still that recipe's.
+still that recipe's and still the file that recipe was shipped with.
 
 A recipe is what decides the weights: the model's keys (all but ``weights``), the twins' train rows
 it trains on, and the code that trains (:data:`RECIPE_MODULES`, by their syntax trees: a comment,
 a docstring or a reformatting changes nothing). Its checksum is written beside every built model
-(``recipe.json``); the build job copies the shipped folder only where the checksum there is the
-recipe's, and otherwise trains, saying why. Ship a model the workflow built with
+(``recipe.json``), with the sha256 of the weights file; the build job copies the shipped folder only
+where the checksum there is the recipe's, and otherwise trains, saying why; where the weights file
+is not the one recipe.json vouches for (damaged, cut short, a git LFS pointer), it stops. Ship a
+model the workflow built with
 
     python -m icl_gd.models.shipped resources/models/<name>/trained <folder>
 """
@@ -21,10 +23,14 @@ from pathlib import Path
 
 import pandas as pd
 
-from icl_gd.common import code_versions
+from icl_gd.common import checksums, code_versions
 from icl_gd.config import resolve as cfg
 
 RECIPE_FILE = "recipe.json"
+# the file recipe.json vouches for by its sha256: the weights, which load when damaged and answer
+# wrongly without a sign. The tokenizer's and config's files are not checked (damaged, they mostly
+# fail to parse)
+WEIGHTS_FILE = "model.safetensors"
 # the package modules whose code decides a built-in model's weights: its tokenizer, architecture and
 # initialisation (builtin), pretraining episodes and loop, the held-out rows (curve), the prompts
 # and the tasks' templates and label words
@@ -38,6 +44,12 @@ RECIPE_MODULES = (
 )
 # model keys that say where the weights are kept, or how prompts are written, not how the weights are made
 NOT_RECIPE = ("weights", *cfg.PROMPT_MODEL_KEYS)
+# how a git LFS pointer file begins: what a clone without git-lfs holds in place of the weights
+LFS_POINTER = b"version https://git-lfs.github.com/spec/"
+
+
+class DamagedWeightsError(RuntimeError):
+    """A shipped weights file that is not the one its recipe.json vouches for."""
 
 
 def recipe_checksum(spec: dict, frames: dict[str, pd.DataFrame]) -> str:
@@ -54,9 +66,18 @@ def recipe_checksum(spec: dict, frames: dict[str, pd.DataFrame]) -> str:
     return digest.hexdigest()
 
 
+def _write(folder: Path, recipe: dict) -> None:
+    Path(folder, RECIPE_FILE).write_text(json.dumps(recipe, indent=2, sort_keys=True))
+
+
 def write_recipe(folder: str | Path, spec: dict, checksum: str) -> None:
+    """recipe.json of a model just built in ``folder``: the recipe's checksum and keys, and the
+    sha256 of its weights file."""
     keys = {key: value for key, value in spec.items() if key not in NOT_RECIPE}
-    Path(folder, RECIPE_FILE).write_text(json.dumps({"checksum": checksum, "spec": keys}, indent=2, sort_keys=True))
+    recipe = {"checksum": checksum, "spec": keys}
+    if Path(folder, WEIGHTS_FILE).exists():
+        recipe["sha256"] = {WEIGHTS_FILE: checksums.sha256_of(Path(folder, WEIGHTS_FILE))}
+    _write(Path(folder), recipe)
 
 
 def read_recipe(folder: str | Path) -> dict | None:
@@ -89,8 +110,42 @@ def vouched(folder: str | Path) -> dict:
     return {"checksum": recipe.get("checksum"), "sha256": recipe.get("sha256")}
 
 
+def _starts_with(path: Path, prefix: bytes) -> bool:
+    with open(path, "rb") as f:
+        return f.read(len(prefix)) == prefix
+
+
+def check_weights(folder: str | Path, out_dir: str | Path) -> None:
+    """Stop where the shipped weights file is not the one recipe.json vouches for: copied, it would
+    hand every later job a damaged model; trained anew instead, it would cost the recipe's pretraining
+    without a word. The message names the file, both checksums and the commands that restore it or
+    rebuild and re-ship it (``out_dir``: the build job's folder)."""
+    folder = Path(folder)
+    path = folder / WEIGHTS_FILE
+    recorded = ((read_recipe(folder) or {}).get("sha256") or {}).get(WEIGHTS_FILE)
+    actual = checksums.sha256_of(path) if path.exists() else None
+    if recorded is not None and actual == recorded:
+        return
+    if actual is None:
+        what = "it is missing"
+    elif _starts_with(path, LFS_POINTER):
+        what = "it is a git LFS pointer, not the weights (`git lfs pull` fetches them)"
+    elif recorded is None:
+        what = f"{RECIPE_FILE} records no sha256 of it (shipped before the weights were checked)"
+    else:
+        what = "it is damaged or cut short"
+    raise DamagedWeightsError(
+        f"{path} is not the weights file its {RECIPE_FILE} vouches for: {what}; its sha256 is {actual}, "
+        f"{RECIPE_FILE} records {recorded}. Copied, it would give every later job a damaged model, so "
+        f"nothing is copied or trained. Restore it (`git checkout -- {folder}`), or rebuild and re-ship it "
+        f"(the recipe's pretraining, minutes to hours): `mv {folder} {folder}.damaged && snakemake --cores all "
+        f"{out_dir} && python -m icl_gd.models.shipped {out_dir} {folder}`"
+    )
+
+
 def use_shipped(folder: str | Path, checksum: str, out_dir: str | Path) -> tuple[bool, str]:
-    """Copy a shipped folder to ``out_dir`` if it was made for this recipe: (copied, why not)."""
+    """Copy a shipped folder to ``out_dir`` if it was made for this recipe: (copied, why not); raise
+    :class:`DamagedWeightsError` where it was, but its weights file is not the one it vouches for."""
     folder = Path(folder)
     have = shipped_checksum(folder)
     if have is None:
@@ -100,18 +155,35 @@ def use_shipped(folder: str | Path, checksum: str, out_dir: str | Path) -> tuple
             f"the weights in {folder} were made for another recipe (checksum {have[:12]}, this recipe's "
             f"{checksum[:12]}: a model key, the twins or the training code changed)"
         )
+    check_weights(folder, out_dir)
     shutil.copytree(folder, out_dir, dirs_exist_ok=True)
     return True, ""
 
 
 def ship(built: str | Path, folder: str | Path) -> None:
-    """Replace the shipped folder with a model the workflow built (its recipe.json included)."""
+    """Replace the shipped folder with a model the workflow built: its files, and its recipe.json
+    with the sha256 of the weights file as shipped."""
     built, folder = Path(built), Path(folder)
-    if shipped_checksum(built) is None:
+    recipe = read_recipe(built)
+    if recipe is None:
         raise SystemExit(f"{built} holds no {RECIPE_FILE}: build it with the workflow first (rule build_builtin_model)")
+    if not (built / WEIGHTS_FILE).exists():
+        raise SystemExit(
+            f"{built} holds no {WEIGHTS_FILE}: build it with the workflow first (rule build_builtin_model)"
+        )
+    if folder.exists() and folder.resolve() == built.resolve():
+        raise SystemExit(f"{built} is the shipped folder itself: ship from the folder the workflow built")
+    sha256 = checksums.sha256_of(built / WEIGHTS_FILE)
+    recorded = (recipe.get("sha256") or {}).get(WEIGHTS_FILE)
+    if recorded is not None and recorded != sha256:
+        raise SystemExit(
+            f"{built / WEIGHTS_FILE}: sha256 {sha256}, but its {RECIPE_FILE} records {recorded}: the built "
+            f"model is damaged; delete {built} and build it again"
+        )
     if folder.exists():
         shutil.rmtree(folder)
     shutil.copytree(built, folder, ignore=shutil.ignore_patterns(".snakemake*"))
+    _write(folder, {**recipe, "sha256": {WEIGHTS_FILE: sha256}})
 
 
 def main() -> None:
@@ -122,7 +194,11 @@ def main() -> None:
     parser.add_argument("folder", help="the config's weights folder, e.g. models/tiny")
     args = parser.parse_args()
     ship(args.built, args.folder)
-    print(f"shipped {args.built} as {args.folder} (recipe {shipped_checksum(args.folder)[:12]})")
+    recipe = read_recipe(args.folder)
+    print(
+        f"shipped {args.built} as {args.folder} (recipe {recipe['checksum'][:12]}, "
+        f"{WEIGHTS_FILE} sha256 {recipe['sha256'][WEIGHTS_FILE][:12]})"
+    )
 
 
 if __name__ == "__main__":

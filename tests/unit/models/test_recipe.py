@@ -10,7 +10,7 @@ import pytest
 import torch
 import yaml
 
-from icl_gd.common import code_versions
+from icl_gd.common import checksums, code_versions
 from icl_gd.config import resolve as cfg
 from icl_gd.config import validation
 from icl_gd.data import twins
@@ -148,6 +148,22 @@ def test_shipped_weights_of_this_recipe_are_copied_not_trained(made, twin_paths,
     a = loading.load_model(out, device="cpu").state_dict()
     b = loading.load_model(tmp_path / "copy", device="cpu").state_dict()
     assert all(torch.equal(a[k], b[k]) for k in a)
+    # the build recorded its weights' sha256, which the copy was checked against
+    assert shipped.read_recipe(out)["sha256"] == {"model.safetensors": checksums.sha256_of(out / "model.safetensors")}
+
+
+def test_damaged_shipped_weights_of_this_recipe_stop_the_build(made, twin_paths, tmp_path):
+    """Neither copied nor trained anew: the job stops, naming the file (tests/unit/models/test_shipped.py
+    checks the message on each kind of damage)."""
+    out, _ = made
+    folder = tmp_path / "shipped"
+    shipped.ship(out, folder)
+    weights = folder / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:-100])
+    spec = {**SPEC, "weights": "models/tiny"}
+    with pytest.raises(shipped.DamagedWeightsError, match=f"{weights} is not the weights file"):
+        builtin.make(twin_paths, tmp_path / "copy", spec, device="cpu", name="tiny", shipped_folder=folder)
+    assert not (tmp_path / "copy").exists()
 
 
 def test_a_changed_recipe_trains_anew_and_says_why(made, twin_paths, tmp_path, caplog):
