@@ -668,7 +668,7 @@ def test_the_cost_estimate_times_every_path_and_predicts_every_model_job(finishe
     row per model job of the run, each with its counted FLOPs as the job itself counted them."""
     table_path = finished_run / "results/cost_estimate.tsv"
     try:
-        # one pass of the calibration (its repeats: tests/unit/planning/test_cost.py)
+        # one pass of the calibration (its repeats: tests/unit/planning/test_timing.py)
         out = snakemake(finished_run, "--cores", "2", "cost_estimate", "--config", "cost_calibration_s=0").stdout
         assert "timed on this machine" in out and "total:" in out
         table = pd.read_csv(table_path, sep="\t")

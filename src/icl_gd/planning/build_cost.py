@@ -25,20 +25,15 @@ def shipped_copies(config: dict, model_dirs: dict[str, str], workflow_dir: str |
     weights: the shipped folder's recipe checksum is the built model's (``recipe.json``). The
     built folder is the cost estimate's input, so its build has run for the config's recipe and
     holds that recipe's checksum: the two checksums compared, the twins' rows and the training
-    code need not be read again. The shipped folder is found as the rule finds it: in the working
-    directory, else in the workflow's folder (a run with --directory elsewhere)."""
+    code need not be read again. The shipped folder is found as the rule finds it (``shipped.locate``)."""
     copies = {}
     for model, built in model_dirs.items():
         spec = config["models"][model]
         if spec["source"] != "builtin" or not spec.get("weights"):
             continue
-        for root in (Path(), Path(workflow_dir)):
-            folder = root / spec["weights"]
-            have = shipped.shipped_checksum(folder)
-            if have is not None:  # the first found is the one the build job reads
-                if have == shipped.shipped_checksum(built):
-                    copies[model] = float(sum(f.stat().st_size for f in folder.iterdir() if f.is_file()))
-                break
+        folder = shipped.locate(spec["weights"], workflow_dir)
+        if folder is not None and shipped.shipped_checksum(folder) == shipped.shipped_checksum(built):
+            copies[model] = float(sum(f.stat().st_size for f in folder.iterdir() if f.is_file()))
     return copies
 
 
