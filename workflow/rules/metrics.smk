@@ -7,6 +7,7 @@ localrules:
     scores,
     score_run,
     score_order,
+    score_premise_icl,
     order_run,
     order_sensitivity,
     aggregate_metrics,
@@ -37,6 +38,28 @@ rule score_run:
         benchmark="results/benchmarks/score_run/{model}/{variant}/{task}/seed{seed}/{method}.tsv",
     script:
         "../scripts/score_run.py"
+
+
+# A run of the premise alone, on a seed that only the premise reads (config key premise.seeds): the
+# per-example predictions of ZSL, ICL and ICL on permuted labels, which the claims' job reads with
+# the runs' (icl_gd/metrics/premise.py).
+rule score_premise_icl:
+    input:
+        unpack(premise_icl_caches),
+    output:
+        examples=PREMISE_ICL,
+    wildcard_constraints:
+        method=_names_regex(METHODS),
+    params:
+        code=code_of("score_premise_icl.py"),
+    priority: SCORE_PRIORITY
+    conda:
+        "../../envs/analysis.yaml"
+    log:
+        "results/logs/score_premise_icl/{model}/{variant}/{task}/seed{seed}/{method}.log",
+        benchmark="results/benchmarks/score_premise_icl/{model}/{variant}/{task}/seed{seed}/{method}.tsv",
+    script:
+        "../scripts/score_premise_icl.py"
 
 
 # The further orders of a run (config key orders): each order scored as the run is, then the run's
@@ -105,6 +128,7 @@ rule order_sensitivity:
 rule scores:
     input:
         all_run_examples(),
+        all_premise_examples(),
 
 
 rule aggregate_metrics:
@@ -156,6 +180,7 @@ rule evaluate_claims:
     input:
         examples=all_run_examples(),
         orders=all_order_runs(),
+        premise=all_premise_examples(),
     output:
         table="results/metrics/claims.parquet",
         csv="results/metrics/claims.csv",
@@ -184,6 +209,7 @@ rule evaluate_claims_chosen:
     input:
         examples=all_run_examples(),
         orders=all_order_runs(),
+        premise=all_premise_examples(),
     output:
         table="results/metrics/claims_chosen.parquet",
         csv="results/metrics/claims_chosen.csv",
@@ -258,7 +284,7 @@ rule disk_estimate:
 
 # What the config's model jobs will take, per job and in total, printed and written to
 # results/cost_estimate.tsv: `snakemake --cores all cost_estimate`. Like disk_estimate it needs each
-# model's folder and the tasks' data; it times every path of each model where it runs (icl_gd/planning/cost.py)
+# model's folder and the tasks' data; it times every path of each model where it runs (icl_gd/planning/timing.py)
 # at two small sizes, side by side as the run's jobs, in a minute or two. The model rules' memory
 # and time requests read the table (functions/resources.smk). No declared output, so that naming it
 # always measures anew.

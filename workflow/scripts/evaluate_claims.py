@@ -30,6 +30,7 @@ claim_testing.write_claim_tests(
     ),
     labels=snakemake.params.labels,
     order_paths=snakemake.input.get("orders", []),
+    premise_example_paths=snakemake.input.get("premise", []),
     n_boot=stats["n_boot"],
     level=stats["ci_level"],
     seed=stats["seed"],

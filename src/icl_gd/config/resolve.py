@@ -119,9 +119,30 @@ def task_seeds(config: dict, task: str) -> list[int]:
     return seeds if n is None else seeds[:n]
 
 
+def premise_seeds(config: dict, task: str) -> list[int]:
+    """The seeds the premise reads on a task (``premise.seeds``, at least the claims'): the claims'
+    seeds (:func:`task_seeds`), then the rest of the task's seeds, then the integers after the last
+    of them, as configs/setting-choice.yaml extends the protocol's three by hand."""
+    own = list(task_spec(config, task).seeds)
+    claims = task_seeds(config, task)
+    n = max((config.get("premise") or {}).get("seeds") or 0, len(claims))
+    seeds = (claims + [s for s in own if s not in claims])[:n]
+    while len(seeds) < n:
+        seeds.append(max(seeds) + 1)
+    return seeds
+
+
+def premise_only_seeds(config: dict, task: str) -> list[int]:
+    """The premise's seeds that the claims do not read (none where ``premise.seeds`` is unset)."""
+    claims = set(task_seeds(config, task))
+    return [s for s in premise_seeds(config, task) if s not in claims]
+
+
 def permutation_index(config: dict, task: str, seed: int) -> int:
-    """The i-th seed of a task is paired with demonstration permutation i-1 (docs/protocol.md)."""
+    """The i-th seed of a task is paired with demonstration permutation i-1 (docs/protocol.md); the
+    premise's further seeds (:func:`premise_seeds`) continue the task's own."""
     seeds = list(task_spec(config, task).seeds)
+    seeds += [s for s in premise_seeds(config, task) if s not in seeds]
     if seed not in seeds:
         raise ConfigError(f"seed {seed} is not among tasks.{task}.seeds {seeds}")
     return seeds.index(seed)

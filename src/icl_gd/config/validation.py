@@ -54,6 +54,13 @@ def check_names(config: dict) -> None:
         for method in methods or []:
             if method not in config.get("methods", {}):
                 raise ConfigError(f"variants.{variant} lists method {method!r}, which is not defined under 'methods'")
+    trained = config.get("variants", {}).get("trained") or []
+    for method in (config.get("premise") or {}).get("finetuning") or []:
+        if method not in trained:
+            raise ConfigError(
+                f"premise.finetuning names {method!r}, which the trained variant does not run ({trained}); "
+                "name a method of variants.trained, or remove it"
+            )
     for name, model in config.get("models", {}).items():
         if model.get("source", "builtin") == "builtin" and model.get("n_embd", 64) % model.get("n_head", 4):
             raise ConfigError(

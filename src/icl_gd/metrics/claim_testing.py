@@ -62,6 +62,7 @@ def evaluate_all(
     claims: tuple[Claim, ...] | None = None,
     max_replicates: int = MAX_REPLICATES,
     labels: dict[str, list[str]] | None = None,
+    premise_examples: list[RunExamples] = (),
 ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """Every claim on every model of ``examples``, and their premise. The claims' table: one row per
     (claim, cell b, task), and one for the mean over tasks (task :data:`MEAN`), with the difference
@@ -81,16 +82,27 @@ def evaluate_all(
     together, m = tasks x :data:`premise.CELLS`), whether the model learns in context there, and
     ICL's most-predicted class, named by ``labels`` (task -> its label words). Finetuning's side of
     the premise (:data:`premise.METHOD_COLUMNS`): per model, task and method of the trained variant
-    (the config's, by its own name), FT against ZSL at the premise's level, and whether it learns."""
+    (the config's, by its own name), FT against ZSL at the premise's level, and whether it learns.
+
+    ``premise_examples``: runs on seeds that the premise reads and the claims do not
+    (``premise.seeds``): the premise's runs without a finetuned model (``scoring.icl_examples``),
+    read as those of the method that plays GD in ``roles``, and the finetuning methods'
+    (``premise.finetuning``), whose side of the premise then reads them too."""
     claims = CLAIMS if claims is None else claims
     alpha = 1.0 - level
-    index: dict[tuple[str, str], dict[int, dict[tuple[str, str], RunExamples]]] = {}
-    for ex in examples:
-        meta = ex.meta
-        index.setdefault((meta["model"], meta["task"]), {}).setdefault(int(meta["seed"]), {})[
-            (meta["variant"], meta["method"])
-        ] = ex
+    index = _index(examples)
     models = sorted({m for m, _ in index})
+    # the premise's own index: the claims' runs and those of its further seeds, a run with a
+    # finetuned model kept where a seed has both
+    premise_index = _index(examples)
+    premise_role = premise.PREMISE.a[1]
+    for ex in sorted(premise_examples, key=lambda ex: ex.pred_ft is None):
+        meta = ex.meta
+        method = meta["method"] if ex.pred_ft is not None else roles.get(premise_role, meta["method"])
+        premise_index.setdefault((meta["model"], meta["task"]), {}).setdefault(int(meta["seed"]), {}).setdefault(
+            (meta["variant"], method), ex
+        )
+    further = {(ex.meta["model"], ex.meta["method"]) for ex in premise_examples if ex.pred_ft is not None}
 
     def run_cell(cell: Cell):
         variant, method, metric = cell
@@ -109,6 +121,8 @@ def evaluate_all(
     needed = {run_cell(c) for c in cells} | own
     needed.discard(None)
     values = Replicates(index, needed, n_boot, seed)
+    # the same streams of resamples (they depend on the task alone), over more seeds
+    premise_values = Replicates(premise_index, needed, n_boot, seed) if premise_examples else values
     read = dict(level=level, alpha=alpha, n_boot=n_boot, max_replicates=max_replicates)
 
     rows, premise_rows, method_rows = [], [], []
@@ -118,18 +132,28 @@ def evaluate_all(
         reading = [
             row
             for claim in premise.CLAIMS
-            for row in _test_claim(claim, model, tasks, values, run_cell, family=premise.CELLS, **read)
+            for row in _test_claim(claim, model, tasks, premise_values, run_cell, family=premise.CELLS, **read)
         ]
         learns = premise.learning_tasks(reading)
-        calibrated = _test_claim(premise.CALIBRATED, model, tasks, values, run_cell, family=premise.CELLS, **read)
-        tops = _top_predictions(index, model, tasks, run_cell)
+        calibrated = _test_claim(
+            premise.CALIBRATED, model, tasks, premise_values, run_cell, family=premise.CELLS, **read
+        )
+        tops = _top_predictions(premise_index, model, tasks, run_cell)
         premise_rows += premise.premise_rows(reading, tops, labels or {}, calibrated)
         # each method's FT above ZSL at the premise's level, which its own tasks do not change
         at = next(
             (r["level"] for r in reading if r["task"] not in ("", MEAN)), 1 - alpha / (premise.CELLS * len(tasks))
         )
         by_method = {
-            m: _test_claim(premise.finetuning_claim(m), model, tasks, values, own_cell, at_level=at, **read)
+            m: _test_claim(
+                premise.finetuning_claim(m),
+                model,
+                tasks,
+                premise_values if (model, m) in further else values,
+                own_cell,
+                at_level=at,
+                **read,
+            )
             for m in finetuning[model]
         }
         method_rows += premise.finetuning_rows(by_method)
@@ -175,6 +199,17 @@ def evaluate_all(
         {"n_seeds": "Int64", "n_examples": "Int64", "learns": bool}
     )
     return table, premise_table, method_table
+
+
+def _index(examples: list[RunExamples]) -> dict[tuple[str, str], dict[int, dict[tuple[str, str], RunExamples]]]:
+    """(model, task) -> seed -> (variant, method) -> the run."""
+    index: dict = {}
+    for ex in examples:
+        meta = ex.meta
+        index.setdefault((meta["model"], meta["task"]), {}).setdefault(int(meta["seed"]), {})[
+            (meta["variant"], meta["method"])
+        ] = ex
+    return index
 
 
 def _readings(claim: Claim, model: str, tasks: list[str], subsets: list[list[str]], values, run_cell, read: dict):
@@ -548,6 +583,7 @@ def write_claim_tests(
     methods_paths: tuple[str, str] | None = None,
     labels: dict[str, list[str]] | None = None,
     order_paths: list[str] = (),
+    premise_example_paths: list[str] = (),
     n_boot: int = 1000,
     level: float = 0.95,
     seed: int = 0,
@@ -556,13 +592,23 @@ def write_claim_tests(
     """The claims evaluated (:func:`evaluate_all`) on the runs' per-example files, as parquet and CSV,
     the premise's table as ``premise_paths`` (parquet, CSV) and finetuning's side of it as
     ``methods_paths``. ``order_paths``: the runs that also ran in further orders
-    (``orders.order_sensitivity``), which stand in for their own order's file."""
+    (``orders.order_sensitivity``), which stand in for their own order's file.
+    ``premise_example_paths``: the runs of the premise's further seeds (:func:`evaluate_all`'s
+    ``premise_examples``)."""
     with_orders = {run_key(ex.meta): ex for ex in map(read_examples, order_paths)}
     examples = [with_orders.get(run_key(ex.meta), ex) for ex in map(read_examples, example_paths)]
+    further = [read_examples(p) for p in premise_example_paths]
     table, premise_table, method_table = evaluate_all(
-        examples, roles, n_boot=n_boot, level=level, seed=seed, labels=labels, max_replicates=max_replicates
+        examples,
+        roles,
+        n_boot=n_boot,
+        level=level,
+        seed=seed,
+        labels=labels,
+        max_replicates=max_replicates,
+        premise_examples=further,
     )
-    made_by = runs_provenance(examples)
+    made_by = runs_provenance(examples + further)
     atomic_write_frame(table, parquet_path, made_by)
     write_csv(table, csv_path)
     for frame, paths in ((premise_table, premise_paths), (method_table, methods_paths)):

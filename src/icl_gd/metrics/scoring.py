@@ -59,6 +59,8 @@ PERMUTED_COLUMNS = ("pred_icl_permuted", "gold_permuted")  # a run's per-example
 # recorded the content-free queries (caches from before: none): accuracy -> its predictions' column
 CALIBRATED = {"acc_zsl_calibrated": "pred_zsl_calibrated", "acc_icl_calibrated": "pred_icl_calibrated"}
 OPTIONAL_COLUMNS = (*PERMUTED_COLUMNS, *CALIBRATED.values())
+# the ratios of a run without a finetuned model (:func:`icl_examples`)
+UNTRAINED = ("acc_zsl", "acc_icl", PERMUTED, *CALIBRATED)
 
 
 @dataclass
@@ -71,14 +73,15 @@ class RunExamples:
     consistently permuted labels (:data:`PERMUTED`), its predictions and the permuted gold
     (``gold_permuted``, the class whose word the permuted demonstrations give the gold class).
     Where ZSL's and ICL's caches recorded content-free queries, their calibrated predictions
-    (:data:`CALIBRATED`)."""
+    (:data:`CALIBRATED`). A run of the premise's alone (:func:`icl_examples`) has no finetuned
+    model: no ``pred_ft``, no similarity, and of the ratios only ZSL's and ICL's."""
 
     meta: dict
     example_id: np.ndarray
     gold: np.ndarray
     pred_zsl: np.ndarray
     pred_icl: np.ndarray
-    pred_ft: np.ndarray
+    pred_ft: np.ndarray | None
     similarities: dict[str, np.ndarray]
     per_example: dict[str, np.ndarray] = field(default_factory=dict)
     pred_icl_permuted: np.ndarray | None = None
@@ -103,6 +106,7 @@ class RunExamples:
             if (name not in mean or name in self.per_example)
             and (name != PERMUTED or self.pred_icl_permuted is not None)
             and (name not in CALIBRATED or getattr(self, CALIBRATED[name]) is not None)
+            and (self.pred_ft is not None or name in UNTRAINED)
         )
 
     def ratio_terms(self, name: str) -> tuple[np.ndarray, np.ndarray]:
@@ -214,6 +218,33 @@ def run_examples(
         per_example=per_example,
         pred_icl_permuted=np.asarray(permuted.pred) if permuted is not None else None,
         gold_permuted=np.asarray(permuted.gold) if permuted is not None else None,
+        pred_zsl_calibrated=calibrated_predictions(zsl),
+        pred_icl_calibrated=calibrated_predictions(icl),
+    )
+
+
+def icl_examples(zsl: RunCache, icl: RunCache, permuted: RunCache, *, method: str) -> RunExamples:
+    """The per-example values of a run of the premise alone, on a seed the claims do not read
+    (``planning.plan.premise_icl_runs``): ZSL, ICL and ICL on permuted labels, no finetuned model,
+    filed as the run of ``method`` (the premise's) on its seed."""
+    _check_aligned(zsl, icl, permuted)
+    if permuted.meta.get("demo_labels") != "permuted":
+        raise ValueError(
+            f"{permuted.path or 'the permuted cache'}: not ICL on permuted labels; give the icl_permuted cache"
+        )
+    meta = {key: icl.meta[key] for key in ("model", "variant", "task", "seed")}
+    meta.update(method=method, baseline=None, finetuned=False)
+    meta["provenance"] = provenance.distinct(c.meta.get(provenance.KEY) for c in (zsl, icl, permuted))
+    return RunExamples(
+        meta=meta,
+        example_id=np.asarray(zsl.example_id, dtype=np.int64),
+        gold=np.asarray(zsl.gold),
+        pred_zsl=np.asarray(zsl.pred),
+        pred_icl=np.asarray(icl.pred),
+        pred_ft=None,
+        similarities={},
+        pred_icl_permuted=np.asarray(permuted.pred),
+        gold_permuted=np.asarray(permuted.gold),
         pred_zsl_calibrated=calibrated_predictions(zsl),
         pred_icl_calibrated=calibrated_predictions(icl),
     )
@@ -373,8 +404,9 @@ def write_examples(ex: RunExamples, path) -> None:
         "gold": pa.array(np.asarray(ex.gold, dtype=np.int16)),
         "pred_zsl": pa.array(np.asarray(ex.pred_zsl, dtype=np.int16)),
         "pred_icl": pa.array(np.asarray(ex.pred_icl, dtype=np.int16)),
-        "pred_ft": pa.array(np.asarray(ex.pred_ft, dtype=np.int16)),
     }
+    if ex.pred_ft is not None:  # a run of the premise alone has none (icl_examples)
+        columns["pred_ft"] = pa.array(np.asarray(ex.pred_ft, dtype=np.int16))
     for name in OPTIONAL_COLUMNS:
         if getattr(ex, name) is not None:
             columns[name] = pa.array(np.asarray(getattr(ex, name), dtype=np.int16))
@@ -391,18 +423,19 @@ def read_examples(path) -> RunExamples:
     table = read_table(path)
     meta = json.loads(table.schema.metadata[METADATA_KEY])
     n = table.num_rows
-    fixed = ("example_id", "gold", "pred_zsl", "pred_icl", "pred_ft")
+    fixed = ("example_id", "gold", "pred_zsl", "pred_icl")
     sims, per_example = {}, {}
     mean = means()
     for name in table.column_names:
         if name in mean:
             per_example[name] = table.column(name).to_numpy()
-        elif name not in (*fixed, *OPTIONAL_COLUMNS):
+        elif name not in (*fixed, "pred_ft", *OPTIONAL_COLUMNS):
             column = table.column(name).combine_chunks()
             sims[name] = column.values.to_numpy().reshape(n, column.type.list_size)
     return RunExamples(
         meta=meta,
         **{k: table.column(k).to_numpy() for k in fixed},
+        pred_ft=table.column("pred_ft").to_numpy() if "pred_ft" in table.column_names else None,
         similarities=sims,
         per_example=per_example,
         **{k: table.column(k).to_numpy() for k in OPTIONAL_COLUMNS if k in table.column_names},

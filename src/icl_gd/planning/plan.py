@@ -52,10 +52,15 @@ def cache_seed(config: dict, task: str, setting: str, seed: int) -> int:
 
 def extractions(config: dict) -> list[dict]:
     """Every cache the runs need, once: (model, variant, task, seed, setting), sorted; with ICL on
-    permuted labels where the premise reads it (:func:`permuted_runs`)."""
+    permuted labels where the premise reads it (:func:`permuted_runs`), and the premise's further
+    seeds' caches (:func:`premise_runs`, :func:`premise_icl_runs`)."""
     seen = set()
-    for run in runs(config):
+    for run in runs(config) + premise_runs(config):
         for setting in run_settings(config, run["method"]):
+            seed = cache_seed(config, run["task"], setting, run["seed"])
+            seen.add((run["model"], run["variant"], run["task"], seed, setting))
+    for run in premise_icl_runs(config):
+        for setting in run_settings(config, run["method"])[:2]:
             seed = cache_seed(config, run["task"], setting, run["seed"])
             seen.add((run["model"], run["variant"], run["task"], seed, setting))
     seen |= {(*key, cfg.PERMUTED_SETTING) for key in permuted_runs(config)}
@@ -79,11 +84,58 @@ def permuted_runs(config: dict) -> set[tuple[str, str, str, int]]:
     run's own order of its demonstrations (the premise reads no further order). Every run of such a
     (model, variant, task, seed) scores it, as every run scores ZSL (rule score_run)."""
     method = premise_method(config)
-    return {
+    claims = {
         (r["model"], r["variant"], r["task"], r["seed"])
         for r in runs(config)
         if r["variant"] == "trained" and r["method"] == method
     }
+    further = {
+        (r["model"], r["variant"], r["task"], r["seed"]) for r in premise_runs(config) + premise_icl_runs(config)
+    }
+    return claims | further
+
+
+def _premise_further(config: dict) -> list[tuple[str, str, int]]:
+    """(model, task, seed) of the premise's seeds that the claims do not read (``premise.seeds``),
+    on the tasks the premise reads; a config that asks for them and reads no premise stops here."""
+    method = premise_method(config)
+    further = [
+        (model, task, seed)
+        for model in config["models"]
+        for task in config["tasks"]
+        if method is not None and cfg.method_runs_on(config, method, task)
+        for seed in cfg.premise_only_seeds(config, task)
+    ]
+    if method is None and any(cfg.premise_only_seeds(config, t) for t in config["tasks"]):
+        raise cfg.ConfigError(
+            "premise.seeds: this config reads no premise (it needs report.reproduction and a trained variant that "
+            "runs GD at the protocol's rate); remove premise.seeds"
+        )
+    return further
+
+
+def premise_runs(config: dict) -> list[dict]:
+    """The runs of the premise's further seeds (``premise.seeds`` beyond the claims'): the trained
+    variant's run of each method in ``premise.finetuning``, which finetuning's side of the premise
+    reads there too (``metrics.premise.finetuning_claim``). No claim, table or figure but the
+    premise's reads them. None where ``premise.seeds`` is unset."""
+    wanted = (config.get("premise") or {}).get("finetuning") or []
+    return [
+        dict(model=model, variant="trained", task=task, seed=seed, method=method)
+        for model, task, seed in _premise_further(config)
+        for method in wanted
+        if cfg.method_runs_on(config, method, task)
+    ]
+
+
+def premise_icl_runs(config: dict) -> list[dict]:
+    """The premise's further seeds where its own method (:func:`premise_method`) does not finetune
+    (it is not in ``premise.finetuning``): ZSL, ICL on that method's demonstrations and ICL on
+    permuted labels, scored without a finetuned model (rule score_premise_icl)."""
+    method = premise_method(config)
+    if method in ((config.get("premise") or {}).get("finetuning") or []):
+        return []
+    return [dict(model=m, variant="trained", task=t, seed=s, method=method) for m, t, s in _premise_further(config)]
 
 
 def order_runs(config: dict) -> list[dict]:

@@ -76,9 +76,10 @@ def _claim_line(claim: claim_definitions.Claim, verdict: str, rows: pd.DataFrame
     return line
 
 
-def _premise_blocks(premise: pd.DataFrame, methods: pd.DataFrame | None = None) -> list[Block]:
+def _premise_blocks(premise: pd.DataFrame, methods: pd.DataFrame | None = None, claim_seeds: int = 0) -> list[Block]:
     """Whether the model learns in context, per task: the claims' precondition; and where each
-    finetuning method learns (``methods``: ``premise.METHOD_COLUMNS``, None for a run before it)."""
+    finetuning method learns (``methods``: ``premise.METHOD_COLUMNS``, None for a run before it).
+    ``claim_seeds``: the seeds the claims read, which the premise's own (``premise.seeds``) may exceed."""
     blocks: list[Block] = [("h2", "Does the model learn in context?")]
     if premise.empty:
         return blocks + [("p", ["Not tested: the run has no ICL of the trained model."])]
@@ -93,7 +94,14 @@ def _premise_blocks(premise: pd.DataFrame, methods: pd.DataFrame | None = None) 
                 "examples' majority class, a claim on ICL says nothing about ICL; nor where it does not follow "
                 "its demonstrations' labels, which ICL above ZSL does not show (any context can shift a model "
                 "towards the task's words). It learns where three differences lie above 0 on "
-                f"{level} intervals (seeds and examples crossed, as a claim on every task reads them): "
+                f"{level} intervals (seeds and examples crossed, as a claim on every task reads them"
+                + (
+                    f"; on {seeds} seeds per task, the claims' {claim_seeds} and "
+                    f"{seeds - claim_seeds} more, config key premise.seeds"
+                    if claim_seeds and (seeds := _seeds(premise)) > claim_seeds
+                    else ""
+                )
+                + "): "
                 f"{claim_wording.PREMISE_RULE}"
                 + (
                     f". {claim_wording.PERMUTED_NOT_RUN[0].upper()}{claim_wording.PERMUTED_NOT_RUN[1:]}"
@@ -362,7 +370,8 @@ def first_page(
         blocks.append(("ul", [[line] for line in choice_table.choice_text(choices)]))
     if premise is not None:
         methods = premise_methods[premise_methods["model"] == model] if premise_methods is not None else None
-        blocks += _premise_blocks(premise[premise["model"] == model], methods)
+        seeds = _seeds(claim_tests[claim_tests["model"] == model]) if claim_tests is not None else 0
+        blocks += _premise_blocks(premise[premise["model"] == model], methods, seeds)
     if claim_tests is not None:
         tests = claim_tests[claim_tests["model"] == model]
         verdicts = claim_wording.verdicts(tests)

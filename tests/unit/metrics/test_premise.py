@@ -430,3 +430,53 @@ def test_the_first_page_reads_the_claims_again_at_the_chosen_setting():
     )
     assert "[the claims table at the chosen setting](tables/claims_chosen.md)" in page
     assert "The claims at the chosen setting" in summary.to_rst(kept)
+
+
+def _seeds(n: int, icl: tuple[int, ...], ft: tuple[int, ...]) -> list[scoring.RunExamples]:
+    """n seeds of SST2 (ZSL right on half its examples), ICL and GD's FT right on the examples of
+    ``icl`` and ``ft`` in turn, permuted labels followed; and of gd_more, FT as GD's."""
+    runs = []
+    for seed in range(1, n + 1):
+        run = _task("sst2", icl=icl[seed % len(icl)], zsl=100, ft=ft[seed % len(ft)], permuted=170, seed=seed)
+        runs += [run, _method(run, "gd_more", ft[seed % len(ft)])]
+    return runs
+
+
+def test_the_premise_is_decided_by_its_further_seeds_and_the_claims_keep_theirs(tmp_path):
+    """ICL 75, 65, 55% against ZSL's 50% in turn: on three seeds the premise's t factor (2 degrees of
+    freedom) leaves +15 points undecided, on ten it holds. The further seeds' runs of the premise
+    alone (no finetuned model, ``scoring.icl_examples``) and of a finetuning method named for them
+    (gd_more) reach the premise and that method's side of it; GD's side and every claim keep the
+    claims' three seeds."""
+    runs = _seeds(10, icl=(110, 150, 130), ft=(120, 140, 130))
+    claim_runs = [r for r in runs if r.meta["seed"] <= 3]
+    alone = [
+        dataclasses.replace(r, pred_ft=None, similarities={}, meta=dict(r.meta, finetuned=False))
+        for r in runs
+        if r.meta["seed"] > 3 and r.meta["method"] == "gd"
+    ]
+    # a premise run's file has no finetuned model, and no score that needs one
+    scoring.write_examples(alone[0], tmp_path / "alone.parquet")
+    back = scoring.read_examples(tmp_path / "alone.parquet")
+    assert back.pred_ft is None and set(back.ratio_names) == {"acc_zsl", "acc_icl", scoring.PERMUTED}
+    further = [*alone, *(r for r in runs if r.meta["seed"] > 3 and r.meta["method"] == "gd_more")]
+
+    three = claim_testing.evaluate_all(claim_runs, ROLES, n_boot=200, claims=(FT_ZSL,))
+    ten = claim_testing.evaluate_all(claim_runs, ROLES, n_boot=200, claims=(FT_ZSL,), premise_examples=further)
+    (claims3, premise3, methods3), (claims10, premise10, methods10) = three, ten
+    assert premise3.iloc[0].n_seeds == 3 and premise3.iloc[0].icl_zsl_status == "open"
+    assert not premise3.iloc[0].learns
+    row = premise10.iloc[0]
+    assert row.n_seeds == 10 and row.icl == pytest.approx(66.0) and row.icl_zsl_status == "holds" and row.learns
+    by3, by10 = methods3.set_index("method"), methods10.set_index("method")
+    assert by10.loc["gd_more", "n_seeds"] == 10 and by10.loc["gd_more", "ft_zsl_status"] == "holds"
+    assert by3.loc["gd_more", "ft_zsl_status"] == "open"
+    assert by10.loc["gd"].n_seeds == 3 and by10.loc["gd"].ft_zsl_status == by3.loc["gd"].ft_zsl_status
+    # the claims read their three seeds either way; only their reading where the model learns moves
+    same = claim_testing.COLUMNS
+    pd.testing.assert_frame_equal(claims10[same], claims3[same])
+    assert set(claims3["premise_verdict"]) == {premise.NO_TASK} != set(claims10["premise_verdict"])
+    # the first page says on how many seeds the premise was read, beside the claims'
+    text = str(summary._premise_blocks(premise10, methods10, claim_seeds=3))
+    assert "on 10 seeds per task, the claims' 3 and 7 more, config key premise.seeds" in text
+    assert "seeds per task" not in str(summary._premise_blocks(premise3, methods3, claim_seeds=3))

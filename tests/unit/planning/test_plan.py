@@ -412,3 +412,56 @@ def test_a_method_with_epochs_of_its_own_trains_that_many():
 def test_a_choice_that_cannot_work_stops_with_the_key_and_the_fix(method, extra, message):
     with pytest.raises(cfg.ConfigError, match=message):
         config(methods={"best": method}, variants={"trained": ["best"]}, **extra)
+
+
+def test_the_premise_reads_further_seeds_that_no_claim_reads():
+    """premise.seeds: the claims' seeds, then the rest of each task's, then the integers after them,
+    each paired with the next demonstration permutation. On the further seeds, ZSL, ICL and ICL on
+    permuted labels of the trained variant, and the finetuning of the methods premise.finetuning
+    names; every other run, cache and order as without the key."""
+    raw = yaml.safe_load((REPO / "configs/paper.yaml").read_text())
+    plain = validation.validate({**raw, "n_seeds": 1}, SCHEMA)
+    wider = validation.validate({**raw, "n_seeds": 1, "premise": {"seeds": 5}}, SCHEMA)
+    assert cfg.premise_seeds(wider, "sst2") == [2, 3, 4, 5, 6] and cfg.task_seeds(wider, "sst2") == [2]
+    assert cfg.premise_only_seeds(wider, "cb") == [4, 5, 6, 7] and cfg.premise_only_seeds(plain, "cb") == []
+    assert [cfg.permutation_index(wider, "sst2", s) for s in (2, 4, 5, 6)] == [0, 2, 3, 4]
+    assert plan.runs(wider) == plan.runs(plain) and plan.order_runs(wider) == plan.order_runs(plain)
+    assert plan.premise_runs(wider) == [] and plan.premise_runs(plain) == plan.premise_icl_runs(plain) == []
+    icl_only = plan.premise_icl_runs(wider)
+    assert len(icl_only) == 6 * 4 and {(r["variant"], r["method"]) for r in icl_only} == {("trained", "gd")}
+    added = {tuple(c.values()) for c in plan.extractions(wider)} - {tuple(c.values()) for c in plan.extractions(plain)}
+    # per task and further seed: ICL and ICL on permuted labels, no finetuned model, no further ZSL
+    assert {c[-1] for c in added} == {"icl", "icl_permuted"} and len(added) == 6 * 4 * 2
+    assert plan.permuted_runs(wider) - plan.permuted_runs(plain) == {
+        (r["model"], r["variant"], r["task"], r["seed"]) for r in icl_only
+    }
+    # a finetuning method named there finetunes on the further seeds too; the premise's own method
+    # then needs no run of its own without one
+    both = validation.validate({**raw, "premise": {"seeds": 4, "finetuning": ["gd", "lcgd"]}}, SCHEMA)
+    assert plan.premise_icl_runs(both) == []
+    assert {(r["task"], r["seed"], r["method"]) for r in plan.premise_runs(both) if r["task"] == "sst2"} == {
+        ("sst2", 5, "gd"),
+        ("sst2", 5, "lcgd"),
+    }
+    assert dict(task="sst2", seed=5, setting="lcgd") in [
+        {k: c[k] for k in ("task", "seed", "setting")} for c in plan.extractions(both)
+    ]
+    assert plan.run_spec(both, "sst2", "lcgd", 5)["permutation"] == 3
+
+
+@pytest.mark.parametrize(
+    "premise, extra, message",
+    [
+        ({"finetuning": ["gd_switched"]}, {}, "premise.finetuning names 'gd_switched', which the trained variant"),
+        ({"seeds": 5}, {"report": {"reproduction": False}}, "premise.seeds: this config reads no premise"),
+    ],
+)
+def test_a_premise_that_cannot_be_read_stops_with_the_key_and_the_fix(premise, extra, message):
+    raw = {
+        "tasks": {"sst2": None},
+        "methods": {"gd": {"kind": "gd"}, "gd_switched": {"kind": "gd"}},
+        "variants": {"trained": ["gd"]},
+    }
+    with pytest.raises(cfg.ConfigError, match=message):
+        validation.check_names(checked := validation.validate({**raw, "premise": premise, **extra}, SCHEMA))
+        plan.extractions(checked)

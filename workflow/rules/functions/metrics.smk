@@ -28,6 +28,24 @@ def all_run_examples():
     return ["results/metrics/examples/{model}/{variant}/{task}/seed{seed}/{method}.parquet".format(**r) for r in RUNS]
 
 
+# A run of the premise alone, on a seed the claims do not read (config key premise.seeds): ZSL, ICL and
+# ICL on permuted labels, no finetuned model (plan.premise_icl_runs).
+PREMISE_ICL = "results/metrics/premise_icl/{model}/{variant}/{task}/seed{seed}/{method}.parquet"
+
+
+def premise_icl_caches(wildcards):
+    """A premise run's ZSL (its task's), ICL on its method's demonstrations, and ICL on permuted labels."""
+    return {"zsl": zsl_cache(wildcards), "icl": CACHE.format(**wildcards, setting=cfg.icl_setting(config, wildcards.method)),
+            "permuted": CACHE.format(**wildcards, setting=cfg.PERMUTED_SETTING)}
+
+
+def all_premise_examples():
+    """The runs of the premise's further seeds, which only the premise reads: the finetuning
+    methods' (premise.finetuning, scored as every run is) and the premise's own without one."""
+    full = ["results/metrics/examples/{model}/{variant}/{task}/seed{seed}/{method}.parquet".format(**r) for r in plan.premise_runs(config)]
+    return full + [PREMISE_ICL.format(**r) for r in plan.premise_icl_runs(config)]
+
+
 def task_statistics_files(wildcards):
     """A task's splits, and its ZSL and ICL caches of the report's model and first seed."""
     seed = cfg.task_seeds(config, wildcards.task)[0]
