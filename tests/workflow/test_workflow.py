@@ -18,7 +18,7 @@ import yaml
 from icl_gd.activations import cache
 from icl_gd.common import benchmark, frames
 from icl_gd.config import resolve as cfg
-from icl_gd.metrics import claim_definitions, formulas
+from icl_gd.metrics import claim_definitions, formulas, scoring
 
 REPO = Path(__file__).resolve().parents[2]
 # what a clone holds that the workflow runs from (the end-to-end test runs in a copy of it, as a
@@ -756,3 +756,24 @@ def test_a_finished_run_that_is_moved_plans_nothing_and_a_new_config_leaves_only
     ]  # no alpha without GD's twin
     assert "Model: tiny" in (moved / "results/reports/tables/methods.md").read_text()
     assert not (moved / "reports").exists()
+
+
+@pytest.mark.slow
+def test_the_premise_on_further_seeds_plans_them_and_reruns_only_what_reads_the_premise(finished_run, tmp_path):
+    """premise.seeds (issue 82, item 3): a copy of the finished run (two seeds a task) asked for the
+    premise on three plans each task's third seed's ICL and ICL on permuted labels, their scores
+    without a finetuned model, and what reads the premise; no run of the claims' seeds, no aggregate.
+    The premise then reads three seeds, the claims two."""
+    workdir = tmp_path / "premise"
+    shutil.copytree(finished_run, workdir, symlinks=True)
+    (workdir / "config.yaml").write_text(yaml.safe_dump({**TINY, "premise": {"seeds": 3}}))
+    planned = jobs_planned(workdir)
+    assert planned.pop("extract_base") == 2 * 2 and planned.pop("score_premise_icl") == 2
+    assert "evaluate_claims" in planned
+    assert set(planned) <= {"evaluate_claims", "table", "figure", "figure_after_claims", "first_page", "all"}
+    snakemake(workdir, "--cores", "2", "results/metrics/premise.parquet")
+    premise = pd.read_parquet(workdir / "results/metrics/premise.parquet")
+    claims = pd.read_parquet(workdir / "results/metrics/claims.parquet")
+    assert premise["n_seeds"].tolist() == [3, 3] and claims["n_seeds"].max() == 2
+    alone = scoring.read_examples(workdir / "results/metrics/premise_icl/tiny/trained/sst2/seed4/gd.parquet")
+    assert alone.pred_ft is None and alone.meta["seed"] == 4 and alone.pred_icl_permuted is not None
