@@ -163,11 +163,7 @@ def run_examples(
     Fig. 2 has FT = LCGD, base = GD). ``permuted``: the run's ICL cache on consistently permuted
     labels (setting icl_permuted), whose gold is the permuted gold (``activations.extract``)."""
     _check_aligned(zsl, icl, ft, *(c for c in (base, permuted) if c is not None))
-    if permuted is not None and permuted.meta.get("demo_labels") != "permuted":
-        raise ValueError(
-            f"{permuted.path or 'the permuted cache'}: setting {permuted.meta.get('setting')!r} has "
-            f"{permuted.meta.get('demo_labels')!r} labels, not permuted ones; give the run's icl_permuted cache"
-        )
+    predictions = _untrained_predictions(zsl, icl, permuted)
     rng = np.random.default_rng(random_seed)
     # Every similarity compares changes from ZSL (dh = h_S - h_ZSL, dm = m_S - m_ZSL), which the
     # compact cache stores as they are; formulas.py computes them all from per-row dot products.
@@ -209,17 +205,10 @@ def run_examples(
     }
     return RunExamples(
         meta=meta,
-        example_id=np.asarray(zsl.example_id, dtype=np.int64),
-        gold=np.asarray(zsl.gold),
-        pred_zsl=np.asarray(zsl.pred),
-        pred_icl=np.asarray(icl.pred),
         pred_ft=np.asarray(ft.pred),
         similarities=sims,
         per_example=per_example,
-        pred_icl_permuted=np.asarray(permuted.pred) if permuted is not None else None,
-        gold_permuted=np.asarray(permuted.gold) if permuted is not None else None,
-        pred_zsl_calibrated=calibrated_predictions(zsl),
-        pred_icl_calibrated=calibrated_predictions(icl),
+        **predictions,
     )
 
 
@@ -228,23 +217,28 @@ def icl_examples(zsl: RunCache, icl: RunCache, permuted: RunCache, *, method: st
     (``planning.plan.premise_icl_runs``): ZSL, ICL and ICL on permuted labels, no finetuned model,
     filed as the run of ``method`` (the premise's) on its seed."""
     _check_aligned(zsl, icl, permuted)
-    if permuted.meta.get("demo_labels") != "permuted":
-        raise ValueError(
-            f"{permuted.path or 'the permuted cache'}: not ICL on permuted labels; give the icl_permuted cache"
-        )
+    predictions = _untrained_predictions(zsl, icl, permuted)
     meta = {key: icl.meta[key] for key in ("model", "variant", "task", "seed")}
     meta.update(method=method, baseline=None, finetuned=False)
     meta["provenance"] = provenance.distinct(c.meta.get(provenance.KEY) for c in (zsl, icl, permuted))
-    return RunExamples(
-        meta=meta,
+    return RunExamples(meta=meta, pred_ft=None, similarities={}, **predictions)
+
+
+def _untrained_predictions(zsl: RunCache, icl: RunCache, permuted: RunCache | None) -> dict:
+    """A run's examples and the predictions of its settings without a finetuned model: ZSL, ICL,
+    ICL on permuted labels (with the permuted gold) where given, and ZSL's and ICL's calibrated."""
+    if permuted is not None and permuted.meta.get("demo_labels") != "permuted":
+        raise ValueError(
+            f"{permuted.path or 'the permuted cache'}: setting {permuted.meta.get('setting')!r} has "
+            f"{permuted.meta.get('demo_labels')!r} labels, not permuted ones; give the run's icl_permuted cache"
+        )
+    return dict(
         example_id=np.asarray(zsl.example_id, dtype=np.int64),
         gold=np.asarray(zsl.gold),
         pred_zsl=np.asarray(zsl.pred),
         pred_icl=np.asarray(icl.pred),
-        pred_ft=None,
-        similarities={},
-        pred_icl_permuted=np.asarray(permuted.pred),
-        gold_permuted=np.asarray(permuted.gold),
+        pred_icl_permuted=np.asarray(permuted.pred) if permuted is not None else None,
+        gold_permuted=np.asarray(permuted.gold) if permuted is not None else None,
         pred_zsl_calibrated=calibrated_predictions(zsl),
         pred_icl_calibrated=calibrated_predictions(icl),
     )
