@@ -5,9 +5,8 @@ Trains config.yaml's reader recipe (models.tiny) with one change, or reads a tra
 *training pool* of the tokenizer's words instead of permuting the task's own; the curve's readings
 (models/curve.py: ZSL, ICL, ICL on permuted labels, on 50 held-out train rows per twin at k = 8) gain
 ``icl_novel``: the demonstrations labelled with words of a *held-out pool* (a quarter of the words,
-disjoint from the training pool and from every protocol label word), the query read among them,
-over three draws of words and demonstrations. The pools: every token that decodes to a space and
-three or more letters, the protocol's label words left out, split at random (seed 12345).
+disjoint from the training pool and from every protocol label word: ``data.label_pools``), the query
+read among them, over three draws of words and demonstrations.
 
 Not the recipe: it patches models/episodes.label_words and models/curve.reading from outside, so
 that the package (whose code is the shipped weights' recipe) stays as it is. The recipe that ships
@@ -33,7 +32,7 @@ import torch  # noqa: E402
 import yaml  # noqa: E402
 
 from icl_gd.config import validation  # noqa: E402
-from icl_gd.data import prompts, splits  # noqa: E402
+from icl_gd.data import label_pools, prompts, splits  # noqa: E402
 from icl_gd.models import builtin, curve, episodes  # noqa: E402
 
 TWINS = ("sst2", "sst5", "mr", "subj", "agnews", "cb")
@@ -41,22 +40,9 @@ POOLS: dict = {}
 
 
 def pools(tokenizer) -> tuple[np.ndarray, np.ndarray]:
-    """(training pool, held-out pool) of the tokenizer's words, disjoint, neither holding a protocol
-    label word."""
-    protocol = {i for t in TWINS for i in prompts.label_token_ids(tokenizer, episodes.preset(t))}
-    words = [
-        i
-        for i in range(len(tokenizer))
-        if (text := tokenizer.decode([i])).startswith(" ")
-        and text[1:].isalpha()
-        and len(text) >= 4
-        and i not in protocol
-    ]
-    order = np.random.default_rng(12345).permutation(len(words))
-    held = sorted(words[j] for j in order[: len(words) // 4])
-    train = sorted(words[j] for j in order[len(words) // 4 :])
-    assert not set(held) & set(train) and not set(held) & protocol
-    return np.array(train), np.array(held)
+    """(training pool, held-out pool) of the tokenizer's words (``data.label_pools``)."""
+    found = label_pools.label_pools(tokenizer)
+    return np.array(found.train), np.array(found.held_out)
 
 
 def patch(share: float) -> None:
