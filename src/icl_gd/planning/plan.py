@@ -3,7 +3,8 @@ config. ``workflow/rules/common.smk`` turns these into paths and input functions
 knows of files or of Snakemake.
 
 - the runs: every (model, variant, task, seed, method), and the settings each compares (ZSL, ICL
-  on the method's demonstrations, the method);
+  on the method's demonstrations, the method); and the premise's own further seeds
+  (``premise.seeds``), which only the premise reads;
 - the run spec of each extraction job (``run_spec``): everything the job reads from the config,
   and the very object that Snakemake's params trigger compares, so a config edit reruns exactly
   the caches it changes;
