@@ -29,7 +29,15 @@ class Link:
 
 
 Inline = list  # of str and Link
-Block = tuple  # ("h1" | "h2", str) | ("p", Inline) | ("ul", list[Inline])
+Block = tuple  # ("h1" | "h2" | "h3", str) | ("p", Inline) | ("ul", list[Inline])
+HEADINGS = {"h1": ("#", "="), "h2": ("##", "-"), "h3": ("###", "~")}  # Markdown's mark, reST's underline
+
+
+def _unknown(kind) -> ValueError:
+    # a block of another kind once rendered as a list of its characters, one bullet each
+    return ValueError(f"first page: a block of kind {kind!r}; use one of {[*HEADINGS, 'p', 'ul']}")
+
+
 COLLAPSE = f"{100 * premise_module.COLLAPSE_SHARE:g}%"
 
 
@@ -474,14 +482,14 @@ def to_markdown(blocks: list[Block]) -> str:
 
     out = []
     for kind, content in blocks:
-        if kind == "h1":
-            out += [f"# {content}", ""]
-        elif kind == "h2":
-            out += [f"## {content}", ""]
+        if kind in HEADINGS:
+            out += [f"{HEADINGS[kind][0]} {content}", ""]
         elif kind == "p":
             out += [inline(content), ""]
-        else:
+        elif kind == "ul":
             out += [f"- {inline(item)}" for item in content] + [""]
+        else:
+            raise _unknown(kind)
     return "\n".join(out)
 
 
@@ -517,12 +525,15 @@ def to_rst(blocks: list[Block]) -> str:
 
     out = []
     for kind, content in blocks:
-        if kind in ("h1", "h2"):
-            out += [_rst_text(content), ("=" if kind == "h1" else "-") * len(content), ""]
+        if kind in HEADINGS:
+            text = _rst_text(content)
+            out += [text, HEADINGS[kind][1] * len(text), ""]
         elif kind == "p":
             out += [inline(content), ""]
-        else:
+        elif kind == "ul":
             out += [f"- {inline(item)}" for item in content] + [""]
+        else:
+            raise _unknown(kind)
     return _RST_LAYOUT + "\n".join(out)
 
 

@@ -2,11 +2,12 @@
 
 import numpy as np
 import pandas as pd
+import pytest
 
 from icl_gd.activations import cache
 from icl_gd.common import names
 from icl_gd.metrics import claim_definitions, claim_testing, scoring
-from icl_gd.report import outputs
+from icl_gd.report import outputs, summary
 
 METRICS = [
     "acc_zsl",
@@ -376,3 +377,16 @@ def test_the_constraints_file_pins_what_made_the_shipped_reports():
         for package in provenance.PACKAGES:
             shown = re.search(rf"\b{package} (\S+?)[,;]", line).group(1)
             assert shown.split("+")[0] == pins[package], (page, package, shown, pins[package])
+
+
+def test_the_first_page_renders_each_block_kind_and_refuses_another():
+    """Headings of three levels, a paragraph and a list, in Markdown and reST; a block of any other
+    kind stops the page (it once rendered as a list of its characters, one bullet each)."""
+    blocks = [("h1", "One"), ("h2", "Two"), ("h3", "Three_3"), ("p", ["a paragraph"]), ("ul", [["an item"]])]
+    md = summary.to_markdown(blocks)
+    assert md.startswith("# One\n\n## Two\n\n### Three_3\n\na paragraph\n\n- an item\n")
+    rst = summary.to_rst(blocks)
+    assert "Three\\_3\n~~~~~~~~\n" in rst and "Two\n---\n" in rst and "- an item" in rst
+    for render in (summary.to_markdown, summary.to_rst):
+        with pytest.raises(ValueError, match="a block of kind 'h4'; use one of"):
+            render([("h4", "Four")])
