@@ -25,6 +25,8 @@ def record_path(workdir: Path, row) -> Path:
     base = workdir / "results/benchmarks"
     if row.rule == "build_builtin_model":
         return base / f"build_builtin_model/{row.model}.tsv"
+    if row.rule == "choose_finetuning":  # one job per (model, task), no seed
+        return base / f"choose_finetuning/{row.model}/{row.task}.tsv"
     run = f"extract/{row.model}/{row.variant}/{row.task}/seed{int(row.seed)}"
     order = int(row.order) if pd.notna(row.order) else 0
     return base / (f"{run}/order{order}/{row.setting}.tsv" if order else f"{run}/{row.setting}.tsv")
