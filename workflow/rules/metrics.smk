@@ -23,7 +23,7 @@ rule score_run:
         unpack(setting_caches),
     output:
         scores="results/metrics/runs/{model}/{variant}/{task}/seed{seed}/{method}.parquet",
-        examples="results/metrics/examples/{model}/{variant}/{task}/seed{seed}/{method}.parquet",
+        examples=RUN_EXAMPLES,
     wildcard_constraints:
         method=_names_regex(METHODS),
     params:

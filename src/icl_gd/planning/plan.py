@@ -56,12 +56,10 @@ def extractions(config: dict) -> list[dict]:
     permuted labels where the premise reads it (:func:`permuted_runs`), and the premise's further
     seeds' caches (:func:`premise_runs`, :func:`premise_icl_runs`)."""
     seen = set()
-    for run in runs(config) + premise_runs(config):
-        for setting in run_settings(config, run["method"]):
-            seed = cache_seed(config, run["task"], setting, run["seed"])
-            seen.add((run["model"], run["variant"], run["task"], seed, setting))
-    for run in premise_icl_runs(config):
-        for setting in run_settings(config, run["method"])[:2]:
+    # a premise run without a finetuned model has ZSL and ICL only
+    planned = [(r, 3) for r in runs(config) + premise_runs(config)] + [(r, 2) for r in premise_icl_runs(config)]
+    for run, n_settings in planned:
+        for setting in run_settings(config, run["method"])[:n_settings]:
             seed = cache_seed(config, run["task"], setting, run["seed"])
             seen.add((run["model"], run["variant"], run["task"], seed, setting))
     seen |= {(*key, cfg.PERMUTED_SETTING) for key in permuted_runs(config)}

@@ -2,6 +2,10 @@
 # Functions only: Snakemake's linter asks that a file hold rules or functions, not both.
 
 
+# A run's per-example values (rule score_run), which every analysis over runs reads.
+RUN_EXAMPLES = "results/metrics/examples/{model}/{variant}/{task}/seed{seed}/{method}.parquet"
+
+
 ORDER_EXAMPLES = "results/metrics/orders/examples/{model}/{variant}/{task}/seed{seed}/order{order}/{method}.parquet"
 
 
@@ -10,7 +14,7 @@ ORDER_RUN = "results/metrics/orders/runs/{model}/{variant}/{task}/seed{seed}/{me
 
 def run_in_every_order(wildcards):
     """One run's per-example files in its own order, then in each further one."""
-    own = "results/metrics/examples/{model}/{variant}/{task}/seed{seed}/{method}.parquet".format(**wildcards)
+    own = RUN_EXAMPLES.format(**wildcards)
     return [own] + [ORDER_EXAMPLES.format(**wildcards, order=o) for o in range(1, config["orders"])]
 
 
@@ -25,7 +29,7 @@ def all_run_metrics():
 
 
 def all_run_examples():
-    return ["results/metrics/examples/{model}/{variant}/{task}/seed{seed}/{method}.parquet".format(**r) for r in RUNS]
+    return [RUN_EXAMPLES.format(**r) for r in RUNS]
 
 
 # A run of the premise alone, on a seed the claims do not read (config key premise.seeds): ZSL, ICL and
@@ -42,7 +46,7 @@ def premise_icl_caches(wildcards):
 def all_premise_examples():
     """The runs of the premise's further seeds, which only the premise reads: the finetuning
     methods' (premise.finetuning, scored as every run is) and the premise's own without one."""
-    full = ["results/metrics/examples/{model}/{variant}/{task}/seed{seed}/{method}.parquet".format(**r) for r in plan.premise_runs(config)]
+    full = [RUN_EXAMPLES.format(**r) for r in plan.premise_runs(config)]
     return full + [PREMISE_ICL.format(**r) for r in plan.premise_icl_runs(config)]
 
 
