@@ -179,8 +179,8 @@ def expected_counts(config: dict) -> dict[str, int]:
         "prepare_task": len(config["tasks"]),
         "make_variant": n_models * sum(v != "trained" for v in config["variants"]),
         "extract_zsl": zsl,
-        # and ICL on permuted labels, the premise's, once per trained task and seed
-        "extract_base": n_models * n_runs_seeds * icl_settings + len(plan.permuted_runs(config)),
+        # and ICL on permuted labels and on novel label words, the premise's, once each per trained task and seed
+        "extract_base": n_models * n_runs_seeds * icl_settings + 2 * len(plan.permuted_runs(config)),
         "finetune_and_extract": n_models * method_runs,
         "score_run": n_models * method_runs,
         "aggregate_metrics": 1,
@@ -204,7 +204,7 @@ def test_paper_dry_run_job_counts(dry_run):
     expected = expected_counts(load(PAPER))
     assert counts.pop("total") == sum(counts.values())
     assert counts == expected
-    # the same, literally: 6 tasks x 3 seeds; trained runs icl, icl_switched and icl_permuted, the
+    # the same, literally: 6 tasks x 3 seeds; trained runs icl, icl_switched, icl_permuted and icl_novel, the
     # other two variants icl, each variant one ZSL per task; trained finetunes 4 methods on every task and
     # clipped LCGD on Subj's 3 seeds (paper 003 Table 3), the other two variants 1 method each
     assert counts == {
@@ -212,7 +212,7 @@ def test_paper_dry_run_job_counts(dry_run):
         "prepare_task": 6,
         "make_variant": 2,
         "extract_zsl": 6 * 3,
-        "extract_base": 6 * 3 * (3 + 1 + 1),  # 90
+        "extract_base": 6 * 3 * (4 + 1 + 1),  # 108
         "finetune_and_extract": 6 * 3 * (4 + 1 + 1) + 3,  # 111
         "score_run": 111,
         "aggregate_metrics": 1,
@@ -230,7 +230,7 @@ def test_paper_dry_run_job_counts(dry_run):
         "figure": 7,
         "figure_after_claims": 2,
     }
-    assert sum(counts.values()) == 373
+    assert sum(counts.values()) == 391
     # the printed job blocks agree with the table
     assert Counter(rule for rule, _ in planned_jobs(dry_run)) == Counter(counts)
 
@@ -246,12 +246,12 @@ def test_benchmark_config_is_the_paper_grid_on_a_random_model_of_the_reference_s
     assert {cfg.task_spec(bench, t).source for t in bench["tasks"]} == {"synthetic"}
     assert (bench["k"], bench["max_eval"], bench["synthetic"]["n_eval"]) == (32, 2000, 2000)
     counts = job_stats(dry_run_of(BENCH, tmp_path))
-    # per seed: trained icl, icl_switched, icl_permuted and 4 methods (clipped LCGD on Subj's 3 seeds
-    # only), the other variants icl and gd; one ZSL per variant and task
+    # per seed: trained icl, icl_switched, icl_permuted, icl_novel and 4 methods (clipped LCGD on
+    # Subj's 3 seeds only), the other variants icl and gd; one ZSL per variant and task
     assert (
         counts["extract_zsl"] + counts["extract_base"] + counts["finetune_and_extract"]
-        == 6 * 3 * (7 + 2 + 2) + 3 + 3 * 6
-    )  # 219
+        == 6 * 3 * (8 + 2 + 2) + 3 + 3 * 6
+    )  # 237
     assert "download_model" not in counts and counts["build_builtin_model"] == 1
 
 
@@ -301,12 +301,12 @@ def test_paper_dry_run_extraction_paths(dry_run):
         for setting in {
             *(["zsl"] if seed == seeds[0] else []),
             *(cfg.icl_setting(config, m) for m in methods),
-            *(["icl_permuted"] if variant == "trained" else []),
+            *(["icl_permuted", "icl_novel"] if variant == "trained" else []),
             *(m for m in methods if cfg.method_runs_on(config, m, task)),
         }
     }
     assert found == expected
-    assert len(found) == 108 + 111
+    assert len(found) == 126 + 111
     by_task = {task: sorted({s for _, t, s, _ in found if t == task}) for task in PROTOCOL_SEEDS}
     assert by_task == PROTOCOL_SEEDS
     assert {s for v, *_, s in found if v == "trained"} == {
@@ -314,6 +314,7 @@ def test_paper_dry_run_extraction_paths(dry_run):
         "icl",
         "icl_switched",
         "icl_permuted",
+        "icl_novel",
         "gd",
         "lcgd",
         "lcgd_clip",
@@ -335,9 +336,9 @@ def test_paper_dry_run_scores_alpha_against_gd(dry_run):
             fields["wildcards"].split("method=")[1],
         )
         caches = [i for i in inputs if i.startswith("results/activations/")]
-        # every run of the trained variant also scores ICL on permuted labels (the premise's)
-        permuted = [c for c in caches if c.endswith("/icl_permuted.arrow")]
-        assert len(permuted) == (variant == "trained") and all(f"/{variant}/" in c for c in permuted), inputs
+        # every run of the trained variant also scores ICL on permuted labels and on novel label words (the premise's)
+        permuted = [c for c in caches if c.endswith(("/icl_permuted.arrow", "/icl_novel.arrow"))]
+        assert len(permuted) == 2 * (variant == "trained") and all(f"/{variant}/" in c for c in permuted), inputs
         caches = [c for c in caches if c not in permuted]
         if method == "gd":
             assert len(caches) == 3, inputs  # zsl, icl, gd: no baseline of its own

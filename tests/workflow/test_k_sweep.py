@@ -46,8 +46,8 @@ def test_a_method_with_its_own_k_is_compared_with_icl_on_the_same_demonstrations
     assert (spec["k"], spec["demo_labels"]) == (2, "switched")
     assert plan.run_spec(c, "sst2", "gd_k8", 2)["k"] == plan.run_spec(c, "sst2", "icl_k8", 2)["k"] == 8
     settings = {x["setting"] for x in plan.extractions(c)}
-    # and the premise's ICL on permuted labels, at the top-level k only
-    assert settings == {"zsl", "icl", "icl_k2", "icl_k8", "icl_switched_k2", "icl_permuted", *SWEEP}
+    # and the premise's ICL on permuted labels and on novel label words, at the top-level k only
+    assert settings == {"zsl", "icl", "icl_k2", "icl_k8", "icl_switched_k2", "icl_permuted", "icl_novel", *SWEEP}
     # a method whose k is the top-level k is the plain one: the same ICL setting, the same caches
     same = config(
         methods={"gd": {"kind": "gd"}, "gd_k4": {"kind": "gd", "k": 4}}, variants={"trained": ["gd", "gd_k4"]}
@@ -72,7 +72,7 @@ def test_adding_a_k_reruns_only_its_own_jobs():
 
 
 def test_setting_names_of_the_sweep_are_reserved():
-    for name in ("icl_k8", "icl_switched_k2", "icl_permuted", "zsl"):
+    for name in ("icl_k8", "icl_switched_k2", "icl_permuted", "icl_novel", "zsl"):
         with pytest.raises(ConfigError, match=f"methods.{name}: zsl and icl.* are reserved"):
             config(methods={name: {"kind": "gd"}}, variants={"trained": [name]})
     with pytest.raises(ConfigError, match="methods.gd.k"):

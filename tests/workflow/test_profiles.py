@@ -26,7 +26,7 @@ SNAKEMAKE = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile")]
 GPU_RULES = {"extract_zsl", "extract_base", "finetune_and_extract"}
 CPU_RULES = {"build_builtin_model", "make_variant"}
 # Two variants of one task and seed: per variant zsl, icl and gd extractions, and the trained
-# variant's icl_permuted (the claims' premise).
+# variant's icl_permuted and icl_novel (the claims' premise).
 CONFIG = {
     **TINY,
     "variants": {"trained": ["gd"], "untrained": ["gd"]},
@@ -99,9 +99,10 @@ def test_slurm_profile_plans_the_workflow_where_slurm_is_absent(tmp_path):
         )
     for rule in CPU_RULES:  # CPU jobs on the cluster (the login node sees no GPU: gpu=0)
         assert not any(item.startswith("gpu=") and item != "gpu=0" for r in resources[rule] for item in r)
-    # a variant's zsl, icl and gd extractions are one group job (the trained one's with icl_permuted)
+    # a variant's zsl, icl and gd extractions are one group job (the trained one's with icl_permuted
+    # and icl_novel)
     assert {g: sorted(rules) for g, rules in groups.items()} == {
-        "extract_tiny_trained": ["extract_base", "extract_base", "extract_zsl", "finetune_and_extract"],
+        "extract_tiny_trained": ["extract_base"] * 3 + ["extract_zsl", "finetune_and_extract"],
         "extract_tiny_untrained": ["extract_base", "extract_zsl", "finetune_and_extract"],
     }
 

@@ -202,6 +202,13 @@ def test_metrics_agree_with_the_caches(finished_run):
     rows = summary.query("variant == 'trained' and task == 'sst2' and metric == 'acc_icl_permuted'")
     assert set(rows["method"]) == {"gd", "lcgd"} and rows["mean"].tolist() == pytest.approx([np.mean(follows)] * 2)
     assert "acc_icl_permuted" not in set(summary.query("variant == 'untrained'")["metric"])
+    # ICL on novel label words (beside the premise): the same demonstrations, words of the tokenizer's
+    # held-out pool (none a protocol word), the gold kept
+    novel = cache.read_cache(finished_run / "results/activations/tiny/trained/sst2/seed2/icl_novel.arrow")
+    icl = cache.read_cache(finished_run / "results/activations/tiny/trained/sst2/seed2/icl.arrow")
+    assert novel.meta["demo_labels"] == "novel" and novel.meta["demo_ids"] == icl.meta["demo_ids"]
+    assert np.array_equal(novel.gold, icl.gold) and not set(novel.meta["label_ids"]) & set(icl.meta["label_ids"])
+    assert "acc_icl_novel" in set(summary.query("variant == 'trained'")["metric"])
     # the layer-mean row is the mean of the per-layer rows
     one = runs.query(
         "variant == 'trained' and task == 'cb' and seed == 3 and method == 'lcgd' and metric == 'simam_delta'"
@@ -561,9 +568,9 @@ def test_a_config_edit_reruns_exactly_the_caches_it_changes(finished_run):
     try:
         config_file.write_text(yaml.safe_dump({**TINY, "k": 3}))
         planned = jobs_planned(finished_run)
-        # ICL (not ZSL; and the trained variant's on permuted labels) and both training methods, per
-        # variant, task and seed; then what follows
-        assert planned["extract_base"] == 2 * 2 * 2 + 2 * 2 and planned["finetune_and_extract"] == 3 * 2 * 2
+        # ICL (not ZSL; and the trained variant's on permuted labels and on novel label words) and both
+        # training methods, per variant, task and seed; then what follows
+        assert planned["extract_base"] == 2 * 2 * 2 + 2 * 2 * 2 and planned["finetune_and_extract"] == 3 * 2 * 2
         assert "prepare_task" not in planned and "build_builtin_model" not in planned
         config_file.write_text(yaml.safe_dump({**TINY, "batch_size": 3}))  # must not change results
         assert jobs_planned(finished_run) == {}
@@ -642,10 +649,10 @@ def test_temporary_caches_are_deleted_once_scored_and_a_metric_edit_extracts_aga
     metrics_py.write_text(metrics_py.read_text() + "\nEDITED = 1\n")  # code that means something else
     planned = jobs_planned(workdir)
     # every cache again: ZSL of 2 variants x 2 tasks, ICL of each of their 2 seeds (and the trained
-    # variant's on permuted labels), and the 3 methods
+    # variant's on permuted labels and on novel label words), and the 3 methods
     assert (planned["extract_zsl"], planned["extract_base"], planned["finetune_and_extract"], planned["score_run"]) == (
         4,
-        8 + 4,
+        8 + 8,
         12,
         12,
     )
@@ -658,7 +665,7 @@ def test_the_disk_estimate_is_what_the_run_wrote(finished_run):
     out = snakemake(finished_run, "--cores", "1", "disk_estimate").stdout
     estimate = int(re.search(r"caches: keep .*\(([\d,]+) bytes\)", out).group(1).replace(",", ""))
     written = sum(p.stat().st_size for p in (finished_run / "results/activations").rglob("*.arrow"))
-    assert "28 activation caches (compact layout), 4 run groups" in out
+    assert "32 activation caches (compact layout), 4 run groups" in out
     assert abs(estimate - written) <= 0.02 * written, (estimate, written)
     assert jobs_planned(finished_run) == {}  # it writes nothing a later run would redo
 
@@ -761,14 +768,14 @@ def test_a_finished_run_that_is_moved_plans_nothing_and_a_new_config_leaves_only
 @pytest.mark.slow
 def test_the_premise_on_further_seeds_plans_them_and_reruns_only_what_reads_the_premise(finished_run, tmp_path):
     """premise.seeds (issue 82, item 3): a copy of the finished run (two seeds a task) asked for the
-    premise on three plans each task's third seed's ICL and ICL on permuted labels, their scores
+    premise on three plans each task's third seed's ICL and ICL on permuted labels and novel words, their scores
     without a finetuned model, and what reads the premise; no run of the claims' seeds, no aggregate.
     The premise then reads three seeds, the claims two."""
     workdir = tmp_path / "premise"
     shutil.copytree(finished_run, workdir, symlinks=True)
     (workdir / "config.yaml").write_text(yaml.safe_dump({**TINY, "premise": {"seeds": 3}}))
     planned = jobs_planned(workdir)
-    assert planned.pop("extract_base") == 2 * 2 and planned.pop("score_premise_icl") == 2
+    assert planned.pop("extract_base") == 2 * 3 and planned.pop("score_premise_icl") == 2
     assert "evaluate_claims" in planned
     assert set(planned) <= {"evaluate_claims", "table", "figure", "figure_after_claims", "first_page", "all"}
     snakemake(workdir, "--cores", "2", "results/metrics/premise.parquet")
@@ -777,3 +784,4 @@ def test_the_premise_on_further_seeds_plans_them_and_reruns_only_what_reads_the_
     assert premise["n_seeds"].tolist() == [3, 3] and claims["n_seeds"].max() == 2
     alone = scoring.read_examples(workdir / "results/metrics/premise_icl/tiny/trained/sst2/seed4/gd.parquet")
     assert alone.pred_ft is None and alone.meta["seed"] == 4 and alone.pred_icl_permuted is not None
+    assert alone.pred_icl_novel is not None

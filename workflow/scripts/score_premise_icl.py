@@ -1,5 +1,5 @@
 """The per-example predictions of a run of the premise alone, on a seed the claims do not read:
-ZSL, ICL and ICL on permuted labels (icl_gd/metrics/scoring.py, icl_examples)."""
+ZSL, ICL and ICL on permuted labels and on novel label words (icl_gd/metrics/scoring.py, icl_examples)."""
 
 import sys
 from pathlib import Path
@@ -19,5 +19,6 @@ examples = scoring.icl_examples(
     cache.read_cache(snakemake.input.icl),
     cache.read_cache(snakemake.input.permuted),
     method=snakemake.wildcards.method,
+    novel=cache.read_cache(snakemake.input.novel),
 )
 scoring.write_examples(examples, snakemake.output.examples)

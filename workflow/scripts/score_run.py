@@ -1,6 +1,6 @@
-"""Every metric of one run (ZSL, ICL and one finetuning method, and ICL on permuted labels where the
-premise reads it), per layer, with bootstrap intervals; and the run's per-example values, for the
-aggregate's intervals and the comparisons."""
+"""Every metric of one run (ZSL, ICL and one finetuning method, and ICL on permuted labels and on
+novel label words where the premise reads it), per layer, with bootstrap intervals; and the run's
+per-example values, for the aggregate's intervals and the comparisons."""
 
 import sys
 from pathlib import Path
@@ -23,6 +23,7 @@ examples = scoring.run_examples(
     cache.read_cache(snakemake.input.ft),
     cache.read_cache(snakemake.input.base) if "base" in snakemake.input.keys() else None,
     permuted=cache.read_cache(snakemake.input.permuted) if "permuted" in snakemake.input.keys() else None,
+    novel=cache.read_cache(snakemake.input.novel) if "novel" in snakemake.input.keys() else None,
     random_seed=snakemake.params.random_seed,
 )
 table = scoring.score_examples(examples, n_boot=stats["n_boot"], level=stats["ci_level"], ci_seed=stats["seed"])

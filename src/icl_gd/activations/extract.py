@@ -1,7 +1,7 @@
 """One extraction job: a (model, variant, task, seed, setting) run, from data files to a cache.
 
 Settings ``zsl`` and ``icl`` (``icl_switched``, ``icl_permuted``: on other labels of the same
-demonstrations) evaluate the model as it is; any other setting names a training method from the config: a copy of the model is finetuned on the demonstrations, then evaluated
+demonstrations; ``icl_novel``: with other label words) evaluate the model as it is; any other setting names a training method from the config: a copy of the model is finetuned on the demonstrations, then evaluated
 zero-shot. Everything else of the run (k, true k, learning rate, ...) is recorded in the cache.
 """
 
@@ -21,7 +21,7 @@ from icl_gd.activations import cache, capture, training, work
 from icl_gd.common import benchmark, provenance
 from icl_gd.common.checksums import sha256_of
 from icl_gd.common.specs import TaskSpec, is_base_setting, is_icl_setting
-from icl_gd.data import prompts, splits
+from icl_gd.data import label_pools, prompts, splits
 from icl_gd.data.prompts import Query
 from icl_gd.models import loading
 
@@ -141,6 +141,9 @@ PROMPT_RULES = {
     "icl": "<s> + the first true_k demonstrations (prompt + label word + line end) + the ZSL query without <s>",
     "icl_permuted": "icl with every demonstration's label y replaced by (y + 1) mod n_labels "
     "(splits.permute_labels); the cache's gold is the queries' permuted gold, (gold + 1) mod n_labels",
+    "icl_novel": "icl with the label words drawn from the tokenizer's held-out pool (data.label_pools: "
+    "label_pools(tokenizer).held_out, draw(pool, n_labels, key(seed, task))), class i's the i-th; the queries "
+    "are read among them (label_words, label_ids) and their gold is the gold",
     "finetuning": "one sequence per demonstration: <s> + prompt + label word (prompts.ft_sequences)",
     "content_free": "zsl and icl settings: the label words' log-probabilities for queries whose every text "
     "field is one of content_free.texts (Zhao et al. 2021), with the setting's context "
@@ -210,6 +213,13 @@ def sequences_of(spec: dict, tokenizer, max_len: int, train_path: str, eval_path
     task_spec = _task_spec(spec)
     eval_rows = query_rows(spec, train_path, eval_path)
     label_ids = prompts.label_token_ids(tokenizer, task_spec)
+    if spec.get("demo_labels") == "novel":
+        # words no protocol task uses and a pool-trained reader never saw as labels, drawn per task
+        # and seed; class i's is the i-th, the queries are read among them, their gold is as ever
+        label_ids = label_pools.draw(
+            label_pools.label_pools(tokenizer).held_out, task_spec.n_labels, label_pools.key(seed, task)
+        )
+        task_spec = replace(task_spec, label_words=tuple(tokenizer.decode([i]).strip() for i in label_ids))
     line_end = prompts.line_end_ids(tokenizer, spec.get("demo_separator", "eos"))
     queries = prompts.build_queries(tokenizer, task_spec, eval_rows, label_ids, spec["record_position"], line_end)
     longest = max(len(q.ids) for q in queries)

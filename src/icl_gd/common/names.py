@@ -36,7 +36,8 @@ TABLE_CAPTIONS = {
     "accuracy": "ZSL / FT / ICL accuracy, Jaccard index of prediction changes and Rec2FTP (%), after paper 003 Table 1; "
     "beyond it, ZSL's and ICL's accuracy after contextual calibration (each label word's probability divided by "
     "its mean over three content-free queries in the same context, Zhao et al. 2021) and, where the claims' premise "
-    "is read, ICL's accuracy with its demonstrations' labels permuted consistently, against the permuted gold.",
+    "is read, ICL's accuracy with its demonstrations' labels permuted consistently, against the permuted gold, "
+    "and with label words the model never saw as labels (a held-out pool of its vocabulary), against the gold.",
     "methods": "Similarity of ICL and finetuning per method, layer mean, mean ± std over seeds, after paper 001 Table 2, with the random SimAOU baselines; then how far each method's label distribution (renormalised over the label words) lies from ICL's, KL(ICL || FT) in nats and the total variation TV(ICL, FT), beside how far ZSL's does, KL(ICL || ZSL) (lowest in bold).",
     "variants": "SimAOU and SimAM_delta of GD for trained and untrained models, after paper 001 Table 1.",
     "layer_causal": "SimAOU (normalised, as the reference reports it) and SimAM of standard and layer-causal finetuning, after paper 003 Table 2.",

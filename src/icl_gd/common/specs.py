@@ -22,9 +22,15 @@ from dataclasses import dataclass, field
 # method's counterpart, but the claims' premise's test that the model follows its demonstrations'
 # labels (``metrics.premise``).
 PERMUTED_SETTING = "icl_permuted"
-BASE_SETTINGS = ("zsl", "icl", "icl_switched", PERMUTED_SETTING)
+# ``icl_novel`` (:data:`NOVEL_SETTING`): ICL with label words the protocol never uses, drawn from the
+# tokenizer's held-out pool (``data.label_pools``), the query read among them: whether the model
+# follows label words it never saw as labels (Wei et al. 2023); read beside the premise.
+NOVEL_SETTING = "icl_novel"
+# the premise's ICL settings on other labels, which run wherever it reads a task and seed
+LABEL_TESTS = (PERMUTED_SETTING, NOVEL_SETTING)
+BASE_SETTINGS = ("zsl", "icl", "icl_switched", *LABEL_TESTS)
 # ICL with a method's own number of demonstrations (``methods.<name>.k``): icl_k8, icl_switched_k8.
-ICL_SETTING_PATTERN = r"icl(_switched|_permuted)?(_k[0-9]+)?"
+ICL_SETTING_PATTERN = r"icl(_switched|_permuted|_novel)?(_k[0-9]+)?"
 BASE_SETTING_PATTERN = r"zsl|" + ICL_SETTING_PATTERN
 
 

@@ -17,6 +17,8 @@ from icl_gd.common.specs import (  # noqa: F401  (re-exported: the config's voca
     BASE_SETTING_PATTERN,
     BASE_SETTINGS,
     ICL_SETTING_PATTERN,
+    LABEL_TESTS,
+    NOVEL_SETTING,
     PERMUTED_SETTING,
     ConfigError,
     TaskSpec,
@@ -27,7 +29,8 @@ from icl_gd.common.specs import (  # noqa: F401  (re-exported: the config's voca
 from icl_gd.data import corpora
 from icl_gd.data.presets import TASK_PRESETS
 
-DEMO_LABELS = ("gold", "switched")  # a method's (``methods.<name>.demo_labels``); icl_permuted's: "permuted"
+# a method's (``methods.<name>.demo_labels``); icl_permuted's are "permuted", icl_novel's "novel"
+DEMO_LABELS = ("gold", "switched")
 METHOD_KINDS = ("gd", "lcgd", "linearized")
 MODEL_VARIANTS = ("trained", "untrained", "trained_embeddings", "layernorm_only")
 NAME_PATTERN = r"[A-Za-z0-9][A-Za-z0-9_.-]*"
@@ -204,9 +207,10 @@ def method_runs_on(config: dict, method: str, task: str) -> bool:
 
 def demo_labels(config: dict, setting: str) -> str:
     """Whether a setting's demonstrations carry their gold labels, switched ones (paper 002) or
-    consistently permuted ones (icl_permuted, the premise's test that the model follows them)."""
+    consistently permuted ones (icl_permuted, the premise's test that the model follows them), or
+    the gold classes with label words it never saw (icl_novel)."""
     if is_base_setting(setting):
-        for labels in ("switched", "permuted"):
+        for labels in ("switched", "permuted", "novel"):
             if setting.startswith(f"icl_{labels}"):
                 return labels
         return "gold"

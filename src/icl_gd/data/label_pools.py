@@ -3,9 +3,11 @@ into a *training pool*, which a reader's pretraining may draw its episodes' labe
 *held-out pool*, disjoint from it, which ICL is read with to ask whether the model follows label
 words it was never trained on as labels (Wei et al. 2023's semantically unrelated labels).
 
-A word is a token that decodes to a space and three or more letters: a label word as the templates
-place one, after a space. No protocol label word (``presets.TASK_PRESETS``, any case) is in either
-pool: those are the words the protocol and its permutation read, and a reader is trained on them.
+A word is three or more letters that, after a space, are one token of the tokenizer: a label word as
+the templates place one (``prompts.label_token_ids``), whatever the tokenizer's own marking of the
+space (GPT-2's, SentencePiece's). No protocol label word (``presets.TASK_PRESETS``, any case) is in
+either pool: those are the words the protocol and its permutation read, and a reader is trained on
+them.
 
 Imports nothing of the package but the presets: the split depends on the tokenizer, the share and
 the seed alone, so the recipe that trains on the training pool and the run that reads the held-out
@@ -15,13 +17,14 @@ one find the same words.
 from __future__ import annotations
 
 import re
+import zlib
 from dataclasses import dataclass
 
 import numpy as np
 
 from icl_gd.data.presets import TASK_PRESETS
 
-WORD = re.compile(r" [A-Za-z]{3,}")
+WORD = re.compile(r"[A-Za-z]{3,}")
 HELD_OUT_SHARE = 0.25  # a quarter of the words held out (65 of the built-in tokenizer's 260)
 SEED = 12345
 
@@ -40,14 +43,32 @@ def protocol_words() -> set[str]:
 
 
 def words(tokenizer) -> list[int]:
-    """The tokenizer's word tokens (:data:`WORD`) that are no protocol label word, by id."""
+    """The tokenizer's word tokens that are no protocol label word, by id: each a :data:`WORD` that
+    a space and the word encode to, alone."""
     protocol = protocol_words()
-    found = []
+    candidates = []
     for token_id in range(len(tokenizer)):
-        text = tokenizer.decode([token_id])
-        if WORD.fullmatch(text) and text[1:].lower() not in protocol:
-            found.append(token_id)
-    return found
+        text = tokenizer.decode([token_id]).strip()
+        if WORD.fullmatch(text) and text.lower() not in protocol:
+            candidates.append((token_id, text))
+    if not candidates:
+        return []
+    # "the" and " the" decode alike; only the token a space and the word encode to is a label word
+    encoded = tokenizer([" " + text for _, text in candidates], add_special_tokens=False)["input_ids"]
+    return [token_id for (token_id, _), ids in zip(candidates, encoded) if ids == [token_id]]
+
+
+def key(seed: int, task: str) -> list[int]:
+    """The draw of a task's words at a seed: another task draws other words at the same seed."""
+    return [int(seed), zlib.crc32(task.encode())]
+
+
+def draw(pool: tuple[int, ...], n: int, key) -> list[int]:
+    """``n`` distinct words of ``pool`` (a task's label words, class i the i-th), drawn by ``key``
+    (a seed, or a sequence of them): the same words for the same key on every machine."""
+    if n > len(pool):
+        raise ValueError(f"label pools: {n} label words asked of a pool of {len(pool)}: use a larger vocabulary")
+    return [int(i) for i in np.random.default_rng(key).choice(np.asarray(pool), n, replace=False)]
 
 
 def label_pools(tokenizer, held_out_share: float = HELD_OUT_SHARE, seed: int = SEED) -> LabelPools:

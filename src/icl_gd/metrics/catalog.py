@@ -111,6 +111,10 @@ CATALOG: tuple[Metric, ...] = (
     # claims' premise, that the model follows its demonstrations' labels; beyond the papers
     _share("acc_icl_permuted", "ICL, permuted labels, accuracy (%)", figure_label="ICL, permuted labels",
            axis_label="ICL accuracy on permuted labels (%)", shown_in=("accuracy",), rank={"accuracy": 3}),
+    # ICL with label words the model never saw as labels (setting icl_novel, data.label_pools), against
+    # the gold: whether it follows any words as labels, not only its training's (Wei et al. 2023)
+    _share("acc_icl_novel", "ICL, novel label words, accuracy (%)", figure_label="ICL, novel label words",
+           axis_label="ICL accuracy on novel label words (%)", shown_in=("accuracy",), rank={"accuracy": 3.5}),
     # ZSL's and ICL's accuracy after contextual calibration (Zhao et al. 2021; metrics.calibration):
     # each label word's probability divided by its mean over content-free queries in the same context
     _share("acc_zsl_calibrated", "ZSL Accuracy, calibrated (%)", figure_label="ZSL, calibrated",

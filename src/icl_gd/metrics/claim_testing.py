@@ -117,7 +117,7 @@ def evaluate_all(
         if ex.meta["variant"] == "trained" and ex.meta["method"] not in finetuning[ex.meta["model"]]:
             finetuning[ex.meta["model"]].append(ex.meta["method"])
     own = {c for methods in finetuning.values() for m in methods for c in premise.finetuning_claim(m).cells}
-    cells = [c for claim in (*claims, *premise.CLAIMS, premise.CALIBRATED) for c in claim.cells]
+    cells = [c for claim in (*claims, *premise.CLAIMS, premise.CALIBRATED, premise.NOVEL) for c in claim.cells]
     needed = {run_cell(c) for c in cells} | own
     needed.discard(None)
     values = Replicates(index, needed, n_boot, seed)
@@ -135,11 +135,12 @@ def evaluate_all(
             for row in _test_claim(claim, model, tasks, premise_values, run_cell, family=premise.CELLS, **read)
         ]
         learns = premise.learning_tasks(reading)
-        calibrated = _test_claim(
-            premise.CALIBRATED, model, tasks, premise_values, run_cell, family=premise.CELLS, **read
+        calibrated, novel = (
+            _test_claim(claim, model, tasks, premise_values, run_cell, family=premise.CELLS, **read)
+            for claim in (premise.CALIBRATED, premise.NOVEL)
         )
         tops = _top_predictions(premise_index, model, tasks, run_cell)
-        premise_rows += premise.premise_rows(reading, tops, labels or {}, calibrated)
+        premise_rows += premise.premise_rows(reading, tops, labels or {}, calibrated, novel)
         # each method's FT above ZSL at the premise's level, which its own tasks do not change
         at = next(
             (r["level"] for r in reading if r["task"] not in ("", MEAN)), 1 - alpha / (premise.CELLS * len(tasks))
@@ -193,6 +194,7 @@ def evaluate_all(
             "collapsed": bool,
             "top_class": "int64",
             "learns_calibrated": bool,
+            "follows_novel": bool,
         }
     )
     method_table = pd.DataFrame(method_rows, columns=premise.METHOD_COLUMNS).astype(

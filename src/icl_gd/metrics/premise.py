@@ -95,6 +95,24 @@ CALIBRATED = Claim(
     note="beside the premise, not part of it: its two cells at the premise's level, with the premise's "
     "label-following cell (FOLLOWS); not run where the caches recorded no content-free queries",
 )
+# Label following again, with label words the model never saw as labels (setting icl_novel: each
+# class's word drawn from a held-out pool of the tokenizer's words, ``data.label_pools``), against the
+# gold's majority class: read beside the premise at its level, not part of it. A model that reads
+# its demonstrations' labels follows any word; one that learned its label words' roles in training
+# follows those alone (Wei et al. 2023's semantically unrelated labels).
+NOVEL = Claim(
+    "premise-novel",
+    "",
+    "premise",
+    "The model follows label words it never saw as labels: with its demonstrations labelled by words of a "
+    "held-out pool, ICL answers with the gold class's word more often than the majority class",
+    ("trained", "gd", "acc_icl_novel"),
+    (("trained", "gd", MAJORITY),),
+    +1,
+    "every",
+    note="beside the premise, not part of it: ICL at the config's k with each class's label word drawn per task and "
+    "seed from the tokenizer's held-out pool (data/label_pools.py), at the level of the premise's cells",
+)
 CLAIMS = (PREMISE, FOLLOWS)  # tested together: one family of comparisons per task
 CELLS = sum(len(c.against) for c in CLAIMS)  # 3: the premise's Bonferroni m is tasks x CELLS
 ZSL, MAJORITY_CELL = 0, 1  # the premise's comparisons, in the order of PREMISE.b
@@ -138,6 +156,12 @@ COLUMNS = [
     "icl_majority_calibrated_high",
     "icl_majority_calibrated_status",
     "learns_calibrated",
+    "icl_novel",
+    "icl_novel_majority",
+    "icl_novel_majority_low",
+    "icl_novel_majority_high",
+    "icl_novel_majority_status",
+    "follows_novel",
 ]
 # the columns each claims row gains: the task's premise, and the claim read over the premise's tasks
 CLAIM_COLUMNS = [
@@ -232,14 +256,16 @@ def premise_rows(
     tops: dict[str, tuple[int, float]],
     labels: dict[str, list[str]],
     calibrated: list[dict] | None = None,
+    novel: list[dict] | None = None,
 ) -> list[dict]:
     """One row per task of the premise (:data:`COLUMNS`), from its tests' rows (of :data:`CLAIMS`),
     ICL's most-predicted class per task (:func:`top_prediction`), the tasks' label words (class ->
-    word) and the calibrated reading's rows (of :data:`CALIBRATED`; none: not run)."""
+    word), the calibrated reading's rows (of :data:`CALIBRATED`; none: not run) and the novel label
+    words' (of :data:`NOVEL`; none: not run)."""
     learns = learning_tasks(reading)
     learns_calibrated = calibrated_learning(reading, calibrated or [])
     by_task: dict[str, dict[tuple[str, int], dict]] = {}
-    for row in [*reading, *(calibrated or [])]:
+    for row in [*reading, *(calibrated or []), *(novel or [])]:
         if row["task"] not in ("", MEAN):
             by_task.setdefault(row["task"], {})[(row["claim"], row["comparison"])] = row
     rows = []
@@ -249,6 +275,7 @@ def premise_rows(
         follows = cells.get((FOLLOWS.id, 0), {})
         calibrated_zsl = cells.get((CALIBRATED.id, ZSL), {})
         calibrated_majority = cells.get((CALIBRATED.id, MAJORITY_CELL), {})
+        novel_majority = cells.get((NOVEL.id, 0), {})
         top_class, top_share = tops.get(task, (-1, math.nan))
         words = labels.get(task, [])
         rows.append(
@@ -276,6 +303,9 @@ def premise_rows(
                 **_interval("icl_zsl_calibrated", calibrated_zsl),
                 **_interval("icl_majority_calibrated", calibrated_majority),
                 learns_calibrated=learns_calibrated.get(task, False),
+                icl_novel=novel_majority.get("a", math.nan),
+                **_interval("icl_novel_majority", novel_majority),
+                follows_novel=novel_majority.get("status") == "holds",
             )
         )
     return rows

@@ -55,12 +55,17 @@ def ratios() -> tuple[str, ...]:
 # the premise reads its task and seed (planning.plan.permuted_runs).
 PERMUTED = "acc_icl_permuted"
 PERMUTED_COLUMNS = ("pred_icl_permuted", "gold_permuted")  # a run's per-example file holds them where it has it
+# ICL's accuracy with label words the model never saw as labels, against the gold (setting
+# icl_novel): whether it follows label words it was not trained on. Where the premise reads a run,
+# as PERMUTED; its predictions' column
+NOVEL = "acc_icl_novel"
+NOVEL_COLUMN = "pred_icl_novel"
 # ZSL's and ICL's predictions after contextual calibration (metrics.calibration), where their caches
 # recorded the content-free queries (caches from before: none): accuracy -> its predictions' column
 CALIBRATED = {"acc_zsl_calibrated": "pred_zsl_calibrated", "acc_icl_calibrated": "pred_icl_calibrated"}
-OPTIONAL_COLUMNS = (*PERMUTED_COLUMNS, *CALIBRATED.values())
+OPTIONAL_COLUMNS = (*PERMUTED_COLUMNS, NOVEL_COLUMN, *CALIBRATED.values())
 # the ratios of a run without a finetuned model (:func:`icl_examples`)
-UNTRAINED = ("acc_zsl", "acc_icl", PERMUTED, *CALIBRATED)
+UNTRAINED = ("acc_zsl", "acc_icl", PERMUTED, NOVEL, *CALIBRATED)
 
 
 @dataclass
@@ -71,7 +76,8 @@ class RunExamples:
     run's demonstrations ran in further orders, the order sensitivity. ``alpha`` is there when
     the run has a baseline method to compare with (``meta["baseline"]``). Where ICL also ran on
     consistently permuted labels (:data:`PERMUTED`), its predictions and the permuted gold
-    (``gold_permuted``, the class whose word the permuted demonstrations give the gold class).
+    (``gold_permuted``, the class whose word the permuted demonstrations give the gold class); where
+    it also ran on novel label words (:data:`NOVEL`), its predictions, against the gold.
     Where ZSL's and ICL's caches recorded content-free queries, their calibrated predictions
     (:data:`CALIBRATED`). A run of the premise's alone (:func:`icl_examples`) has no finetuned
     model: no ``pred_ft``, no similarity, and of the ratios only ZSL's and ICL's."""
@@ -86,6 +92,7 @@ class RunExamples:
     per_example: dict[str, np.ndarray] = field(default_factory=dict)
     pred_icl_permuted: np.ndarray | None = None
     gold_permuted: np.ndarray | None = None
+    pred_icl_novel: np.ndarray | None = None
     pred_zsl_calibrated: np.ndarray | None = None
     pred_icl_calibrated: np.ndarray | None = None
 
@@ -98,13 +105,15 @@ class RunExamples:
     def ratio_names(self) -> tuple[str, ...]:
         """The ratio scores this run has: every one of :func:`ratios` but the means whose values
         it lacks (made by hand, or without further orders) and, without ICL on permuted labels,
-        :data:`PERMUTED`, without calibrated predictions, :data:`CALIBRATED`."""
+        :data:`PERMUTED`, without ICL on novel label words, :data:`NOVEL`, without calibrated
+        predictions, :data:`CALIBRATED`."""
         mean = means()
         return tuple(
             name
             for name in ratios()
             if (name not in mean or name in self.per_example)
             and (name != PERMUTED or self.pred_icl_permuted is not None)
+            and (name != NOVEL or self.pred_icl_novel is not None)
             and (name not in CALIBRATED or getattr(self, CALIBRATED[name]) is not None)
             and (self.pred_ft is not None or name in UNTRAINED)
         )
@@ -116,6 +125,10 @@ class RunExamples:
             if self.pred_icl_permuted is None:
                 raise ValueError(f"{name}: this run has no ICL on permuted labels (planning.plan.permuted_runs)")
             return (self.pred_icl_permuted == self.gold_permuted).astype(np.float64), np.ones(len(self.gold))
+        if name == NOVEL:
+            if self.pred_icl_novel is None:
+                raise ValueError(f"{name}: this run has no ICL on novel label words (planning.plan.permuted_runs)")
+            return (self.pred_icl_novel == self.gold).astype(np.float64), np.ones(len(self.gold))
         if name in CALIBRATED:
             pred = getattr(self, CALIBRATED[name])
             if pred is None:
@@ -156,14 +169,16 @@ def run_examples(
     base: RunCache | None = None,
     *,
     permuted: RunCache | None = None,
+    novel: RunCache | None = None,
     random_seed: int = 0,
 ) -> RunExamples:
     """Every per-example value of one run. ``base`` is the baseline method's cache of the same
     model, variant, task and seed: with it, alpha = cos(m_FT − m_ZSL, m_base − m_ZSL) (paper 001
     Fig. 2 has FT = LCGD, base = GD). ``permuted``: the run's ICL cache on consistently permuted
-    labels (setting icl_permuted), whose gold is the permuted gold (``activations.extract``)."""
-    _check_aligned(zsl, icl, ft, *(c for c in (base, permuted) if c is not None))
-    predictions = _untrained_predictions(zsl, icl, permuted)
+    labels (setting icl_permuted), whose gold is the permuted gold (``activations.extract``);
+    ``novel``: its ICL cache on novel label words (setting icl_novel)."""
+    _check_aligned(zsl, icl, ft, *(c for c in (base, permuted, novel) if c is not None))
+    predictions = _untrained_predictions(zsl, icl, permuted, novel)
     rng = np.random.default_rng(random_seed)
     # Every similarity compares changes from ZSL (dh = h_S - h_ZSL, dm = m_S - m_ZSL), which the
     # compact cache stores as they are; formulas.py computes them all from per-row dot products.
@@ -193,7 +208,7 @@ def run_examples(
     meta.update(method=ft.meta["setting"], baseline=None)
     # the software that made the run's caches (a cache written before provenance was recorded: none)
     meta["provenance"] = provenance.distinct(
-        c.meta.get(provenance.KEY) for c in (zsl, icl, ft, base, permuted) if c is not None
+        c.meta.get(provenance.KEY) for c in (zsl, icl, ft, base, permuted, novel) if c is not None
     )
     if base is not None:
         sims.update({name: found[name] for name in with_baseline})
@@ -212,26 +227,33 @@ def run_examples(
     )
 
 
-def icl_examples(zsl: RunCache, icl: RunCache, permuted: RunCache, *, method: str) -> RunExamples:
+def icl_examples(
+    zsl: RunCache, icl: RunCache, permuted: RunCache, *, method: str, novel: RunCache | None = None
+) -> RunExamples:
     """The per-example values of a run of the premise alone, on a seed the claims do not read
-    (``planning.plan.premise_icl_runs``): ZSL, ICL and ICL on permuted labels, no finetuned model,
-    filed as the run of ``method`` (the premise's) on its seed."""
-    _check_aligned(zsl, icl, permuted)
-    predictions = _untrained_predictions(zsl, icl, permuted)
+    (``planning.plan.premise_icl_runs``): ZSL, ICL, ICL on permuted labels and, where given, on
+    novel label words, no finetuned model, filed as the run of ``method`` (the premise's) on its seed."""
+    runs = (zsl, icl, permuted, *((novel,) if novel is not None else ()))
+    _check_aligned(*runs)
+    predictions = _untrained_predictions(zsl, icl, permuted, novel)
     meta = {key: icl.meta[key] for key in ("model", "variant", "task", "seed")}
     meta.update(method=method, baseline=None, finetuned=False)
-    meta["provenance"] = provenance.distinct(c.meta.get(provenance.KEY) for c in (zsl, icl, permuted))
+    meta["provenance"] = provenance.distinct(c.meta.get(provenance.KEY) for c in runs)
     return RunExamples(meta=meta, pred_ft=None, similarities={}, **predictions)
 
 
-def _untrained_predictions(zsl: RunCache, icl: RunCache, permuted: RunCache | None) -> dict:
+def _untrained_predictions(
+    zsl: RunCache, icl: RunCache, permuted: RunCache | None, novel: RunCache | None = None
+) -> dict:
     """A run's examples and the predictions of its settings without a finetuned model: ZSL, ICL,
-    ICL on permuted labels (with the permuted gold) where given, and ZSL's and ICL's calibrated."""
-    if permuted is not None and permuted.meta.get("demo_labels") != "permuted":
-        raise ValueError(
-            f"{permuted.path or 'the permuted cache'}: setting {permuted.meta.get('setting')!r} has "
-            f"{permuted.meta.get('demo_labels')!r} labels, not permuted ones; give the run's icl_permuted cache"
-        )
+    ICL on permuted labels (with the permuted gold) and on novel label words where given, and ZSL's
+    and ICL's calibrated."""
+    for run, labels in ((permuted, "permuted"), (novel, "novel")):
+        if run is not None and run.meta.get("demo_labels") != labels:
+            raise ValueError(
+                f"{run.path or f'the {labels} cache'}: setting {run.meta.get('setting')!r} has "
+                f"{run.meta.get('demo_labels')!r} labels, not {labels} ones; give the run's icl_{labels} cache"
+            )
     return dict(
         example_id=np.asarray(zsl.example_id, dtype=np.int64),
         gold=np.asarray(zsl.gold),
@@ -239,6 +261,7 @@ def _untrained_predictions(zsl: RunCache, icl: RunCache, permuted: RunCache | No
         pred_icl=np.asarray(icl.pred),
         pred_icl_permuted=np.asarray(permuted.pred) if permuted is not None else None,
         gold_permuted=np.asarray(permuted.gold) if permuted is not None else None,
+        pred_icl_novel=np.asarray(novel.pred) if novel is not None else None,
         pred_zsl_calibrated=calibrated_predictions(zsl),
         pred_icl_calibrated=calibrated_predictions(icl),
     )

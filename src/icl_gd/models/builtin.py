@@ -20,7 +20,7 @@ import pandas as pd
 import torch
 
 from icl_gd.config import resolve as cfg
-from icl_gd.data import prompts
+from icl_gd.data import label_pools, prompts
 from icl_gd.models import curve, episodes, loading, pretraining, shipped
 
 log = logging.getLogger(__name__)
@@ -139,14 +139,18 @@ def build(
     model = model.to(loading.pick_device(device))
     track = spec.get("pretrain_curve") or {}
     train, held_out = curve.split_held_out(frames, int(track.get("examples", 0)) if track else 0)
+    mapping, canonical_steps = spec.get("pretrain_label_mapping", "canonical"), spec.get("pretrain_canonical_steps", 0)
+    # under the pool mapping, the curve also reads the held-out pool's words, which no episode uses
+    pools = label_pools.label_pools(tokenizer) if mapping == "pool" else None
     sampler = episodes.Episodes(
         tokenizer,
         train,
         seed=spec["seed"],
         demos=spec.get("pretrain_demos", (1, 16)),
         max_len=min(spec["pretrain_len"], spec["n_positions"]),
+        pool=pools.train if pools else (),
+        pool_share=spec.get("pretrain_pool_share", 0.0),
     )
-    mapping, canonical_steps = spec.get("pretrain_label_mapping", "canonical"), spec.get("pretrain_canonical_steps", 0)
     size = spec.get("pretrain_batch", 8)
     label_ids = sorted({i for task in frames for i in prompts.label_token_ids(tokenizer, episodes.preset(task))})
     rows, recent = [], []
@@ -155,7 +159,8 @@ def build(
         if loss is not None:
             recent.append(loss)
         if track and (step % track["every"] == 0 or step == spec["pretrain_steps"]):
-            for row in curve.reading(model, tokenizer, train, held_out, k=track["k"]).values():
+            novel = pools.held_out if pools else None
+            for row in curve.reading(model, tokenizer, train, held_out, k=track["k"], novel=novel).values():
                 rows.append({"step": step, "loss": float(np.mean(recent)) if recent else np.nan, **row})
             recent.clear()
 

@@ -6,7 +6,10 @@ The held-out examples are rows of the twins' train splits that the pretraining n
 the rows it does train on, as the protocol draws them (``splits.select_demos``). The three readings
 are the premise's (``metrics/premise.py``): ZSL, ICL with the gold labels, and ICL with the labels
 permuted consistently (``splits.permute_labels``) scored against the permuted gold. ICL above ZSL
-alone can be a shift that any context causes; following a permutation of the labels cannot.
+alone can be a shift that any context causes; following a permutation of the labels cannot. Given a
+held-out pool of words (``novel``, ``data.label_pools``), also ``icl_novel``: the demonstrations
+labelled with words of that pool, the query read among them, over :data:`NOVEL_DRAWS` draws of words
+and demonstrations (the words of draw d are those setting icl_novel reads at seed d).
 """
 
 from __future__ import annotations
@@ -15,11 +18,13 @@ import numpy as np
 import pandas as pd
 import torch
 
-from icl_gd.data import prompts, splits
+from icl_gd.data import label_pools, prompts, splits
 from icl_gd.models import loading
 from icl_gd.models.episodes import preset
 
 READINGS = ("zsl", "icl", "icl_permuted")
+NOVEL = "icl_novel"
+NOVEL_DRAWS = 3
 
 
 def split_held_out(frames: dict[str, pd.DataFrame], n: int) -> tuple[dict, dict]:
@@ -37,10 +42,18 @@ def split_held_out(frames: dict[str, pd.DataFrame], n: int) -> tuple[dict, dict]
 
 @torch.no_grad()
 def reading(
-    model, tokenizer, train: dict[str, pd.DataFrame], held_out: dict[str, pd.DataFrame], *, k: int, seed: int = 0
+    model,
+    tokenizer,
+    train: dict[str, pd.DataFrame],
+    held_out: dict[str, pd.DataFrame],
+    *,
+    k: int,
+    seed: int = 0,
+    novel: tuple[int, ...] | None = None,
 ):
     """Per task, the accuracy (%) of each of :data:`READINGS` on the held-out rows, at k
-    demonstrations (as many as fit the model's context)."""
+    demonstrations (as many as fit the model's context), and of :data:`NOVEL` where ``novel`` (a
+    held-out pool of words) is given."""
     was_training = model.training
     model.eval()
     context_length = loading.context_length(model)
@@ -52,18 +65,29 @@ def reading(
         gold = queries_frame["label"].to_numpy()
         demos = splits.select_demos(train[task], seed, k, 0)
         longest = max(len(q) for q in queries)
+
+        def icl_context(shown: pd.DataFrame, words: list[int]) -> list[int]:
+            demo_ids = prompts.demonstration_ids(tokenizer, spec, shown, words)
+            fit = prompts.true_k([len(d) + 1 for d in demo_ids], longest, context_length)
+            return prompts.icl_context(tokenizer, demo_ids[:fit])
+
         row = {"task": task}
         for name in READINGS:
             if name == "zsl":
                 context, expected = [tokenizer.bos_token_id], gold
             else:
                 shown = splits.permute_labels(demos, spec.n_labels) if name == "icl_permuted" else demos
-                demo_ids = prompts.demonstration_ids(tokenizer, spec, shown, label_ids)
-                fit = prompts.true_k([len(d) + 1 for d in demo_ids], longest, context_length)
-                context = prompts.icl_context(tokenizer, demo_ids[:fit])
+                context = icl_context(shown, label_ids)
                 expected = splits.permuted_gold(gold, spec.n_labels) if name == "icl_permuted" else gold
             predicted = _predict(model, context, queries, label_ids)
             row[name] = 100.0 * float(np.mean(predicted == expected))
+        if novel is not None:
+            accuracies = []
+            for draw in range(NOVEL_DRAWS):
+                words = label_pools.draw(novel, spec.n_labels, label_pools.key(draw, task))
+                context = icl_context(splits.select_demos(train[task], draw, k, 0), words)
+                accuracies.append(np.mean(_predict(model, context, queries, words) == gold))
+            row[NOVEL] = 100.0 * float(np.mean(accuracies))
         rows[task] = row
     model.train(was_training)
     return rows

@@ -39,6 +39,7 @@ RECIPE_MODULES = (
     "models/episodes",
     "models/pretraining",
     "models/curve",
+    "data/label_pools",
     "data/prompts",
     "data/presets",
 )

@@ -53,8 +53,8 @@ def cache_seed(config: dict, task: str, setting: str, seed: int) -> int:
 
 def extractions(config: dict) -> list[dict]:
     """Every cache the runs need, once: (model, variant, task, seed, setting), sorted; with ICL on
-    permuted labels where the premise reads it (:func:`permuted_runs`), and the premise's further
-    seeds' caches (:func:`premise_runs`, :func:`premise_icl_runs`)."""
+    permuted labels and on novel label words where the premise reads it (:func:`permuted_runs`),
+    and the premise's further seeds' caches (:func:`premise_runs`, :func:`premise_icl_runs`)."""
     seen = set()
     # a premise run without a finetuned model has ZSL and ICL only
     planned = [(r, 3) for r in runs(config) + premise_runs(config)] + [(r, 2) for r in premise_icl_runs(config)]
@@ -62,7 +62,7 @@ def extractions(config: dict) -> list[dict]:
         for setting in run_settings(config, run["method"])[:n_settings]:
             seed = cache_seed(config, run["task"], setting, run["seed"])
             seen.add((run["model"], run["variant"], run["task"], seed, setting))
-    seen |= {(*key, cfg.PERMUTED_SETTING) for key in permuted_runs(config)}
+    seen |= {(*key, setting) for key in permuted_runs(config) for setting in cfg.LABEL_TESTS}
     return [dict(model=m, variant=v, task=t, seed=s, setting=x) for m, v, t, s, x in sorted(seen)]
 
 
@@ -78,7 +78,8 @@ def premise_method(config: dict) -> str | None:
 
 def permuted_runs(config: dict) -> set[tuple[str, str, str, int]]:
     """The (model, variant, task, seed) whose ICL also runs on consistently permuted labels
-    (setting ``icl_permuted``, ``data.splits.permute_labels``): the trained variant's, on every task
+    (setting ``icl_permuted``, ``data.splits.permute_labels``) and on novel label words (setting
+    ``icl_novel``, ``data.label_pools``): the trained variant's, on every task
     and seed whose runs the premise reads (:func:`premise_method`), at the config's k and in the
     run's own order of its demonstrations (the premise reads no further order). Every run of such a
     (model, variant, task, seed) scores it, as every run scores ZSL (rule score_run)."""

@@ -34,6 +34,11 @@ PREMISE_COLUMNS = (
     "Permuted - majority",
     "Permuted - majority low",
     "Permuted - majority high",
+    "ICL, novel label words (%)",
+    "Novel - majority",
+    "Novel - majority low",
+    "Novel - majority high",
+    "Follows novel words",
     "Learns in context",
     "Learns in context, calibrated",
     "ICL's most-predicted label",
@@ -77,11 +82,18 @@ def premise_table(
         follows = [getattr(row, f"icl_permuted{end}", math.nan) for end in ends]
         run = getattr(row, "icl_permuted_majority_status", "not run") != "not run"
         follows = [_number(x, 1) for x in follows] if run else [NOT_RUN] * 4
+        novel = [getattr(row, f"icl_novel{end}", math.nan) for end in ends]
+        if getattr(row, "icl_novel_majority_status", "not run") != "not run":
+            novel = [_number(x, 1) for x in novel] + ["yes" if row.follows_novel else "no"]
+        else:
+            novel = [NOT_RUN] * 5
         learns = "yes" if row.learns and run else "no"
         calibrated = getattr(row, "icl_zsl_calibrated_status", "not run") != "not run"
         learns_calibrated = ("yes" if row.learns_calibrated and run else "no") if calibrated else NOT_RUN
         similarities = [MISSING] * 3 if sim is None else [f"{sim[c]:.3f}" for c in ("mean", "ci_low", "ci_high")]
-        rows.append([_number(x, 1) for x in numbers] + follows + [learns, learns_calibrated, top] + similarities)
+        rows.append(
+            [_number(x, 1) for x in numbers] + follows + novel + [learns, learns_calibrated, top] + similarities
+        )
     columns, cells = finetuning_columns(premise, methods)
     rows = [row + more for row, more in zip(rows, cells, strict=True)]
     index = pd.MultiIndex.from_tuples(keys, names=["Model", "Task"]) if keys else None
@@ -92,7 +104,11 @@ def premise_table(
         "Bonferroni over the tasks and the three comparisons); learns in context: all three lower ends above 0. "
         "ICL, permuted labels: ICL with each demonstration's label word replaced by the next class's, scored against "
         "the permuted gold (the class whose word it then stands for); a model that follows its demonstrations' labels "
-        "answers with the permuted word, one that a context only shifts does not. Calibrated: the same three "
+        "answers with the permuted word, one that a context only shifts does not. ICL, novel label words: ICL "
+        "with each class's label word drawn from a held-out pool of the tokenizer's words (none a protocol label "
+        "word; a reader trained on a pool of others never saw them as labels), scored against the gold; it follows "
+        "novel words where the lower end of Novel - majority lies above 0 (beside the premise, at its level, not "
+        "part of it). Calibrated: the same three "
         "tests with ZSL's and ICL's predictions calibrated (each label word's probability divided by its mean over "
         "three content-free queries in the same context, Zhao et al. 2021). SimAOU_norm's interval is the "
         "summary's."

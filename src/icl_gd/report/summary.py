@@ -129,6 +129,7 @@ def _premise_blocks(premise: pd.DataFrame, methods: pd.DataFrame | None = None, 
     return blocks + [
         ("ul", [[claim_wording.premise_task_text(r)] for r in premise.itertuples(index=False)]),
         *_finetuning_blocks(methods),
+        *_novel_blocks(premise),
         *_calibration_blocks(premise),
         (
             "p",
@@ -156,6 +157,31 @@ def _finetuning_blocks(methods: pd.DataFrame | None) -> list[Block]:
                 f"same intervals): {premise_module.finetuning_text(methods)}. A claim on how alike ICL and finetuning "
                 "are says little where finetuning does not learn either: each claim that compares them is read again "
                 "over the tasks where both learn."
+            ],
+        )
+    ]
+
+
+def _novel_blocks(premise: pd.DataFrame) -> list[Block]:
+    """Where the model follows label words it never saw as labels (none where it was not run)."""
+    if "icl_novel_majority_status" not in premise or (premise["icl_novel_majority_status"] == "not run").all():
+        return []
+    tasks = names.order_tasks(premise["task"])
+    following = set(premise.loc[premise["follows_novel"].astype(bool), "task"])
+    shown = [names.task_label(t) for t in tasks if t in following]
+    where = f"on {len(shown)} of {len(tasks)} tasks" + (f": {', '.join(shown)}" if shown else "")
+    accuracy = ", ".join(
+        f"{names.task_label(r.task)} {r.icl_novel:.0f}%"
+        for r in premise.itertuples(index=False)
+        if r.icl_novel == r.icl_novel
+    )
+    return [
+        (
+            "p",
+            [
+                "With label words it never saw as labels (each class's word drawn from a held-out pool of the "
+                "tokenizer's words, none a protocol label word; beside the premise, on its intervals), ICL answers "
+                f"with the gold class's word more often than the majority class {where} (ICL's accuracy: {accuracy})."
             ],
         )
     ]

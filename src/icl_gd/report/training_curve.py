@@ -29,10 +29,13 @@ def chance(task: str) -> float:
 
 
 def mean_curve(curve: pd.DataFrame) -> pd.DataFrame:
-    """Per step: the loss, the mean over the twins of ZSL, ICL, ICL minus ZSL and label following,
-    and the twins' mean chance rate."""
+    """Per step: the loss, the mean over the twins of ZSL, ICL, ICL minus ZSL and label following
+    (and of ICL on novel label words, where the curve read it), and the twins' mean chance rate."""
     table = curve.assign(gain=curve["icl"] - curve["zsl"], chance=curve["task"].map(chance))
-    return table.groupby("step", as_index=False)[["loss", "zsl", "icl", "gain", "icl_permuted", "chance"]].mean()
+    novel = ["icl_novel"] if "icl_novel" in curve else []
+    return table.groupby("step", as_index=False)[
+        ["loss", "zsl", "icl", "gain", "icl_permuted", *novel, "chance"]
+    ].mean()
 
 
 def reading_onset(curve: pd.DataFrame, margin: float = ONSET_MARGIN) -> int | None:
@@ -45,13 +48,16 @@ def reading_onset(curve: pd.DataFrame, margin: float = ONSET_MARGIN) -> int | No
 def markdown(curve: pd.DataFrame) -> str:
     """The mean curve as a Markdown table (for docs/results.md)."""
     means = mean_curve(curve)
+    novel = "icl_novel" in means
     lines = [
-        "| step | loss | ZSL (%) | ICL (%) | ICL - ZSL (points) | label following (%) |",
-        "|---:|---:|---:|---:|---:|---:|",
+        "| step | loss | ZSL (%) | ICL (%) | ICL - ZSL (points) | label following (%) |"
+        + (" novel label words (%) |" if novel else ""),
+        "|---:|---:|---:|---:|---:|---:|" + ("---:|" if novel else ""),
     ]
     for row in means.itertuples():
         lines.append(
             f"| {row.step} | {row.loss:.3f} | {row.zsl:.1f} | {row.icl:.1f} | {row.gain:+.1f} | {row.icl_permuted:.1f} |"
+            + (f" {row.icl_novel:.1f} |" if novel else "")
         )
     return "\n".join(lines)
 
@@ -77,6 +83,8 @@ def training_curve_figure(curve: pd.DataFrame, stem) -> list[Path]:
     axes[1].axhline(0, color="grey", lw=0.8)
     axes[1].set_ylabel("ICL minus ZSL (points)")
     axes[2].plot(means["step"], means["icl_permuted"], color="black", lw=2.5, label="mean")
+    if "icl_novel" in means:
+        axes[2].plot(means["step"], means["icl_novel"], color="black", lw=1.5, ls="--", label="novel words (mean)")
     axes[2].plot(means["step"], means["chance"], color="grey", ls=":", label="chance (mean)")
     axes[2].set_ylabel("label following (%)")
     axes[2].set_ylim(0, 100)

@@ -378,3 +378,28 @@ def test_development_queries_are_train_rows_that_no_seed_takes_as_a_demonstratio
         _config(), setting="zsl", train_path=train, eval_path=evaluation, out_path=str(tmp_path / "e.arrow"), **common
     )
     assert cache.read_cache(tmp_path / "e.arrow").meta["queries"] == {"split": "evaluation"}
+
+
+def test_icl_on_novel_label_words_reads_the_held_out_pool_and_keeps_the_gold(tokenizer, task_files):
+    """Setting icl_novel: each class's label word drawn from the tokenizer's held-out pool (never a
+    protocol word, never a pool-trained reader's training label), the same for a task and seed on
+    every call and another at another seed; the demonstrations end in them, the queries are read
+    among them, and their gold is ZSL's."""
+    from icl_gd.data import label_pools
+    from icl_gd.planning import plan
+
+    config = _config()
+    held_out = set(label_pools.label_pools(tokenizer).held_out)
+
+    def prepared(setting: str, seed: int = 2):
+        return extract.sequences_of(plan.run_spec(config, "sst2", setting, seed), tokenizer, 512, *task_files)
+
+    zsl, icl, novel = prepared("zsl"), prepared("icl"), prepared(cfg.NOVEL_SETTING)
+    assert set(novel.label_ids) <= held_out and len(set(novel.label_ids)) == 2
+    assert not set(novel.label_ids) & set(icl.label_ids)
+    assert list(novel.task_spec.label_words) == [tokenizer.decode([i]).strip() for i in novel.label_ids]
+    assert [q.gold for q in novel.queries] == [q.gold for q in zsl.queries]
+    assert [d[-1] for d in novel.demo_ids] == [novel.label_ids[int(c)] for c in novel.demos["label"]]
+    assert novel.demos["example_id"].tolist() == icl.demos["example_id"].tolist()  # the same demonstrations
+    assert prepared(cfg.NOVEL_SETTING).label_ids == novel.label_ids
+    assert any(prepared(cfg.NOVEL_SETTING, seed).label_ids != novel.label_ids for seed in (3, 4, 5))

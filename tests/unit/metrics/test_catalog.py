@@ -51,11 +51,12 @@ def test_the_lists_follow_the_catalog():
         "acc_icl",
         "acc_icl_calibrated",
         "acc_icl_permuted",
+        "acc_icl_novel",
         "jaccard_all",
         "jaccard_correct",
         "jaccard_incorrect",
         "rec2ftp",
-    )  # paper 003 Table 1's order, and ICL on permuted labels (the premise's) beside ICL
+    )  # paper 003 Table 1's order, and ICL on permuted labels and novel words (the premise's) beside ICL
     assert scoring.ratios()[:4] == ("acc_zsl", "acc_icl", "acc_ft", "rec2ftp")
     assert set(scoring.means()) == set(catalog.names(kind="divergence")) | set(catalog.shown_in("orders"))
     assert "simaou_random_gaussian" not in catalog.published() and "alpha" in catalog.published()

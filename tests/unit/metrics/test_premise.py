@@ -44,13 +44,15 @@ def _task(
     seed=1,
     model="m",
     calibrated=None,
+    novel=None,
 ):
     """One run of a task: gold labels in ``gold_counts`` per class, shuffled; ZSL and FT right on
     ``zsl`` and ``ft`` examples; ICL right on ``icl`` examples, or predicting class ``icl`` alone
     where given as ("all", class). ICL on permuted labels (None: not run) right against the permuted
     gold on ``permuted`` examples (or ("all", class)), or where given as "ignores", answering the
     original gold as ICL does (a model that the context shifts and that does not read the labels).
-    ``calibrated``: (ICL, ZSL) right after calibration, as ``icl`` and ``zsl`` (None: not recorded)."""
+    ``calibrated``: (ICL, ZSL) right after calibration, as ``icl`` and ``zsl`` (None: not recorded).
+    ``novel``: ICL on novel label words right on ``novel`` examples, as ``icl`` (None: not run)."""
     rng = np.random.default_rng(len(task) * 10 + seed)
     n_classes = len(gold_counts)
     gold = rng.permutation(np.repeat(np.arange(n_classes), gold_counts)).astype(np.int16)
@@ -72,6 +74,7 @@ def _task(
         similarities={},
         pred_icl_permuted=pred_permuted,
         gold_permuted=gold_permuted,
+        pred_icl_novel=None if novel is None else _predictions(gold, novel, n_classes, rng),
         **(
             dict(
                 pred_icl_calibrated=_predictions(gold, calibrated[0], n_classes, rng),
@@ -253,6 +256,32 @@ def test_calibration_reads_the_premise_again_and_the_report_lists_what_it_change
     _, old = claim_testing.evaluate([_task("sst2", icl=180, zsl=100, ft=60, permuted=170)], ROLES, n_boot=200)
     assert old.iloc[0].icl_zsl_calibrated_status == "not run" and not old.iloc[0].learns_calibrated
     assert premise.calibration_changes(old) == [] and summary._calibration_blocks(old) == []
+
+
+def test_novel_label_words_are_read_beside_the_premise_and_the_report_says_where_it_follows_them():
+    """SST2 follows novel words (right on 85% against a 50% majority), MR answers them at chance,
+    AGNews collapses onto its majority class with them: beside the premise at its level, which they
+    do not change (MR learns in context though it does not follow novel words); a run without them
+    reads "not run" and says nothing."""
+    runs = [
+        _task("sst2", icl=180, zsl=100, ft=60, permuted=170, novel=170),
+        _task("mr", icl=180, zsl=100, ft=180, permuted=170, novel=100),
+        _task("agnews", icl=160, zsl=20, ft=160, permuted=150, novel=("all", 2), gold_counts=(40, 40, 80, 40)),
+    ]
+    _, table = claim_testing.evaluate(runs, ROLES, n_boot=200, claims=(FT_ZSL,))
+    rows = table.set_index("task")
+    assert rows["learns"].to_dict() == {"sst2": True, "mr": True, "agnews": True}
+    assert rows["follows_novel"].to_dict() == {"sst2": True, "mr": False, "agnews": False}
+    assert rows["icl_novel"].tolist() == pytest.approx([85.0, 50.0, 40.0])
+    assert rows.loc["agnews", "icl_novel_majority"] == pytest.approx(0.0)
+    assert rows.loc["sst2", "icl_novel_majority_status"] == "holds"
+    assert rows["level"].tolist() == pytest.approx([1 - 0.05 / 9] * 3)  # the premise's level: adds no cell
+    text = summary.to_markdown(summary._novel_blocks(table))
+    assert "more often than the majority class on 1 of 3 tasks: SST2" in text
+    assert "SST2 85%, MR 50%, AGNews 40%" in text
+    _, old = claim_testing.evaluate([_task("sst2", icl=180, zsl=100, ft=60, permuted=170)], ROLES, n_boot=200)
+    assert old.iloc[0].icl_novel_majority_status == "not run" and not old.iloc[0].follows_novel
+    assert summary._novel_blocks(old) == []
 
 
 # --------------------------------------------------------------------------------------------

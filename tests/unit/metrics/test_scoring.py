@@ -22,7 +22,13 @@ TMP = tempfile.mkdtemp(prefix="test_scoring-")  # the hand-made caches (memory-m
 
 COLUMNS = ["model", "variant", "task", "seed", "method", "metric", "layer", "value", "ci_low", "ci_high"]
 GOLD = np.array([0, 1, 1, 0])
-PRED = {"zsl": [1, 0, 1, 0], "icl": [0, 0, 1, 0], "gd": [0, 1, 1, 1], "icl_permuted": [1, 0, 0, 0]}
+PRED = {
+    "zsl": [1, 0, 1, 0],
+    "icl": [0, 0, 1, 0],
+    "gd": [0, 1, 1, 1],
+    "icl_permuted": [1, 0, 0, 0],
+    "icl_novel": [1, 1, 1, 1],
+}
 R2 = 1 / math.sqrt(2)
 
 
@@ -43,9 +49,13 @@ def attn_out(setting: str) -> np.ndarray:
 
 def attn_scores(setting: str) -> np.ndarray:
     """(4, 2 layers, 1 head, 3 keys); example 3's query has 2 keys (NaN past them)."""
-    base = {"zsl": [1.0, 0.0, 0.0], "icl": [1.0, 1.0, 0.0], "gd": [1.0, 1.0, 1.0], "icl_permuted": [1.0, 0.5, 0.0]}[
-        setting
-    ]
+    base = {
+        "zsl": [1.0, 0.0, 0.0],
+        "icl": [1.0, 1.0, 0.0],
+        "gd": [1.0, 1.0, 1.0],
+        "icl_permuted": [1.0, 0.5, 0.0],
+        "icl_novel": [1.0, 0.0, 0.5],
+    }[setting]
     m = np.tile(np.array(base), (4, 2, 1, 1))
     m[:, 1] *= 2.0  # layer 1: same directions, other scale
     m[3, :, :, 2] = np.nan
@@ -602,6 +612,34 @@ def test_icl_on_permuted_labels_is_scored_against_the_permuted_gold_its_cache_ho
         plain.ratio_terms(scoring.PERMUTED)
     with pytest.raises(ValueError, match="not permuted ones"):  # ICL on gold labels in its place
         scoring.run_examples(zsl, icl, gd, permuted=icl)
+
+
+def test_icl_on_novel_label_words_is_scored_against_the_gold(tmp_path, table):
+    """Following label words it never saw: ICL with held-out words as the labels (its cache's gold
+    the gold, class i read as the i-th word) answers [1, 1, 1, 1] against the gold [0, 1, 1, 0]: 50%;
+    carried by the run's per-example file, beside the permuted labels' score, and in a premise run
+    without a finetuned model too."""
+    zsl = run_cache("zsl", layout="compact")
+    novel = run_cache("icl_novel", layout="compact", reference=zsl, demo_labels="novel")
+    permuted = run_cache("icl_permuted", layout="compact", reference=zsl, gold=1 - GOLD, demo_labels="permuted")
+    icl, gd = (run_cache(s, layout="compact", reference=zsl) for s in ("icl", "gd"))
+    ex = scoring.run_examples(zsl, icl, gd, permuted=permuted, novel=novel)
+    scored = scoring.score_examples(ex)
+    assert value(scored, scoring.NOVEL) == 0.5 and value(scored, scoring.PERMUTED) == 0.75
+    assert value(scored, "acc_icl") == value(table, "acc_icl")
+    assert scoring.NOVEL not in set(table.metric)
+    scoring.write_examples(ex, tmp_path / "ex.parquet")
+    back = scoring.read_examples(tmp_path / "ex.parquet")
+    np.testing.assert_array_equal(back.pred_icl_novel, [1, 1, 1, 1])
+    assert scoring.NOVEL in back.ratio_names
+    alone = scoring.icl_examples(zsl, icl, permuted, method="gd", novel=novel)
+    assert scoring.NOVEL in alone.ratio_names and alone.ratio_terms(scoring.NOVEL)[0].tolist() == [0, 1, 1, 0]
+    plain = scoring.run_examples(zsl, icl, gd, permuted=permuted)
+    assert scoring.NOVEL not in plain.ratio_names
+    with pytest.raises(ValueError, match="no ICL on novel label words"):
+        plain.ratio_terms(scoring.NOVEL)
+    with pytest.raises(ValueError, match="not novel ones"):  # the permuted labels' cache in its place
+        scoring.run_examples(zsl, icl, gd, novel=permuted)
 
 
 def test_calibrated_accuracy_where_the_caches_recorded_content_free_queries(table, tmp_path):

@@ -2,12 +2,13 @@
 
 import json
 
+import numpy as np
 import pandas as pd
 import pytest
 import torch
 
 from icl_gd.config import resolve as cfg
-from icl_gd.data import prompts, twins
+from icl_gd.data import label_pools, prompts, twins
 from icl_gd.models import builtin, curve, episodes, loading
 
 SPEC = {
@@ -100,10 +101,12 @@ def test_the_qwen2_builtin_slides_its_first_layers_and_learns(built, tmp_path):
     assert summary["final_loss"] < summary["first_loss"] - 0.5
 
 
-@pytest.mark.parametrize("mapping", ["canonical", "flip", "permute"])
+@pytest.mark.parametrize("mapping", ["canonical", "flip", "permute", "pool"])
 def test_pretraining_episodes_map_classes_to_label_words_as_asked(built, mapping):
     """Within an episode, one word per class (what ICL can read off the demonstrations); across
-    episodes, the task's own words (canonical), those or their reverse (flip), or any order (permute)."""
+    episodes, the task's own words (canonical), those or their reverse (flip), any order (permute),
+    or in about half of them words of the recipe's training pool and never one of its held-out pool
+    (pool: the words setting icl_novel reads are no training episode's label)."""
     out_dir = built[0]
     root = out_dir.parent
     tokenizer = loading.load_tokenizer(out_dir)
@@ -119,8 +122,11 @@ def test_pretraining_episodes_map_classes_to_label_words_as_asked(built, mapping
         words[task] = prompts.label_token_ids(tokenizer, spec)
         for _, row in frame.iterrows():
             classes[tuple(prompts.prompt_ids(tokenizer, spec, row))] = (task, int(row["label"]))
-    seen = set()
-    sampler = episodes.Episodes(tokenizer, frames, seed=1, demos=(1, 16), max_len=10_000)
+    seen, pooled = set(), []
+    pools = label_pools.label_pools(tokenizer)
+    sampler = episodes.Episodes(
+        tokenizer, frames, seed=1, demos=(1, 16), max_len=10_000, pool=pools.train, pool_share=0.5
+    )
     for _ in range(60):
         for episode in sampler.batch(5, mapping):
             ids = episode.ids
@@ -134,6 +140,11 @@ def test_pretraining_episodes_map_classes_to_label_words_as_asked(built, mapping
                 assert used.setdefault(label, demo[-1]) == demo[-1], "one class, two label words in one episode"
             assert len(set(used.values())) == len(used), "two classes, one label word in one episode"
             own = words[task]
+            assert not set(used.values()) & set(pools.held_out)
+            pooled.append(not set(used.values()) <= set(own))
+            if pooled[-1]:
+                assert mapping == "pool" and set(used.values()) <= set(pools.train)
+                continue
             order = tuple(own.index(word) for _, word in sorted(used.items()))
             identity = tuple(sorted(used))
             if mapping == "canonical":
@@ -142,6 +153,7 @@ def test_pretraining_episodes_map_classes_to_label_words_as_asked(built, mapping
                 assert order in (identity, tuple(len(own) - 1 - c for c in sorted(used)))
             seen.add(order == identity)
     assert seen == ({True} if mapping == "canonical" else {True, False})
+    assert 0.35 < np.mean(pooled) < 0.65 if mapping == "pool" else not any(pooled)
 
 
 def test_an_episode_marks_its_label_words_and_the_ones_reading_it_tells(built):

@@ -24,12 +24,13 @@ SPEC = {
     "n_embd": 32,
     "n_head": 2,
     "n_positions": 512,
-    "vocab_size": 400,
+    "vocab_size": 1000,  # enough words for the pool mapping's two pools
     "pretrain_steps": 12,
     "pretrain_lr": 3e-3,
     "pretrain_len": 256,
     "pretrain_label_weight": 1,
-    "pretrain_label_mapping": "permute",
+    "pretrain_label_mapping": "pool",
+    "pretrain_pool_share": 0.5,
     "pretrain_loss": "labels",
     "pretrain_demos": [2, 4],
     "pretrain_batch": 4,
@@ -106,7 +107,8 @@ def test_the_recipe_builds_records_its_curve_and_its_checksum(made, twin_paths):
     table = pd.read_csv(out / builtin.CURVE_FILE, sep="\t")
     assert sorted(table["step"].unique()) == [6, 12]
     assert set(table["task"]) == set(cfg.TASK_PRESETS)
-    assert table[list(curve.READINGS)].apply(lambda c: c.between(0, 100)).all().all()
+    # under the pool mapping the curve also reads the held-out pool's words
+    assert table[[*curve.READINGS, curve.NOVEL]].apply(lambda c: c.between(0, 100)).all().all()
     recipe = json.loads((out / shipped.RECIPE_FILE).read_text())
     frames = {t: pd.read_parquet(p) for t, p in twin_paths.items()}
     assert recipe["checksum"] == shipped.recipe_checksum(SPEC, frames)
@@ -205,7 +207,9 @@ def test_the_recipe_checksum_follows_the_codes_meaning_not_its_writing(tmp_path)
     )
     assert code_versions.meaning(source) == before
     source.write_text(
-        text.replace('MAPPINGS = ("canonical", "flip", "permute")', 'MAPPINGS = ("canonical", "permute")')
+        text.replace(
+            'MAPPINGS = ("canonical", "flip", "permute", "pool")', 'MAPPINGS = ("canonical", "permute", "pool")'
+        )
     )
     assert code_versions.meaning(source) != before
 

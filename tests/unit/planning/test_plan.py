@@ -40,10 +40,10 @@ def test_runs_and_extractions_of_the_paper_config():
     assert {r["task"] for r in runs if r["method"] == "lcgd_clip"} == {"subj"}
     assert runs[0] == dict(model="fairseq-1.3b", variant="trained", task="sst2", seed=2, method="gd")
     caches = plan.extractions(PAPER)
-    # per seed, trained: icl, icl_switched, icl_permuted (the premise's) + 4 methods (+ clipped LCGD
-    # on Subj); the other two variants icl, gd; and each variant one ZSL per task, the first seed's,
-    # which does not depend on the seed
-    assert len(caches) == 6 * 3 * (7 + 2 + 2) + 3 + 6 * 3 == 219
+    # per seed, trained: icl, icl_switched, icl_permuted and icl_novel (the premise's) + 4 methods
+    # (+ clipped LCGD on Subj); the other two variants icl, gd; and each variant one ZSL per task,
+    # the first seed's, which does not depend on the seed
+    assert len(caches) == 6 * 3 * (8 + 2 + 2) + 3 + 6 * 3 == 237
     assert {c["seed"] for c in caches if c["setting"] == "zsl" and c["task"] == "sst2"} == {2}
     assert len({tuple(c.values()) for c in caches}) == len(caches)
     assert plan.run_settings(PAPER, "gd_switched") == ["zsl", "icl_switched", "gd_switched"]
@@ -430,8 +430,9 @@ def test_the_premise_reads_further_seeds_that_no_claim_reads():
     icl_only = plan.premise_icl_runs(wider)
     assert len(icl_only) == 6 * 4 and {(r["variant"], r["method"]) for r in icl_only} == {("trained", "gd")}
     added = {tuple(c.values()) for c in plan.extractions(wider)} - {tuple(c.values()) for c in plan.extractions(plain)}
-    # per task and further seed: ICL and ICL on permuted labels, no finetuned model, no further ZSL
-    assert {c[-1] for c in added} == {"icl", "icl_permuted"} and len(added) == 6 * 4 * 2
+    # per task and further seed: ICL, and ICL on permuted labels and on novel label words; no
+    # finetuned model, no further ZSL
+    assert {c[-1] for c in added} == {"icl", "icl_permuted", "icl_novel"} and len(added) == 6 * 4 * 3
     assert plan.permuted_runs(wider) - plan.permuted_runs(plain) == {
         (r["model"], r["variant"], r["task"], r["seed"]) for r in icl_only
     }

@@ -109,13 +109,14 @@ def finetuning_choice(wildcards, setting):
     return setting_choice.read_chosen(found.output.table, wildcards.variant, setting)
 
 
-# The (model, variant, task, seed) whose ICL also runs on permuted labels: where the premise reads them.
+# The (model, variant, task, seed) whose ICL also runs on permuted labels and on novel label words:
+# where the premise reads them.
 PERMUTED_RUNS = plan.permuted_runs(config)
 
 
 def setting_caches(wildcards):
     """ZSL, ICL and FT caches of a run, its baseline method's cache for alpha, and where the
-    premise reads its task and seed, ICL on permuted labels."""
+    premise reads its task and seed, ICL on permuted labels and on novel label words."""
     _, icl, method = plan.run_settings(config, wildcards.method)
     caches = {"zsl": zsl_cache(wildcards), "icl": CACHE.format(**wildcards, setting=icl),
               "ft": CACHE.format(**wildcards, setting=method)}
@@ -124,6 +125,7 @@ def setting_caches(wildcards):
         caches["base"] = CACHE.format(**wildcards, setting=baseline)
     if (wildcards.model, wildcards.variant, wildcards.task, int(wildcards.seed)) in PERMUTED_RUNS:
         caches["permuted"] = CACHE.format(**wildcards, setting=cfg.PERMUTED_SETTING)
+        caches["novel"] = CACHE.format(**wildcards, setting=cfg.NOVEL_SETTING)
     return caches
 
 

@@ -32,15 +32,17 @@ def all_run_examples():
     return [RUN_EXAMPLES.format(**r) for r in RUNS]
 
 
-# A run of the premise alone, on a seed the claims do not read (config key premise.seeds): ZSL, ICL and
-# ICL on permuted labels, no finetuned model (plan.premise_icl_runs).
+# A run of the premise alone, on a seed the claims do not read (config key premise.seeds): ZSL, ICL,
+# ICL on permuted labels and on novel label words, no finetuned model (plan.premise_icl_runs).
 PREMISE_ICL = "results/metrics/premise_icl/{model}/{variant}/{task}/seed{seed}/{method}.parquet"
 
 
 def premise_icl_caches(wildcards):
-    """A premise run's ZSL (its task's), ICL on its method's demonstrations, and ICL on permuted labels."""
+    """A premise run's ZSL (its task's), ICL on its method's demonstrations, and ICL on permuted labels
+    and on novel label words."""
     return {"zsl": zsl_cache(wildcards), "icl": CACHE.format(**wildcards, setting=cfg.icl_setting(config, wildcards.method)),
-            "permuted": CACHE.format(**wildcards, setting=cfg.PERMUTED_SETTING)}
+            "permuted": CACHE.format(**wildcards, setting=cfg.PERMUTED_SETTING),
+            "novel": CACHE.format(**wildcards, setting=cfg.NOVEL_SETTING)}
 
 
 def all_premise_examples():
