@@ -286,9 +286,8 @@ def test_model_jobs_go_through_sbatch_with_their_resources(slurm, runs):
     records = [slurm.job(jobid) for jobid in jobids]
     by_comment = {r["Comment"]: r for r in records}
     assert all(r["JobState"] == "COMPLETED" for r in records), records
-    # one SLURM job per CPU model job, and one per variant for its extractions (three; the trained
-    # one's five, with icl_permuted and icl_novel: a group job's comment is its group and its rules); none for a
-    # local rule
+    # one SLURM job per CPU model job, and one per variant for its three extractions (a group job's
+    # comment is its group and its rules); none for a local rule
     groups = {c for c in by_comment if c.startswith("rule_extract_")}
     assert groups == {
         f"rule_extract_tiny_{v}_extract_base_extract_zsl_finetune_and_extract" for v in ("trained", "untrained")
@@ -298,16 +297,15 @@ def test_model_jobs_go_through_sbatch_with_their_resources(slurm, runs):
         if comment in groups:
             assert record["Partition"] == GPU_PARTITION
             assert record["TresPerJob"] == "gres:gpu:1" and record["CpusPerTres"] == "gres:gpu:1"
-            # from the estimate: zsl 1000 MB (the least), icl (and icl_permuted, icl_novel) 1000, gd
-            # 1200; 7, 10 (and 10, 10) and 15 min, in turn
+            # from the estimate: zsl 1000 MB (the least), icl 1000, gd 1200; 7, 10 and 15 min, in turn
             assert record["MinMemoryNode"] == "1200M"
-            assert record["TimeLimit"] == ("00:52:00" if "_trained_" in comment else "00:32:00")
+            assert record["TimeLimit"] == "00:32:00"
         else:
             assert record["Partition"] == CPU_PARTITION and "gpu" not in record.get("TresPerJob", "")
     assert by_comment["rule_build_builtin_model_wildcards_tiny"]["NumCPUs"] == "2"  # its threads
     # each extraction took the GPU SLURM gave its job (CUDA_VISIBLE_DEVICES=0)
     logs = sorted((cluster / "results/logs/extract/tiny").rglob("*.log"))
-    assert len(logs) == 8
+    assert len(logs) == 6
     for log in logs:
         assert "using GPU 0 of ['0']" in log.read_text(), log
 
@@ -317,7 +315,7 @@ def test_model_jobs_go_through_sbatch_with_their_resources(slurm, runs):
 def test_cluster_outputs_equal_a_local_run(runs):
     local, cluster, _ = runs
     caches = sorted(p.relative_to(local) for p in (local / "results/activations").rglob("*.arrow"))
-    assert len(caches) == 8
+    assert len(caches) == 6
     assert caches == sorted(p.relative_to(cluster) for p in (cluster / "results/activations").rglob("*.arrow"))
     for path in caches:
         a, b = cache.read_cache(local / path), cache.read_cache(cluster / path)

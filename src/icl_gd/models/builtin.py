@@ -144,7 +144,7 @@ def build(
     pools = label_pools.label_pools(tokenizer) if mapping == "pool" else None
     sampler = episodes.Episodes(
         tokenizer,
-        train,
+        episode_frames(train, spec),
         seed=spec["seed"],
         demos=spec.get("pretrain_demos", (1, 16)),
         max_len=min(spec["pretrain_len"], spec["n_positions"]),
@@ -198,6 +198,23 @@ def build(
 
 
 CURVE_FILE = "training_curve.tsv"
+
+
+def episode_frames(frames: dict[str, pd.DataFrame], spec: dict) -> dict[str, pd.DataFrame]:
+    """The twins the pretraining draws its episodes from: every twin but those ``pretrain_leave_out``
+    names, which the model is then read on as a task it never trained on (its tokenizer still fits
+    every twin's train rows, so that their label words are single tokens; its curve reads them too)."""
+    left_out = list(spec.get("pretrain_leave_out") or ())
+    unknown = sorted(set(left_out) - set(frames))
+    if unknown:
+        raise cfg.ConfigError(
+            f"pretrain_leave_out: {', '.join(map(repr, unknown))} is no twin the built-in model trains on; "
+            f"name some of {', '.join(sorted(frames))}"
+        )
+    kept = {task: frame for task, frame in frames.items() if task not in left_out}
+    if not kept:
+        raise cfg.ConfigError("pretrain_leave_out: every twin is left out, so there is nothing to train on; keep one")
+    return kept
 
 
 SPECIAL_TOKENS = {"bos_token": "<s>", "eos_token": "</s>", "pad_token": "<pad>", "unk_token": "<unk>"}

@@ -184,6 +184,26 @@ def test_episodes_cut_at_max_len_keep_only_the_label_words_they_hold(built):
         assert len(episode.ids) <= 150 and all(p + 1 < len(episode.ids) for p in episode.labels)
 
 
+def test_a_left_out_twin_reaches_no_episode(built):
+    """pretrain_leave_out (issue 81, item 2): the sampler draws from the other twins alone, so that
+    no demonstration of the left-out twin is ever in an episode; a name that is no twin, or leaving
+    every twin out, is the config's fault."""
+    tokenizer = loading.load_tokenizer(built[0])
+    frames = {t: twins.make_synthetic_task(t, n_train=30, n_eval=2, seed=0)["train"] for t in ("sst2", "cb", "subj")}
+    kept = builtin.episode_frames(frames, {"pretrain_leave_out": ["cb"]})
+    assert set(kept) == {"sst2", "subj"} and builtin.episode_frames(frames, {}) == frames
+    spec = cfg.task_spec({"tasks": {"cb": {}}}, "cb")
+    left_out = {tuple(prompts.prompt_ids(tokenizer, spec, row)) for _, row in frames["cb"].iterrows()}
+    sampler = episodes.Episodes(tokenizer, kept, seed=0, demos=(1, 16), max_len=10_000)
+    for _ in range(30):
+        for episode in sampler.batch(4, "permute"):
+            assert not any(tuple(demo[:-1]) in left_out for demo in _split(episode.ids[1:], tokenizer.eos_token_id))
+    with pytest.raises(cfg.ConfigError, match="'mnli' is no twin"):
+        builtin.episode_frames(frames, {"pretrain_leave_out": ["mnli"]})
+    with pytest.raises(cfg.ConfigError, match="every twin is left out"):
+        builtin.episode_frames(frames, {"pretrain_leave_out": ["sst2", "cb", "subj"]})
+
+
 def test_the_held_out_rows_never_reach_an_episode(built):
     """pretrain_curve.examples: the last rows of each twin's train split are the curve's queries,
     never a pretraining demonstration (and the evaluation split is no input of the build at all)."""
