@@ -51,8 +51,9 @@ def model_defaults(schema) -> dict:
     props = schema["definitions"]["model"]["properties"]
     defaults = {key: sub["default"] for key, sub in props.items() if "default" in sub}
     # every model key has a default but the prompt's (demo_separator: unset, the top-level key's
-    # applies; a default here would enter every model's parameters)
-    assert set(props) - set(defaults) == {"demo_separator"} and len(defaults) >= 13
+    # applies; a default here would enter every model's parameters) and pretrain_leave_out (unset:
+    # none; a default would change every built-in recipe's checksum, so every shipped weight)
+    assert set(props) - set(defaults) == {"demo_separator", "pretrain_leave_out"} and len(defaults) >= 13
     return defaults
 
 

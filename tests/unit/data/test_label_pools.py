@@ -22,7 +22,9 @@ def test_the_held_out_words_are_no_training_label_and_no_protocol_word(tokenizer
     protocol = label_pools.protocol_words()
     assert {"positive", "negative", "sports", "neither"} <= protocol
     decoded = {tokenizer.decode([i]) for i in train | held}
-    assert all(label_pools.WORD.fullmatch(w) and w[1:].lower() not in protocol for w in decoded)
+    assert all(label_pools.WORD.fullmatch(w.strip()) and w.strip().lower() not in protocol for w in decoded)
+    # each is what a space and the word encode to, alone: a label word as the templates place one
+    assert all(tokenizer.encode(" " + tokenizer.decode([i]).strip(), add_special_tokens=False) == [i] for i in held)
     # the test corpus's own label words are tokens of this tokenizer, and in neither pool
     label_ids = {tokenizer.encode(" Positive", add_special_tokens=False)[0]}
     assert len(tokenizer.encode(" Positive", add_special_tokens=False)) == 1 and not label_ids & (train | held)
