@@ -451,32 +451,28 @@ def _again(prefix: str, match: dict) -> dict:
     }
 
 
+def where_text(rows: pd.DataFrame, column: str) -> str:
+    """On which of ``rows``' tasks ``column`` holds, in words: "on 2 of 6 tasks: SST2, Subj", or
+    "on none of 6 tasks"."""
+    tasks = names.order_tasks(rows["task"])
+    holding = set(rows.loc[rows[column].astype(bool), "task"])
+    shown = [names.task_label(t) for t in tasks if t in holding]
+    of = f"{len(tasks)} task{'s' if len(tasks) != 1 else ''}"
+    return f"on {len(shown)} of {of}: {', '.join(shown)}" if shown else f"on none of {of}"
+
+
 def learns_text(premise: pd.DataFrame) -> str:
     """One model's premise in words: "learns in context on 2 of 6 tasks: SST2, Subj"."""
-    tasks = names.order_tasks(premise["task"])
-    learning = set(premise.loc[premise["learns"].astype(bool), "task"])
-    shown = [names.task_label(t) for t in tasks if t in learning]
-    if not shown:
-        return f"learns in context on none of {len(tasks)} task{'s' if len(tasks) != 1 else ''}"
-    return f"learns in context on {len(shown)} of {len(tasks)} task{'s' if len(tasks) != 1 else ''}: " + ", ".join(
-        shown
-    )
+    return "learns in context " + where_text(premise, "learns")
 
 
 def finetuning_text(methods: pd.DataFrame) -> str:
     """One model's finetuning side of the premise in words (rows of :data:`METHOD_COLUMNS`): "GD on
     1 of 6 tasks: Subj; LCGD on none of 6 tasks"."""
-    said = []
-    for method, found in methods.groupby("method", sort=False):
-        tasks = names.order_tasks(found["task"])
-        learning = set(found.loc[found["learns"].astype(bool), "task"])
-        shown = [names.task_label(t) for t in tasks if t in learning]
-        of = f"{len(tasks)} task{'s' if len(tasks) != 1 else ''}"
-        said.append(
-            f"{names.method_label(method)} on "
-            + (f"{len(shown)} of {of}: {', '.join(shown)}" if shown else f"none of {of}")
-        )
-    return "; ".join(said)
+    return "; ".join(
+        f"{names.method_label(method)} {where_text(found, 'learns')}"
+        for method, found in methods.groupby("method", sort=False)
+    )
 
 
 def top_text(row) -> str:

@@ -57,13 +57,21 @@ PERMUTED = "acc_icl_permuted"
 PERMUTED_COLUMNS = ("pred_icl_permuted", "gold_permuted")  # a run's per-example file holds them where it has it
 # ICL's accuracy with label words the model never saw as labels, against the gold (setting
 # icl_novel): whether it follows label words it was not trained on. Where the premise reads a run,
-# as PERMUTED; its predictions' column
+# as PERMUTED.
 NOVEL = "acc_icl_novel"
-NOVEL_COLUMN = "pred_icl_novel"
 # ZSL's and ICL's predictions after contextual calibration (metrics.calibration), where their caches
 # recorded the content-free queries (caches from before: none): accuracy -> its predictions' column
 CALIBRATED = {"acc_zsl_calibrated": "pred_zsl_calibrated", "acc_icl_calibrated": "pred_icl_calibrated"}
-OPTIONAL_COLUMNS = (*PERMUTED_COLUMNS, NOVEL_COLUMN, *CALIBRATED.values())
+# The accuracies of predictions a run may lack, scored against the gold: accuracy -> (its
+# predictions' column, why a run lacks them)
+AGAINST_GOLD = {
+    NOVEL: ("pred_icl_novel", "this run has no ICL on novel label words (planning.plan.permuted_runs)"),
+    **{
+        name: (column, "this run's caches recorded no content-free queries; rerun their extraction")
+        for name, column in CALIBRATED.items()
+    },
+}
+OPTIONAL_COLUMNS = (*PERMUTED_COLUMNS, *(column for column, _ in AGAINST_GOLD.values()))
 # the ratios of a run without a finetuned model (:func:`icl_examples`)
 UNTRAINED = ("acc_zsl", "acc_icl", PERMUTED, NOVEL, *CALIBRATED)
 
@@ -113,8 +121,7 @@ class RunExamples:
             for name in ratios()
             if (name not in mean or name in self.per_example)
             and (name != PERMUTED or self.pred_icl_permuted is not None)
-            and (name != NOVEL or self.pred_icl_novel is not None)
-            and (name not in CALIBRATED or getattr(self, CALIBRATED[name]) is not None)
+            and (name not in AGAINST_GOLD or getattr(self, AGAINST_GOLD[name][0]) is not None)
             and (self.pred_ft is not None or name in UNTRAINED)
         )
 
@@ -125,14 +132,11 @@ class RunExamples:
             if self.pred_icl_permuted is None:
                 raise ValueError(f"{name}: this run has no ICL on permuted labels (planning.plan.permuted_runs)")
             return (self.pred_icl_permuted == self.gold_permuted).astype(np.float64), np.ones(len(self.gold))
-        if name == NOVEL:
-            if self.pred_icl_novel is None:
-                raise ValueError(f"{name}: this run has no ICL on novel label words (planning.plan.permuted_runs)")
-            return (self.pred_icl_novel == self.gold).astype(np.float64), np.ones(len(self.gold))
-        if name in CALIBRATED:
-            pred = getattr(self, CALIBRATED[name])
+        if name in AGAINST_GOLD:
+            column, why = AGAINST_GOLD[name]
+            pred = getattr(self, column)
             if pred is None:
-                raise ValueError(f"{name}: this run's caches recorded no content-free queries; rerun their extraction")
+                raise ValueError(f"{name}: {why}")
             return (pred == self.gold).astype(np.float64), np.ones(len(pred))
         if name.startswith("acc_"):
             pred = {"acc_zsl": self.pred_zsl, "acc_icl": self.pred_icl, "acc_ft": self.pred_ft}[name]
@@ -233,7 +237,7 @@ def icl_examples(
     """The per-example values of a run of the premise alone, on a seed the claims do not read
     (``planning.plan.premise_icl_runs``): ZSL, ICL, ICL on permuted labels and, where given, on
     novel label words, no finetuned model, filed as the run of ``method`` (the premise's) on its seed."""
-    runs = (zsl, icl, permuted, *((novel,) if novel is not None else ()))
+    runs = [c for c in (zsl, icl, permuted, novel) if c is not None]
     _check_aligned(*runs)
     predictions = _untrained_predictions(zsl, icl, permuted, novel)
     meta = {key: icl.meta[key] for key in ("model", "variant", "task", "seed")}

@@ -8,6 +8,7 @@ landing page of ``snakemake --report`` (``{report.dir}/summary.rst``, named by t
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import pandas as pd
@@ -166,14 +167,11 @@ def _novel_blocks(premise: pd.DataFrame) -> list[Block]:
     """Where the model follows label words it never saw as labels (none where it was not run)."""
     if "icl_novel_majority_status" not in premise or (premise["icl_novel_majority_status"] == "not run").all():
         return []
-    tasks = names.order_tasks(premise["task"])
-    following = set(premise.loc[premise["follows_novel"].astype(bool), "task"])
-    shown = [names.task_label(t) for t in tasks if t in following]
-    where = f"on {len(shown)} of {len(tasks)} tasks" + (f": {', '.join(shown)}" if shown else "")
+    where = premise_module.where_text(premise, "follows_novel")
     accuracy = ", ".join(
         f"{names.task_label(r.task)} {r.icl_novel:.0f}%"
         for r in premise.itertuples(index=False)
-        if r.icl_novel == r.icl_novel
+        if math.isfinite(r.icl_novel)
     )
     return [
         (
