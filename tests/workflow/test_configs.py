@@ -129,6 +129,17 @@ def test_a_model_in_parts_is_fetched_by_the_workflow_not_by_the_set_up(tmp_path)
     assert [f["input"] for f in converted] == ["resources/gguf/gemma3.gguf"]
 
 
+def test_the_real_reader_trains_on_the_prepared_train_splits_of_its_tasks(tmp_path):
+    """configs/reader-real-protocol.yaml (issue 81, item 3): its built-in model's build reads the
+    real tasks' prepared train splits (pretrain_tasks), never a twin's and never an evaluation split."""
+    jobs = planned_jobs(dry_run_of(REPO / "configs" / "reader-real-protocol.yaml", tmp_path))
+    (build,) = [fields for rule, fields in jobs if rule == "build_builtin_model"]
+    assert build["input"].split(", ") == [
+        f"resources/datasets/{t}/train.parquet" for t in ("sst2", "sst5", "mr", "agnews")
+    ]
+    assert not [fields for rule, fields in jobs if rule == "synthetic_twin"]
+
+
 @pytest.fixture(scope="module")
 def dry_run(tmp_path_factory) -> str:
     return dry_run_of(PAPER, tmp_path_factory.mktemp("paper_dry_run"))

@@ -9,7 +9,7 @@ localrules:
 
 rule build_builtin_model:
     input:
-        train=expand("resources/synthetic/{twin}/train.parquet", twin=BUILTIN_TASKS),
+        train=builtin_train,
     output:
         directory("resources/models/{model}/trained"),
     wildcard_constraints:
@@ -19,8 +19,8 @@ rule build_builtin_model:
         # the shipped weights (models.<name>.weights), copied where they are this recipe's: what their
         # recipe.json vouches for, by content, so that a moved run or clone reruns nothing
         shipped=shipped_weights,
-        twins=BUILTIN_TASKS,
-        presets={task: preset(task) for task in BUILTIN_TASKS},
+        twins=builtin_tasks,
+        presets=lambda wildcards: {task: preset(task) for task in builtin_tasks(wildcards)},
         code=code_of("build_builtin_model.py"),
     threads: 2
     # every model job waits for it: it takes both cores as soon as the twins are done, before the

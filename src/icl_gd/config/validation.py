@@ -80,6 +80,7 @@ def check_names(config: dict) -> None:
                 )
         if model.get("source", "builtin") == "builtin":
             _check_recipe(model, name)
+            _check_pretrain_tasks(config, model, name)
         if model.get("source") == "gguf":
             gguf_file(model, name)  # at start-up: a missing file or package stops the run before any job
     for task in config.get("tasks", {}):
@@ -239,4 +240,30 @@ def _check_recipe(model: dict, name: str) -> None:
         raise ConfigError(
             f"models.{name}.pretrain_canonical_steps: {model['pretrain_canonical_steps']} canonical steps of "
             f"pretrain_steps = {model.get('pretrain_steps', 150)} in all; use at most pretrain_steps"
+        )
+
+
+def _check_pretrain_tasks(config: dict, model: dict, name: str) -> None:
+    """The tasks a built-in model trains on in place of the twins (``pretrain_tasks``): the config's
+    own (their prepared train splits) and built-in ones (the protocol's templates and label words,
+    which the pretraining episodes are written in)."""
+    tasks = model.get("pretrain_tasks")
+    if not tasks:
+        return
+    for task in tasks:
+        if task not in config.get("tasks", {}):
+            raise ConfigError(
+                f"models.{name}.pretrain_tasks: {task!r} is not a task of this config, so it has no prepared train "
+                f"split to train on; name some of {', '.join(config.get('tasks', {}))}, or add it under tasks"
+            )
+        if task not in TASK_PRESETS:
+            raise ConfigError(
+                f"models.{name}.pretrain_tasks: {task!r} is not one of the built-in tasks ({', '.join(TASK_PRESETS)}), "
+                "whose templates and label words the pretraining episodes are written in; remove it"
+            )
+    unknown = sorted(set(model.get("pretrain_leave_out") or ()) - set(tasks))
+    if unknown:
+        raise ConfigError(
+            f"models.{name}.pretrain_leave_out: {', '.join(map(repr, unknown))} is not among pretrain_tasks "
+            f"({', '.join(tasks)}), the tasks this model trains on; name some of those"
         )

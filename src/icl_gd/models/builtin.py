@@ -40,11 +40,11 @@ def _corpus(frames: dict[str, pd.DataFrame]) -> list[str]:
     return texts
 
 
-def _check_label_words(tokenizer, spec: dict, name: str) -> None:
-    """Every label word of the six tasks must be one token; a vocabulary too small to hold them
-    is the config's fault (``vocab_size``), not the tasks'."""
+def _check_label_words(tokenizer, spec: dict, name: str, tasks) -> None:
+    """Every label word of the tasks it trains on must be one token; a vocabulary too small to hold
+    them is the config's fault (``vocab_size``), not the tasks'."""
     split = {}
-    for task in cfg.TASK_PRESETS:
+    for task in tasks:
         task_spec = episodes.preset(task)
         for word in task_spec.label_words:
             ids = tokenizer.encode(" " + word, add_special_tokens=False)
@@ -120,7 +120,8 @@ def make(
 def build(
     train_paths: dict[str, str], out_dir: str | Path, spec: dict, device: str = "auto", name: str = "<name>"
 ) -> dict:
-    """Train the tokenizer and the model on the twins' train splits; save both in ``out_dir``.
+    """Train the tokenizer and the model on the train splits ``train_paths`` names (the six twins',
+    or those of the config's ``pretrain_tasks``: real sentences); save both in ``out_dir``.
 
     The weights are initialised on the CPU (the same on every machine) and pretrained on
     ``device`` (a GPU where there is one: a model of the reference's shape takes hours on a CPU).
@@ -130,7 +131,7 @@ def build(
     out_dir = Path(out_dir)
     frames = {task: pd.read_parquet(path) for task, path in sorted(train_paths.items())}
     tokenizer = train_tokenizer(_corpus(frames), spec["vocab_size"], out_dir, model_max_length=spec["n_positions"])
-    _check_label_words(tokenizer, spec, name)
+    _check_label_words(tokenizer, spec, name, frames)
     model = _architecture(tokenizer, spec)
     if spec.get("attention_init", "default") == "mimetic":
         pretraining.mimetic_init(model, seed=spec["seed"])
@@ -138,7 +139,12 @@ def build(
         pretraining.pooling_init(model, spec["pooling_layers"])
     model = model.to(loading.pick_device(device))
     track = spec.get("pretrain_curve") or {}
-    train, held_out = curve.split_held_out(frames, int(track.get("examples", 0)) if track else 0)
+    train, held_out = curve.split_held_out(
+        frames,
+        int(track.get("examples", 0)) if track else 0,
+        drawn=bool(track) and track.get("held_out") == "drawn",
+        seed=spec["seed"],
+    )
     mapping, canonical_steps = spec.get("pretrain_label_mapping", "canonical"), spec.get("pretrain_canonical_steps", 0)
     # under the pool mapping, the curve also reads the held-out pool's words, which no episode uses
     pools = label_pools.label_pools(tokenizer) if mapping == "pool" else None
@@ -208,7 +214,7 @@ def episode_frames(frames: dict[str, pd.DataFrame], spec: dict) -> dict[str, pd.
     unknown = sorted(set(left_out) - set(frames))
     if unknown:
         raise cfg.ConfigError(
-            f"pretrain_leave_out: {', '.join(map(repr, unknown))} is no twin the built-in model trains on; "
+            f"pretrain_leave_out: {', '.join(map(repr, unknown))} is no task the built-in model trains on; "
             f"name some of {', '.join(sorted(frames))}"
         )
     kept = {task: frame for task, frame in frames.items() if task not in left_out}

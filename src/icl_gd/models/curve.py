@@ -1,8 +1,9 @@
 """How the built-in model learns to read its demonstrations: during pretraining, its zero-shot
 accuracy, its ICL accuracy and its label following on held-out twin examples, against the step.
 
-The held-out examples are rows of the twins' train splits that the pretraining never draws
-(``pretrain_curve.examples`` per task, the last rows of each split); the demonstrations are drawn from
+The held-out examples are rows of the train splits that the pretraining never draws
+(``pretrain_curve.examples`` per task, the last rows of each split, or drawn at random where
+``pretrain_curve.held_out`` says so); the demonstrations are drawn from
 the rows it does train on, as the protocol draws them (``splits.select_demos``). The three readings
 are the premise's (``metrics/premise.py``): ZSL, ICL with the gold labels, and ICL with the labels
 permuted consistently (``splits.permute_labels``) scored against the permuted gold. ICL above ZSL
@@ -27,8 +28,11 @@ NOVEL = "icl_novel"
 NOVEL_DRAWS = 3
 
 
-def split_held_out(frames: dict[str, pd.DataFrame], n: int) -> tuple[dict, dict]:
-    """(training rows, held-out rows) of each task: the last ``n`` rows held out."""
+def split_held_out(frames: dict[str, pd.DataFrame], n: int, drawn: bool = False, seed: int = 0) -> tuple[dict, dict]:
+    """(training rows, held-out rows) of each task: the last ``n`` rows held out (``drawn``: ``n``
+    rows drawn with ``seed``, for splits in order, as the real corpora's are), and no training
+    row whose text is a held-out row's of any task (tasks on one corpus, as SST-2, SST-5 and MR
+    are on real sentences, share their sentences: one held out of SST-2 would be trained on as MR's)."""
     if n <= 0:
         return frames, {}
     for task, frame in frames.items():
@@ -37,7 +41,20 @@ def split_held_out(frames: dict[str, pd.DataFrame], n: int) -> tuple[dict, dict]
                 f"pretrain_curve.examples: {n} held-out rows of {task}'s {len(frame)} train rows leave too few to "
                 "train on; hold out fewer, or make the twins larger (synthetic.n_train)"
             )
-    return {t: f.iloc[:-n] for t, f in frames.items()}, {t: f.iloc[-n:] for t, f in frames.items()}
+    picked = {
+        t: np.random.RandomState(seed).permutation(len(f))[:n] if drawn else np.arange(len(f) - n, len(f))
+        for t, f in frames.items()
+    }
+    held_out = {t: f.iloc[np.sort(picked[t])] for t, f in frames.items()}
+    seen = set().union(*(_texts(f) for f in held_out.values()))
+    train = {t: f.iloc[np.setdiff1d(np.arange(len(f)), picked[t])] for t, f in frames.items()}
+    return {t: f[~_texts(f).isin(seen)] for t, f in train.items()}, held_out
+
+
+def _texts(frame: pd.DataFrame) -> pd.Series:
+    """Each row's text: its columns but the label and the id, joined."""
+    fields = [c for c in frame.columns if c not in ("label", "example_id")]
+    return frame[fields].astype(str).agg("\n".join, axis=1)
 
 
 @torch.no_grad()

@@ -51,9 +51,11 @@ def model_defaults(schema) -> dict:
     props = schema["definitions"]["model"]["properties"]
     defaults = {key: sub["default"] for key, sub in props.items() if "default" in sub}
     # every model key has a default but the prompt's (demo_separator: unset, the top-level key's
-    # applies; a default here would enter every model's parameters) and pretrain_leave_out (unset:
-    # none; a default would change every built-in recipe's checksum, so every shipped weight)
-    assert set(props) - set(defaults) == {"demo_separator", "pretrain_leave_out"} and len(defaults) >= 13
+    # applies; a default here would enter every model's parameters), pretrain_leave_out (unset:
+    # none) and pretrain_tasks (unset: the twins): a default would change every built-in recipe's
+    # checksum, so every shipped weight
+    assert set(props) - set(defaults) == {"demo_separator", "pretrain_leave_out", "pretrain_tasks"}
+    assert len(defaults) >= 13
     return defaults
 
 
@@ -468,7 +470,7 @@ def test_the_recipe_keys_that_cannot_work_together_are_named(schema):
     ):
         validate(schema, models={"x": {**qwen2, "pretrain_steps": 100, "pretrain_canonical_steps": 200}})
     with pytest.raises(
-        ConfigError, match=r"config key models\.x\.pretrain_curve: .*allowed keys here: every, examples, k"
+        ConfigError, match=r"config key models\.x\.pretrain_curve: .*allowed keys here: every, examples, held_out, k"
     ):
         validate(schema, models={"x": {**qwen2, "pretrain_curve": {"steps": 8}}})
     out = validate(schema, models={"x": {**qwen2, "attention_init": "mimetic", "pretrain_curve": {"k": 4}}})

@@ -198,7 +198,7 @@ def test_a_left_out_twin_reaches_no_episode(built):
     for _ in range(30):
         for episode in sampler.batch(4, "permute"):
             assert not any(tuple(demo[:-1]) in left_out for demo in _split(episode.ids[1:], tokenizer.eos_token_id))
-    with pytest.raises(cfg.ConfigError, match="'mnli' is no twin"):
+    with pytest.raises(cfg.ConfigError, match="'mnli' is no task"):
         builtin.episode_frames(frames, {"pretrain_leave_out": ["mnli"]})
     with pytest.raises(cfg.ConfigError, match="every twin is left out"):
         builtin.episode_frames(frames, {"pretrain_leave_out": ["sst2", "cb", "subj"]})

@@ -13,7 +13,7 @@ import yaml
 from icl_gd.common import checksums, code_versions
 from icl_gd.config import resolve as cfg
 from icl_gd.config import validation
-from icl_gd.data import twins
+from icl_gd.data import sources, twins
 from icl_gd.models import builtin, curve, loading, pretraining, shipped
 
 SPEC = {
@@ -235,21 +235,31 @@ def test_the_learning_rate_warms_up_then_decays_to_a_twentieth():
 REPO = Path(__file__).resolve().parents[3]
 
 
+def train_frames(config: dict, spec: dict, folder: Path) -> dict[str, pd.DataFrame]:
+    """The train rows a built-in model's build reads: the twins', or its pretrain_tasks' prepared
+    splits (real sentences from the corpora's archives), through parquet as the workflow hands them."""
+    frames = {}
+    for task in spec.get("pretrain_tasks") or cfg.TASK_PRESETS:
+        path = folder / f"{task}.parquet"
+        if spec.get("pretrain_tasks"):
+            train = sources.load_task_splits(cfg.task_spec(config, task))["train"]
+        else:
+            train = twins.make_synthetic_task(task, **config["synthetic"])["train"]
+        train.to_parquet(path)
+        frames[task] = pd.read_parquet(path)
+    return frames
+
+
 @pytest.mark.parametrize("config_file", ["config.yaml", "configs/reader-protocol.yaml"])
 def test_the_shipped_weights_are_the_shipped_configs_recipe(config_file, tmp_path):
-    """Fails when a shipped config's recipe, the twins or the training code moved away from the
+    """Fails when a shipped config's recipe, its train rows or the training code moved away from the
     weights in the repository: rebuild them with the workflow and ship them (docs/results.md)."""
     schema = yaml.safe_load((REPO / "workflow/schemas/config.schema.yaml").read_text())
     config = validation.validate(yaml.safe_load((REPO / config_file).read_text()), schema)
     specs = [spec for spec in config["models"].values() if spec.get("weights")]
     assert specs, f"{config_file} ships no weights"
-    frames = {}
-    for task in cfg.TASK_PRESETS:
-        path = tmp_path / f"{task}.parquet"  # through parquet, as the workflow hands them to the build
-        twin = twins.make_synthetic_task(task, **config["synthetic"])
-        twin["train"].to_parquet(path)
-        frames[task] = pd.read_parquet(path)
     for spec in specs:
+        frames = train_frames(config, spec, tmp_path)
         have = shipped.shipped_checksum(REPO / spec["weights"])
         assert have == shipped.recipe_checksum(spec, frames), (
             f"{spec['weights']} is not the weights of {config_file}'s recipe: rebuild with "

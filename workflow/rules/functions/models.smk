@@ -37,6 +37,19 @@ def shipped_weights(wildcards):
     return shipped.vouched(found) if found else None
 
 
+def builtin_tasks(wildcards):
+    """The tasks a built-in model trains on: its pretrain_tasks (the config's prepared splits), else
+    the six synthetic twins."""
+    return list(config["models"][wildcards.model].get("pretrain_tasks") or BUILTIN_TASKS)
+
+
+def builtin_train(wildcards):
+    """The train splits a built-in model trains on, in builtin_tasks' order."""
+    if config["models"][wildcards.model].get("pretrain_tasks"):
+        return [f"resources/datasets/{task}/train.parquet" for task in builtin_tasks(wildcards)]
+    return [f"resources/synthetic/{twin}/train.parquet" for twin in BUILTIN_TASKS]
+
+
 def model_spec(wildcards):
     """The model's keys that make its files (a prompt's, such as demo_separator, do not)."""
     spec = config["models"][wildcards.model]
