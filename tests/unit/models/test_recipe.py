@@ -250,7 +250,9 @@ def train_frames(config: dict, spec: dict, folder: Path) -> dict[str, pd.DataFra
     return frames
 
 
-@pytest.mark.parametrize("config_file", ["config.yaml", "configs/reader-protocol.yaml"])
+@pytest.mark.parametrize(
+    "config_file", ["config.yaml", "configs/reader-protocol.yaml", "configs/reader-real-protocol.yaml"]
+)
 def test_the_shipped_weights_are_the_shipped_configs_recipe(config_file, tmp_path):
     """Fails when a shipped config's recipe, its train rows or the training code moved away from the
     weights in the repository: rebuild them with the workflow and ship them (docs/results.md)."""

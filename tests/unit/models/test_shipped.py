@@ -21,10 +21,14 @@ def recorded(folder: Path) -> str:
     return shipped.read_recipe(folder)["sha256"][shipped.WEIGHTS_FILE]
 
 
-def test_the_committed_weights_are_the_file_their_recipe_vouches_for():
-    """Fails where models/tiny/model.safetensors was damaged, or shipped without re-shipping its
+SHIPPED = sorted(path.parent for path in (REPO / "models").glob(f"*/{shipped.RECIPE_FILE}"))
+
+
+@pytest.mark.parametrize("folder", SHIPPED, ids=lambda p: p.name)
+def test_the_committed_weights_are_the_file_their_recipe_vouches_for(folder):
+    """Fails where a shipped model.safetensors was damaged, or shipped without re-shipping its
     recipe.json (python -m icl_gd.models.shipped writes both)."""
-    assert checksums.sha256_of(TINY / shipped.WEIGHTS_FILE) == recorded(TINY)
+    assert checksums.sha256_of(folder / shipped.WEIGHTS_FILE) == recorded(folder)
 
 
 def sign_flipped(path: Path, n: int = 2000) -> None:
