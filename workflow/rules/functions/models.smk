@@ -44,10 +44,10 @@ def builtin_tasks(wildcards):
 
 
 def builtin_train(wildcards):
-    """The train splits a built-in model trains on, in builtin_tasks' order."""
-    if config["models"][wildcards.model].get("pretrain_tasks"):
-        return [f"resources/datasets/{task}/train.parquet" for task in builtin_tasks(wildcards)]
-    return [f"resources/synthetic/{twin}/train.parquet" for twin in BUILTIN_TASKS]
+    """The train splits a built-in model trains on, in builtin_tasks' order: the tasks' prepared
+    splits, or the twins' own."""
+    folder = "datasets" if config["models"][wildcards.model].get("pretrain_tasks") else "synthetic"
+    return [f"resources/{folder}/{task}/train.parquet" for task in builtin_tasks(wildcards)]
 
 
 def model_spec(wildcards):
