@@ -1,0 +1,140 @@
+"""Rerun shipped reports from clean clones of one commit, each run's wall time and host beside
+`cost_estimate`'s prediction (issue 82, item 4: every shipped report from today's code).
+
+Each config gets its own clone (``<into>/<name>``; runs of two configs share ``results/``, so one
+folder cannot hold both), checked out at ``--commit``, with the set-up's downloads
+(``resources/packages``) copied in, as a fresh clone after ``make setup`` would have them. Then,
+one after another: ``snakemake --cores N`` (with ``--rerun-incomplete``, so that a run cut short,
+by a session's end or a pause, goes on where it stopped when this is called again), and
+``snakemake cost_estimate`` and ``benchmarks/cost_check.py --markdown`` in the same clone. Every
+start and end is appended to ``<into>/times.tsv`` (name, commit, host, event, UTC time, wall
+seconds, exit status), so that the wall time of a run made in several pieces is their sum (a
+piece stopped by SIGTERM records its end; one paused with SIGSTOP counts the pause).
+
+    python benchmarks/rerun_reports.py --commit cf5b623 --into ../reruns \\
+        default= reader=configs/reader-protocol.yaml smollm2=configs/smollm2-protocol.yaml
+
+A name with nothing after ``=`` runs the default config. The report of each is then in
+``<into>/<name>/<report.dir>``, to be copied over the shipped one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+TIMES = "times.tsv"
+COLUMNS = ("name", "commit", "host", "event", "utc", "wall_s", "rc")
+
+
+def _git(folder: Path, *words: str) -> str:
+    return subprocess.run(["git", "-C", str(folder), *words], check=True, capture_output=True, text=True).stdout.strip()
+
+
+def clone_at(source: Path, commit: str, dest: Path) -> str:
+    """``dest``, a clone of ``source`` at ``commit`` (made if missing; one already there must be at
+    that commit with no change of its own, or this stops, naming it). Returns the full commit."""
+    if dest.exists():
+        head = _git(dest, "rev-parse", "HEAD")
+        wanted = _git(dest, "rev-parse", f"{commit}^{{commit}}")
+        if head != wanted:
+            raise SystemExit(f"{dest} is at {head[:10]}, not {commit}: remove it, or pass --into another folder")
+        if _git(dest, "status", "--porcelain", "--untracked-files=no"):
+            raise SystemExit(f"{dest} has changes of its own (git status): a rerun must come from a clean clone")
+        return head
+    subprocess.run(["git", "clone", "--quiet", str(source), str(dest)], check=True)
+    subprocess.run(["git", "-C", str(dest), "checkout", "--quiet", commit], check=True)
+    return _git(dest, "rev-parse", "HEAD")
+
+
+def record(into: Path, name: str, commit: str, event: str, wall_s: float | None = None, rc: int | None = None):
+    """Append one row to ``<into>/times.tsv`` (its header first, where the file is new)."""
+    path = into / TIMES
+    new = not path.exists()
+    with path.open("a") as out:
+        if new:
+            out.write("\t".join(COLUMNS) + "\n")
+        utc = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        wall = "" if wall_s is None else f"{wall_s:.0f}"
+        out.write(
+            "\t".join([name, commit[:10], socket.gethostname(), event, utc, wall, "" if rc is None else str(rc)]) + "\n"
+        )
+
+
+def walls(into: Path) -> dict[str, float]:
+    """Per name, the wall seconds of its finished pieces, summed."""
+    path = into / TIMES
+    totals: dict[str, float] = {}
+    if not path.exists():
+        return totals
+    rows = [line.rstrip("\n").split("\t") for line in path.read_text().splitlines()[1:]]
+    for row in rows:
+        entry = dict(zip(COLUMNS, row))
+        if entry["event"] == "end" and entry["wall_s"]:
+            totals[entry["name"]] = totals.get(entry["name"], 0.0) + float(entry["wall_s"])
+    return totals
+
+
+def snakemake(clone: Path, config: str, cores: int, *targets: str, log: Path) -> int:
+    """``snakemake`` in ``clone`` with this Python's environment (its jobs find the same venv), its
+    output appended to ``log``; the exit status. A run cut short leaves its lock behind: unlocked first."""
+    base = [sys.executable, "-m", "snakemake"]
+    config_args = ["--configfile", config] if config else []
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    with log.open("a") as out:
+        subprocess.run([*base, "--unlock", *config_args], cwd=clone, stdout=out, stderr=out, env=env)
+        # the targets before --configfile, which takes every word after it
+        command = [*base, "--cores", str(cores), "--rerun-incomplete", *targets, *config_args]
+        return subprocess.run(command, cwd=clone, stdout=out, stderr=out, env=env).returncode
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--commit", required=True)
+    parser.add_argument("--into", required=True, type=Path, help="a folder for the clones and times.tsv")
+    parser.add_argument("--cores", type=int, default=os.cpu_count())
+    parser.add_argument("--source", type=Path, default=REPO, help="the repository to clone")
+    parser.add_argument("--no-cost", action="store_true", help="skip cost_estimate and cost_check")
+    parser.add_argument("runs", nargs="+", metavar="NAME=CONFIG")
+    args = parser.parse_args()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    runs = [run.split("=", 1) for run in args.runs]
+    if any(len(run) != 2 or not run[0] for run in runs):
+        parser.error("each run is NAME=CONFIG (CONFIG empty for config.yaml)")
+    args.into.mkdir(parents=True, exist_ok=True)
+    for name, config in runs:
+        clone = (args.into / name).resolve()
+        commit = clone_at(args.source, args.commit, clone)
+        packages = args.source / "resources" / "packages"
+        if packages.is_dir() and not (clone / "resources" / "packages").exists():
+            shutil.copytree(packages, clone / "resources" / "packages")
+        log = args.into / f"{name}.log"
+        record(args.into, name, commit, "start")
+        start, rc = time.monotonic(), 143
+        try:
+            rc = snakemake(clone, config, args.cores, log=log)
+        finally:  # a piece cut short (SIGTERM at a session's end) still counts its time
+            record(args.into, name, commit, "end", time.monotonic() - start, rc)
+        if rc != 0:
+            raise SystemExit(f"{name}: snakemake exited {rc}; its output: {log}")
+        if not args.no_cost:
+            snakemake(clone, config, args.cores, "cost_estimate", log=log)
+            check = subprocess.run(
+                [sys.executable, "benchmarks/cost_check.py", "--markdown"], cwd=clone, capture_output=True, text=True
+            )
+            (args.into / f"{name}.cost.md").write_text(check.stdout)
+    for name, seconds in walls(args.into).items():
+        print(f"{name}: {seconds / 60:.1f} min of wall on {socket.gethostname()}, {args.cores} cores")
+
+
+if __name__ == "__main__":
+    main()

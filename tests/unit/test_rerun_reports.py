@@ -1,0 +1,77 @@
+"""benchmarks/rerun_reports.py: clean clones of one commit (and a refusal to reuse one that is not),
+the times record whose pieces sum to a run's wall time, and a whole rerun of a one-rule workflow
+made here, through the real snakemake."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from tests import benchmark_scripts
+
+
+def _rerun():
+    return benchmark_scripts.load("rerun_reports")
+
+
+def _git(folder, *words):
+    return subprocess.run(["git", "-C", str(folder), *words], check=True, capture_output=True, text=True).stdout.strip()
+
+
+@pytest.fixture
+def source(tmp_path):
+    """A repository of two commits: a Snakefile whose one rule writes the commit's word to done.txt."""
+    repo = tmp_path / "source"
+    repo.mkdir()
+    _git(repo, "init", "--quiet")
+    for word in ("first", "second"):
+        (repo / "Snakefile").write_text(f'rule all:\n    output: "done.txt"\n    shell: "echo {word} > {{output}}"\n')
+        _git(repo, "add", "Snakefile")
+        _git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "--quiet", "-m", word)
+    return repo
+
+
+def test_a_clone_is_made_at_the_commit_and_reused_only_there_and_clean(source, tmp_path):
+    rerun = _rerun()
+    first = _git(source, "rev-parse", "HEAD~1")
+    dest = tmp_path / "clones" / "a"
+    assert rerun.clone_at(source, first[:7], dest) == first
+    assert _git(dest, "rev-parse", "HEAD") == first
+    assert rerun.clone_at(source, first, dest) == first  # reused
+    with pytest.raises(SystemExit, match="is at"):
+        rerun.clone_at(source, _git(source, "rev-parse", "HEAD"), dest)
+    (dest / "Snakefile").write_text("changed\n")
+    with pytest.raises(SystemExit, match="changes of its own"):
+        rerun.clone_at(source, first, dest)
+
+
+def test_the_wall_time_of_a_run_in_pieces_is_their_sum(tmp_path):
+    rerun = _rerun()
+    rerun.record(tmp_path, "smollm2", "a" * 40, "start")
+    rerun.record(tmp_path, "smollm2", "a" * 40, "end", 100.4, 143)  # cut short
+    rerun.record(tmp_path, "default", "a" * 40, "start")
+    rerun.record(tmp_path, "default", "a" * 40, "end", 30.0, 0)
+    rerun.record(tmp_path, "smollm2", "a" * 40, "start")
+    rerun.record(tmp_path, "smollm2", "a" * 40, "end", 50.0, 0)
+    lines = (tmp_path / "times.tsv").read_text().splitlines()
+    assert lines[0].split("\t") == list(rerun.COLUMNS)
+    assert lines[2].split("\t")[:2] == ["smollm2", "a" * 10] and lines[2].split("\t")[-1] == "143"
+    assert rerun.walls(tmp_path) == {"smollm2": 150.0, "default": 30.0}
+
+
+def test_a_rerun_runs_the_workflow_of_the_commit_in_its_own_clone(source, tmp_path):
+    first = _git(source, "rev-parse", "HEAD~1")
+    into = tmp_path / "reruns"
+    script = benchmark_scripts.BENCHMARKS / "rerun_reports.py"
+    command = [sys.executable, str(script), "--commit", first, "--into", str(into), "--cores", "1", "--no-cost"]
+    result = subprocess.run([*command, "--source", str(source), "one="], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert (into / "one" / "done.txt").read_text() == "first\n"  # the commit's workflow, not the newest
+    events = [line.split("\t")[3:] for line in (into / "times.tsv").read_text().splitlines()[1:]]
+    assert [e[0] for e in events] == ["start", "end"] and events[1][-1] == "0"
+    assert "one:" in result.stdout and "min of wall" in result.stdout
+    # a bad run names itself
+    bad = subprocess.run([*command, "--source", str(source), "=x"], capture_output=True, text=True)
+    assert bad.returncode != 0 and "NAME=CONFIG" in bad.stderr
