@@ -42,13 +42,15 @@ def _git(folder: Path, *words: str) -> str:
 
 def clone_at(source: Path, commit: str, dest: Path) -> str:
     """``dest``, a clone of ``source`` at ``commit`` (made if missing; one already there must be at
-    that commit with no change of its own, or this stops, naming it). Returns the full commit."""
+    that commit with no change of its own outside ``reports/``, or this stops, naming it). Returns
+    the full commit."""
     if dest.exists():
         head = _git(dest, "rev-parse", "HEAD")
         wanted = _git(dest, "rev-parse", f"{commit}^{{commit}}")
         if head != wanted:
             raise SystemExit(f"{dest} is at {head[:10]}, not {commit}: remove it, or pass --into another folder")
-        if _git(dest, "status", "--porcelain", "--untracked-files=no"):
+        # its reports are the run's outputs (tracked, as the shipped ones are): any other change is not
+        if _git(dest, "status", "--porcelain", "--untracked-files=no", "--", ".", ":!reports"):
             raise SystemExit(f"{dest} has changes of its own (git status): a rerun must come from a clean clone")
         return head
     subprocess.run(["git", "clone", "--quiet", str(source), str(dest)], check=True)

@@ -42,6 +42,10 @@ def test_a_clone_is_made_at_the_commit_and_reused_only_there_and_clean(source, t
     assert rerun.clone_at(source, first, dest) == first  # reused
     with pytest.raises(SystemExit, match="is at"):
         rerun.clone_at(source, _git(source, "rev-parse", "HEAD"), dest)
+    (dest / "reports").mkdir()
+    (dest / "reports" / "summary.md").write_text("a finished run's report\n")
+    _git(dest, "add", "reports")  # tracked, as the shipped reports are: a run's output, not a change
+    assert rerun.clone_at(source, first, dest) == first
     (dest / "Snakefile").write_text("changed\n")
     with pytest.raises(SystemExit, match="changes of its own"):
         rerun.clone_at(source, first, dest)
