@@ -46,7 +46,10 @@ def clone_at(source: Path, commit: str, dest: Path) -> str:
     the full commit."""
     if dest.exists():
         head = _git(dest, "rev-parse", "HEAD")
-        wanted = _git(dest, "rev-parse", f"{commit}^{{commit}}")
+        try:
+            wanted = _git(dest, "rev-parse", "--verify", "--quiet", f"{commit}^{{commit}}")
+        except subprocess.CalledProcessError:
+            wanted = None  # a commit made after the clone
         if head != wanted:
             raise SystemExit(f"{dest} is at {head[:10]}, not {commit}: remove it, or pass --into another folder")
         # its reports are the run's outputs (tracked, as the shipped ones are): any other change is not

@@ -42,6 +42,8 @@ def test_a_clone_is_made_at_the_commit_and_reused_only_there_and_clean(source, t
     assert rerun.clone_at(source, first, dest) == first  # reused
     with pytest.raises(SystemExit, match="is at"):
         rerun.clone_at(source, _git(source, "rev-parse", "HEAD"), dest)
+    with pytest.raises(SystemExit, match="is at"):
+        rerun.clone_at(source, "0" * 40, dest)  # a commit the clone does not have
     (dest / "reports").mkdir()
     (dest / "reports" / "summary.md").write_text("a finished run's report\n")
     _git(dest, "add", "reports")  # tracked, as the shipped reports are: a run's output, not a change
