@@ -17,7 +17,7 @@ evaluation sentences per task instead.)
 One training's curve reads one draw of demonstrations on ``--n`` rows: a few points apart is noise.
 ``--read`` sets trained probes side by side on the rows that all of them held out (the first
 ``--n`` of the drawn rows, which every probe trained with at least ``--n`` held out also held out),
-each reading averaged over ``--seeds`` draws of demonstrations, at the protocol's k = 32:
+each reading averaged over ``--seeds`` draws of demonstrations, at the config's k (32 here):
 
     python benchmarks/real_reader.py --read /tmp/rr6 /tmp/rr8 --n 50 --exclude 100
 """
@@ -55,14 +55,14 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=100, help="held-out train rows per task")
     args = parser.parse_args()
     torch.set_num_threads(2)
-    if args.read:
-        read(args)
-        return
-    if not args.out:
-        parser.error("--out is required unless --read names trained probes")
     schema = yaml.safe_load((REPO / "workflow/schemas/config.schema.yaml").read_text())
     config = validation.validate(yaml.safe_load(Path(args.config).read_text()), schema)
     spec = {key: value for key, value in config["models"][args.model].items() if key != "weights"}
+    if args.read:
+        read(args, spec["pretrain_tasks"], config["k"])
+        return
+    if not args.out:
+        parser.error("--out is required unless --read names trained probes")
     for item in args.set:
         key, value = item.split("=", 1)
         spec[key] = yaml.safe_load(value)
@@ -77,10 +77,10 @@ def main() -> None:
     print(pd.read_csv(Path(args.out) / builtin.CURVE_FILE, sep="\t").round(1).to_string(index=False))
 
 
-def read(args) -> None:
+def read(args, tasks: list[str], k: int) -> None:
     """ZSL, ICL and ICL on permuted labels (against the permuted gold) of each probe in
-    ``args.read``, on the first ``args.n`` drawn held-out rows of each task, demonstrations drawn from
-    the rows none of them held out, mean over ``args.seeds`` draws."""
+    ``args.read``, on the first ``args.n`` drawn held-out rows of each task, ``k`` demonstrations
+    (the config's) drawn from the rows none of them held out, mean over ``args.seeds`` draws."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from icl_gd.models import curve
@@ -90,7 +90,6 @@ def read(args) -> None:
             f"--n ({args.n}) cannot exceed --exclude ({args.exclude}): read only rows every probe held out"
         )
     folder = Path(args.datasets)
-    tasks = yaml.safe_load(Path(args.config).read_text())["models"][args.model]["pretrain_tasks"]
     frames = {t: pd.read_parquet(folder / t / "train.parquet") for t in tasks}
     train, _ = curve.split_held_out(frames, args.exclude, drawn=True)
     _, held_out = curve.split_held_out(frames, args.n, drawn=True)
@@ -98,12 +97,12 @@ def read(args) -> None:
     for path in args.read:
         model = AutoModelForCausalLM.from_pretrained(path)
         tokenizer = AutoTokenizer.from_pretrained(path)
-        readings = [curve.reading(model, tokenizer, train, held_out, k=32, seed=s) for s in range(args.seeds)]
+        readings = [curve.reading(model, tokenizer, train, held_out, k=k, seed=s) for s in range(args.seeds)]
         for task in tasks:
             row = {"model": Path(path).name, "task": task}
             row.update({name: sum(r[task][name] for r in readings) / len(readings) for name in curve.READINGS})
             rows.append(row)
-    print(f"{args.n} held-out train rows per task, k = 32, mean over {args.seeds} draws of demonstrations")
+    print(f"{args.n} held-out train rows per task, k = {k}, mean over {args.seeds} draws of demonstrations")
     print(pd.DataFrame(rows).round(1).to_string(index=False))
 
 
