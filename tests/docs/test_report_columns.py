@@ -21,7 +21,6 @@ CONFIGS = [REPO / "config.yaml", *sorted((REPO / "configs").glob("*.yaml"))]
 # rendered before today's columns, to be rerun from one clean commit (issue 82, item 4)
 OLDER = {
     "reports/smollm2": "predates the premise table (a sweep over k on one seed)",
-    "reports/smollm2-protocol": "predates ICL on novel label words (issue 81), and the premise's further seeds",
     "reports/gemma3-protocol": "predates the label-following test, the calibrated reading and novel label words",
 }
 
