@@ -20,7 +20,6 @@ SCHEMA = yaml.safe_load((REPO / "workflow/schemas/config.schema.yaml").read_text
 CONFIGS = [REPO / "config.yaml", *sorted((REPO / "configs").glob("*.yaml"))]
 # rendered before today's columns, to be rerun from one clean commit (issue 82, item 4)
 OLDER = {
-    "reports/smollm2": "predates the premise table (a sweep over k on one seed)",
     "reports/gemma3-protocol": "predates the label-following test, the calibrated reading and novel label words",
 }
 
