@@ -7,8 +7,8 @@ folder cannot hold both), checked out at ``--commit``, with the set-up's downloa
 one after another: ``snakemake --cores N`` (with ``--rerun-incomplete``, so that a run cut short,
 by a session's end or a pause, goes on where it stopped when this is called again), and
 ``snakemake cost_estimate`` and ``benchmarks/cost_check.py --markdown`` in the same clone. Every
-start and end is appended to ``<into>/times.tsv`` (name, commit, host, event, UTC time, wall
-seconds, exit status), so that the wall time of a run made in several pieces is their sum (a
+start and end is appended to ``<into>/times.tsv`` (name, commit, host with its CPU, event, UTC
+time, wall seconds, exit status), so that the wall time of a run made in several pieces is their sum (a
 piece stopped by SIGTERM records its end; one paused with SIGSTOP counts the pause).
 
     python benchmarks/rerun_reports.py --commit cf5b623 --into ../reruns \\
@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import os
+import platform
 import shutil
 import signal
 import socket
@@ -61,6 +62,21 @@ def clone_at(source: Path, commit: str, dest: Path) -> str:
     return _git(dest, "rev-parse", "HEAD")
 
 
+def machine(cpuinfo: Path = Path("/proc/cpuinfo")) -> str:
+    """The host in words: its name, its CPU's model and the widest vector instructions it has. A
+    name does not tell two machines apart (one VM image gives every host the same), and the vector
+    instructions pick torch's float kernels, whose last bits a finetuning at a high rate grows into
+    another model (docs/results.md, "The whole protocol on a real model")."""
+    try:
+        lines = cpuinfo.read_text().splitlines()
+    except OSError:  # not Linux
+        return f"{socket.gethostname()} ({platform.processor() or platform.machine()})"
+    model = next((line.split(":", 1)[1].strip() for line in lines if line.startswith("model name")), platform.machine())
+    flags = set(next((line.split(":", 1)[1].split() for line in lines if line.startswith("flags")), []))
+    widest = next((label for flag, label in (("avx512f", "AVX-512"), ("avx2", "AVX2")) if flag in flags), None)
+    return f"{socket.gethostname()} ({model}, {widest})" if widest else f"{socket.gethostname()} ({model})"
+
+
 def record(into: Path, name: str, commit: str, event: str, wall_s: float | None = None, rc: int | None = None):
     """Append one row to ``<into>/times.tsv`` (its header first, where the file is new)."""
     path = into / TIMES
@@ -70,9 +86,7 @@ def record(into: Path, name: str, commit: str, event: str, wall_s: float | None 
             out.write("\t".join(COLUMNS) + "\n")
         utc = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
         wall = "" if wall_s is None else f"{wall_s:.0f}"
-        out.write(
-            "\t".join([name, commit[:10], socket.gethostname(), event, utc, wall, "" if rc is None else str(rc)]) + "\n"
-        )
+        out.write("\t".join([name, commit[:10], machine(), event, utc, wall, "" if rc is None else str(rc)]) + "\n")
 
 
 def walls(into: Path) -> dict[str, float]:
@@ -138,7 +152,7 @@ def main() -> None:
             )
             (args.into / f"{name}.cost.md").write_text(check.stdout)
     for name, seconds in walls(args.into).items():
-        print(f"{name}: {seconds / 60:.1f} min of wall on {socket.gethostname()}, {args.cores} cores")
+        print(f"{name}: {seconds / 60:.1f} min of wall on {machine()}, {args.cores} cores")
 
 
 if __name__ == "__main__":

@@ -81,3 +81,22 @@ def test_a_rerun_runs_the_workflow_of_the_commit_in_its_own_clone(source, tmp_pa
     # a bad run names itself
     bad = subprocess.run([*command, "--source", str(source), "=x"], capture_output=True, text=True)
     assert bad.returncode != 0 and "NAME=CONFIG" in bad.stderr
+
+
+def test_the_host_is_named_with_its_cpu_and_widest_vector_instructions(tmp_path, monkeypatch):
+    """Two hosts of one name ran the SmolLM2 protocol with AVX-512 and without it, and finetuned
+    AGNews differently: the record tells them apart."""
+    rerun = _rerun()
+    monkeypatch.setattr(rerun.socket, "gethostname", lambda: "vm")
+    cpuinfo = tmp_path / "cpuinfo"
+    for flags, shown in (
+        ("fpu sse2 avx avx2 avx512f avx512bw", "vm (Some CPU, AVX-512)"),
+        ("sse2 avx avx2", "vm (Some CPU, AVX2)"),
+        ("sse2", "vm (Some CPU)"),
+    ):
+        cpuinfo.write_text(f"processor\t: 0\nmodel name\t: Some CPU\nflags\t\t: {flags}\n\nprocessor\t: 1\n")
+        assert rerun.machine(cpuinfo) == shown
+    assert rerun.machine(tmp_path / "absent").startswith("vm (")
+    rerun.record(tmp_path, "one", "a" * 40, "start")
+    host = (tmp_path / "times.tsv").read_text().splitlines()[1].split("\t")[2]
+    assert host == rerun.machine() and "\t" not in host
