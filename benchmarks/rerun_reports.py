@@ -8,8 +8,11 @@ one after another: ``snakemake --cores N`` (with ``--rerun-incomplete``, so that
 by a session's end or a pause, goes on where it stopped when this is called again), and
 ``snakemake cost_estimate`` and ``benchmarks/cost_check.py --markdown`` in the same clone. Every
 start and end is appended to ``<into>/times.tsv`` (name, commit, host with its CPU, event, UTC
-time, wall seconds, exit status), so that the wall time of a run made in several pieces is their sum (a
-piece stopped by SIGTERM records its end; one paused with SIGSTOP counts the pause).
+time, wall seconds less pauses, exit status, seconds paused), so that the wall time of a run made in
+several pieces is their sum. A pause (SIGSTOP of this script's process group, to measure something
+else on the same cores, then SIGCONT) is left out: it stops this script too, whose heartbeat, woken
+late, counts the gap. A piece killed without a word (SIGKILL at a session's end) gets its end row
+from its last heartbeat (``<into>/<name>.piece``, rc ``killed``) when the script is called again.
 
     python benchmarks/rerun_reports.py --commit cf5b623 --into ../reruns \\
         default= reader=configs/reader-protocol.yaml smollm2=configs/smollm2-protocol.yaml
@@ -22,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import json
 import os
 import platform
 import shutil
@@ -29,12 +33,15 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 TIMES = "times.tsv"
-COLUMNS = ("name", "commit", "host", "event", "utc", "wall_s", "rc")
+COLUMNS = ("name", "commit", "host", "event", "utc", "wall_s", "rc", "paused_s")
+TICK = 1.0  # seconds between heartbeats
+PAUSE_GAP = 2.0  # a heartbeat this much later than due was a pause, not a busy host
 
 
 def _git(folder: Path, *words: str) -> str:
@@ -77,16 +84,80 @@ def machine(cpuinfo: Path = Path("/proc/cpuinfo")) -> str:
     return f"{socket.gethostname()} ({model}, {widest})" if widest else f"{socket.gethostname()} ({model})"
 
 
-def record(into: Path, name: str, commit: str, event: str, wall_s: float | None = None, rc: int | None = None):
-    """Append one row to ``<into>/times.tsv`` (its header first, where the file is new)."""
+def record(
+    into: Path,
+    name: str,
+    commit: str,
+    event: str,
+    wall_s: float | None = None,
+    rc: int | str | None = None,
+    paused_s: float | None = None,
+    when: float | None = None,
+):
+    """Append one row to ``<into>/times.tsv`` (its header first, where the file is new); ``when``, a
+    POSIX time, for an event that happened before now."""
     path = into / TIMES
     new = not path.exists()
     with path.open("a") as out:
         if new:
             out.write("\t".join(COLUMNS) + "\n")
-        utc = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-        wall = "" if wall_s is None else f"{wall_s:.0f}"
-        out.write("\t".join([name, commit[:10], machine(), event, utc, wall, "" if rc is None else str(rc)]) + "\n")
+        moment = datetime.datetime.fromtimestamp(time.time() if when is None else when, datetime.timezone.utc)
+        seconds = ["" if x is None else f"{x:.0f}" for x in (wall_s, paused_s)]
+        utc = moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+        cells = [name, commit[:10], machine(), event, utc, seconds[0], "" if rc is None else str(rc), seconds[1]]
+        out.write("\t".join(cells) + "\n")
+
+
+class Piece:
+    """One stretch of a run, timed less its pauses, its running total kept in ``<into>/<name>.piece``
+    at every heartbeat so that a piece killed without a word still counts (:func:`recover`)."""
+
+    def __init__(self, into: Path, name: str, commit: str):
+        self.into, self.name, self.commit = into, name, commit
+        self.path = into / f"{name}.piece"
+        self.paused = 0.0
+        self._done = threading.Event()
+
+    def begin(self) -> Piece:
+        recover(self.into, self.name)
+        record(self.into, self.name, self.commit, "start")
+        self.start = time.monotonic()
+        self._save()
+        self._beat = threading.Thread(target=self._heartbeat, daemon=True)
+        self._beat.start()
+        return self
+
+    def _heartbeat(self) -> None:
+        last = time.monotonic()
+        while not self._done.wait(TICK):
+            now = time.monotonic()
+            if now - last > TICK + PAUSE_GAP:  # the whole process group was stopped, this thread too
+                self.paused += now - last - TICK
+            last = now
+            self._save()
+
+    def _save(self) -> None:
+        wall = time.monotonic() - self.start - self.paused
+        scratch = self.path.with_suffix(".piece.tmp")
+        scratch.write_text(json.dumps({"commit": self.commit, "wall_s": wall, "paused_s": self.paused}))
+        scratch.replace(self.path)  # never half a record, whenever the kill comes
+
+    def end(self, rc: int) -> None:
+        self._done.set()
+        self._beat.join()
+        record(self.into, self.name, self.commit, "end", time.monotonic() - self.start - self.paused, rc, self.paused)
+        self.path.unlink(missing_ok=True)
+
+
+def recover(into: Path, name: str) -> None:
+    """The end row of a piece of ``name`` that was killed before it could write one, from its last
+    heartbeat: its wall time (less pauses) up to then, rc ``killed``."""
+    path = into / f"{name}.piece"
+    if not path.exists():
+        return
+    last = json.loads(path.read_text())
+    record(into, name, last["commit"], "end", last["wall_s"], "killed", last["paused_s"], when=path.stat().st_mtime)
+    path.unlink()
 
 
 def walls(into: Path) -> dict[str, float]:
@@ -137,12 +208,11 @@ def main() -> None:
         if packages.is_dir() and not (clone / "resources" / "packages").exists():
             shutil.copytree(packages, clone / "resources" / "packages")
         log = args.into / f"{name}.log"
-        record(args.into, name, commit, "start")
-        start, rc = time.monotonic(), 143
+        piece, rc = Piece(args.into, name, commit).begin(), 143
         try:
             rc = snakemake(clone, config, args.cores, log=log)
         finally:  # a piece cut short (SIGTERM at a session's end) still counts its time
-            record(args.into, name, commit, "end", time.monotonic() - start, rc)
+            piece.end(rc)
         if rc != 0:
             raise SystemExit(f"{name}: snakemake exited {rc}; its output: {log}")
         if not args.no_cost:

@@ -4,8 +4,11 @@ made here, through the real snakemake."""
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -63,8 +66,13 @@ def test_the_wall_time_of_a_run_in_pieces_is_their_sum(tmp_path):
     rerun.record(tmp_path, "smollm2", "a" * 40, "end", 50.0, 0)
     lines = (tmp_path / "times.tsv").read_text().splitlines()
     assert lines[0].split("\t") == list(rerun.COLUMNS)
-    assert lines[2].split("\t")[:2] == ["smollm2", "a" * 10] and lines[2].split("\t")[-1] == "143"
+    assert lines[2].split("\t")[:2] == ["smollm2", "a" * 10] and _rows(tmp_path)[1]["rc"] == "143"
     assert rerun.walls(tmp_path) == {"smollm2": 150.0, "default": 30.0}
+
+
+def _rows(into):
+    rerun = _rerun()
+    return [dict(zip(rerun.COLUMNS, line.split("\t"))) for line in (into / "times.tsv").read_text().splitlines()[1:]]
 
 
 def test_a_rerun_runs_the_workflow_of_the_commit_in_its_own_clone(source, tmp_path):
@@ -75,8 +83,9 @@ def test_a_rerun_runs_the_workflow_of_the_commit_in_its_own_clone(source, tmp_pa
     result = subprocess.run([*command, "--source", str(source), "one="], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
     assert (into / "one" / "done.txt").read_text() == "first\n"  # the commit's workflow, not the newest
-    events = [line.split("\t")[3:] for line in (into / "times.tsv").read_text().splitlines()[1:]]
-    assert [e[0] for e in events] == ["start", "end"] and events[1][-1] == "0"
+    rows = _rows(into)
+    assert [r["event"] for r in rows] == ["start", "end"] and rows[1]["rc"] == "0" and rows[1]["paused_s"] == "0"
+    assert not (into / "one.piece").exists()  # a piece that ended leaves no heartbeat behind
     assert "one:" in result.stdout and "min of wall" in result.stdout
     # a bad run names itself
     bad = subprocess.run([*command, "--source", str(source), "=x"], capture_output=True, text=True)
@@ -100,3 +109,49 @@ def test_the_host_is_named_with_its_cpu_and_widest_vector_instructions(tmp_path,
     rerun.record(tmp_path, "one", "a" * 40, "start")
     host = (tmp_path / "times.tsv").read_text().splitlines()[1].split("\t")[2]
     assert host == rerun.machine() and "\t" not in host
+
+
+def _wait_for(condition, seconds=60.0):
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.1)
+
+
+def test_a_pause_is_left_out_of_the_wall_time_and_a_killed_piece_still_counts(tmp_path):
+    """A run killed without a word (SIGKILL, as a session's end does) gets its end row from its last
+    heartbeat when called again; a SIGSTOP of the process group, 5 s, is counted as paused."""
+    repo = tmp_path / "source"
+    repo.mkdir()
+    _git(repo, "init", "--quiet")
+    (repo / "Snakefile").write_text('rule all:\n    output: "done.txt"\n    shell: "sleep 3 && echo done > {output}"\n')
+    _git(repo, "add", "Snakefile")
+    _git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "--quiet", "-m", "slow")
+    into = tmp_path / "reruns"
+    script = benchmark_scripts.BENCHMARKS / "rerun_reports.py"
+    command = [sys.executable, str(script), "--commit", "HEAD", "--into", str(into), "--cores", "1", "--no-cost"]
+    command += ["--source", str(repo), "one="]
+
+    def starts():
+        return (into / "times.tsv").exists() and sum(r["event"] == "start" for r in _rows(into))
+
+    first = subprocess.Popen(command, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    _wait_for(lambda: starts() == 1 and (into / "one.piece").exists())
+    time.sleep(1.5)
+    os.killpg(first.pid, signal.SIGKILL)
+    first.wait()
+    assert [r["event"] for r in _rows(into)] == ["start"]  # no end row: it was killed
+
+    second = subprocess.Popen(command, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    _wait_for(lambda: starts() == 2)
+    os.killpg(second.pid, signal.SIGSTOP)
+    time.sleep(5)
+    os.killpg(second.pid, signal.SIGCONT)
+    assert second.wait(timeout=120) == 0, second.stderr.read()
+    rows = _rows(into)
+    assert [r["event"] for r in rows] == ["start", "end", "start", "end"]
+    killed, done = rows[1], rows[3]
+    assert killed["rc"] == "killed" and float(killed["wall_s"]) >= 1 and killed["paused_s"] == "0"
+    assert done["rc"] == "0" and float(done["paused_s"]) >= 3.5, done  # a heartbeat may fall 1 s into it
+    assert float(done["wall_s"]) >= 3  # the rule's sleep, not the pause
+    assert (into / "one" / "done.txt").read_text() == "done\n"
