@@ -137,7 +137,7 @@ def test_a_pause_is_left_out_of_the_wall_time_and_a_killed_piece_still_counts(tm
 
     first = subprocess.Popen(command, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     _wait_for(lambda: starts() == 1 and (into / "one.piece").exists())
-    time.sleep(1.5)
+    time.sleep(2.5)  # two heartbeats at least
     os.killpg(first.pid, signal.SIGKILL)
     first.wait()
     assert [r["event"] for r in _rows(into)] == ["start"]  # no end row: it was killed
