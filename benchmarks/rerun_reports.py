@@ -161,7 +161,7 @@ def recover(into: Path, name: str) -> None:
 
 
 def walls(into: Path) -> dict[str, float]:
-    """Per name, the wall seconds of its finished pieces, summed."""
+    """Per name, the wall seconds of its pieces (pauses left out; a killed piece up to its last heartbeat), summed."""
     path = into / TIMES
     totals: dict[str, float] = {}
     if not path.exists():
