@@ -74,14 +74,15 @@ def machine(cpuinfo: Path = Path("/proc/cpuinfo")) -> str:
     name does not tell two machines apart (one VM image gives every host the same), and the vector
     instructions pick torch's float kernels, whose last bits a finetuning at a high rate grows into
     another model (docs/results.md, "The whole protocol on a real model")."""
+    host = socket.gethostname()
     try:
         lines = cpuinfo.read_text().splitlines()
     except OSError:  # not Linux
-        return f"{socket.gethostname()} ({platform.processor() or platform.machine()})"
+        return f"{host} ({platform.processor() or platform.machine()})"
     model = next((line.split(":", 1)[1].strip() for line in lines if line.startswith("model name")), platform.machine())
     flags = set(next((line.split(":", 1)[1].split() for line in lines if line.startswith("flags")), []))
     widest = next((label for flag, label in (("avx512f", "AVX-512"), ("avx2", "AVX2")) if flag in flags), None)
-    return f"{socket.gethostname()} ({model}, {widest})" if widest else f"{socket.gethostname()} ({model})"
+    return f"{host} ({model}, {widest})" if widest else f"{host} ({model})"
 
 
 def record(
@@ -136,8 +137,11 @@ class Piece:
             last = now
             self._save()
 
+    def _wall(self) -> float:
+        return time.monotonic() - self.start - self.paused
+
     def _save(self) -> None:
-        wall = time.monotonic() - self.start - self.paused
+        wall = self._wall()
         scratch = self.path.with_suffix(".piece.tmp")
         scratch.write_text(json.dumps({"commit": self.commit, "wall_s": wall, "paused_s": self.paused}))
         scratch.replace(self.path)  # never half a record, whenever the kill comes
@@ -145,7 +149,7 @@ class Piece:
     def end(self, rc: int) -> None:
         self._done.set()
         self._beat.join()
-        record(self.into, self.name, self.commit, "end", time.monotonic() - self.start - self.paused, rc, self.paused)
+        record(self.into, self.name, self.commit, "end", self._wall(), rc, self.paused)
         self.path.unlink(missing_ok=True)
 
 
@@ -160,15 +164,18 @@ def recover(into: Path, name: str) -> None:
     path.unlink()
 
 
+def rows(into: Path) -> list[dict[str, str]]:
+    """The rows of ``<into>/times.tsv`` by column (a row written before ``paused_s`` lacks it)."""
+    path = into / TIMES
+    if not path.exists():
+        return []
+    return [dict(zip(COLUMNS, line.split("\t"))) for line in path.read_text().splitlines()[1:]]
+
+
 def walls(into: Path) -> dict[str, float]:
     """Per name, the wall seconds of its pieces (pauses left out; a killed piece up to its last heartbeat), summed."""
-    path = into / TIMES
     totals: dict[str, float] = {}
-    if not path.exists():
-        return totals
-    rows = [line.rstrip("\n").split("\t") for line in path.read_text().splitlines()[1:]]
-    for row in rows:
-        entry = dict(zip(COLUMNS, row))
+    for entry in rows(into):
         if entry["event"] == "end" and entry["wall_s"]:
             totals[entry["name"]] = totals.get(entry["name"], 0.0) + float(entry["wall_s"])
     return totals

@@ -23,17 +23,22 @@ def _git(folder, *words):
     return subprocess.run(["git", "-C", str(folder), *words], check=True, capture_output=True, text=True).stdout.strip()
 
 
+def _repository(repo, shells):
+    """A repository at ``repo`` of one commit per shell command: a Snakefile whose one rule runs it to
+    write done.txt."""
+    repo.mkdir()
+    _git(repo, "init", "--quiet")
+    for shell in shells:
+        (repo / "Snakefile").write_text(f'rule all:\n    output: "done.txt"\n    shell: "{shell}"\n')
+        _git(repo, "add", "Snakefile")
+        _git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "--quiet", "-m", shell)
+    return repo
+
+
 @pytest.fixture
 def source(tmp_path):
     """A repository of two commits: a Snakefile whose one rule writes the commit's word to done.txt."""
-    repo = tmp_path / "source"
-    repo.mkdir()
-    _git(repo, "init", "--quiet")
-    for word in ("first", "second"):
-        (repo / "Snakefile").write_text(f'rule all:\n    output: "done.txt"\n    shell: "echo {word} > {{output}}"\n')
-        _git(repo, "add", "Snakefile")
-        _git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "--quiet", "-m", word)
-    return repo
+    return _repository(tmp_path / "source", [f"echo {word} > {{output}}" for word in ("first", "second")])
 
 
 def test_a_clone_is_made_at_the_commit_and_reused_only_there_and_clean(source, tmp_path):
@@ -71,8 +76,7 @@ def test_the_wall_time_of_a_run_in_pieces_is_their_sum(tmp_path):
 
 
 def _rows(into):
-    rerun = _rerun()
-    return [dict(zip(rerun.COLUMNS, line.split("\t"))) for line in (into / "times.tsv").read_text().splitlines()[1:]]
+    return _rerun().rows(into)
 
 
 def test_a_rerun_runs_the_workflow_of_the_commit_in_its_own_clone(source, tmp_path):
@@ -121,12 +125,7 @@ def _wait_for(condition, seconds=60.0):
 def test_a_pause_is_left_out_of_the_wall_time_and_a_killed_piece_still_counts(tmp_path):
     """A run killed without a word (SIGKILL, as a session's end does) gets its end row from its last
     heartbeat when called again; a SIGSTOP of the process group, 5 s, is counted as paused."""
-    repo = tmp_path / "source"
-    repo.mkdir()
-    _git(repo, "init", "--quiet")
-    (repo / "Snakefile").write_text('rule all:\n    output: "done.txt"\n    shell: "sleep 3 && echo done > {output}"\n')
-    _git(repo, "add", "Snakefile")
-    _git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "--quiet", "-m", "slow")
+    repo = _repository(tmp_path / "source", ["sleep 3 && echo done > {output}"])
     into = tmp_path / "reruns"
     script = benchmark_scripts.BENCHMARKS / "rerun_reports.py"
     command = [sys.executable, str(script), "--commit", "HEAD", "--into", str(into), "--cores", "1", "--no-cost"]
